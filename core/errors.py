@@ -1,0 +1,47 @@
+"""The project's error types.
+
+`OnnxportError` is a *user* error: bad input, an unknown output name, a checkpoint that does not
+fit. Front ends show its message as one line (CLI: stderr + exit 2; app: a dialog) and never a
+traceback. Anything else that escapes is a bug and is shown with details.
+"""
+
+from __future__ import annotations
+
+
+class OnnxportError(Exception):
+    """A problem with the user's input or environment, explained in one line."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = str(self).strip().replace("\n", " ")
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+class CorruptFileError(OnnxportError):
+    """A file is truncated, malformed or not of the kind it claims to be."""
+
+
+class CheckpointMismatchError(OnnxportError):
+    """The checkpoint's parameters do not fit the model's."""
+
+
+class NominalCheckpointError(OnnxportError):
+    """A nominal checkpoint holds parameter names only, no values."""
+
+
+class UnknownOutputError(OnnxportError):
+    """A requested output name is not a tensor of the graph."""
+
+
+class Cancelled(OnnxportError):
+    """The user cancelled the operation; nothing was written."""
+
+    def __init__(self, message: str = "cancelled; nothing was written") -> None:
+        super().__init__(message)
+
+
+class UnavailableError(OnnxportError):
+    """A feature needs a package that is not installed here (e.g. onnxruntime-training)."""

@@ -1,0 +1,280 @@
+"""The tensor index: every tensor of a graph, with what a user needs to pick outputs.
+
+Built from the graph alone (weights stay on disk): graph inputs and outputs, every node output,
+parameters (initializers, and graph inputs that a checkpoint fills), each with shape (after shape
+inference), dtype, producer op, consumers, module scope (from node names such as
+`/encoder/layer.0/attention/MatMul`) and whether it only matters for training (loss, labels).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import onnx
+
+from .model_io import strip_weights, tensor_nbytes
+from .params import dtype_name
+
+LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
+LABEL_WORDS = ("label", "target")
+
+Dim = int | str | None
+
+
+class TensorKind(str, Enum):
+    INPUT = "input"  # a graph input the user feeds
+    PARAMETER = "parameter"  # an initializer, or a graph input a checkpoint fills
+    OUTPUT = "output"  # a graph output (produced by a node)
+    INTERMEDIATE = "intermediate"  # any other node output
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    kind: TensorKind
+    dtype: str | None
+    shape: tuple[Dim, ...] | None  # None: unknown rank
+    producer: str | None = None  # node name
+    producer_op: str | None = None
+    consumers: list[str] = field(default_factory=list)  # node names
+    scope: str = ""  # "encoder/layer.0/attention", "" at top level
+    training_only: bool = False
+    is_graph_output: bool = False
+    nbytes: int | None = None  # parameters: bytes of their values
+
+    @property
+    def shape_text(self) -> str:
+        if self.shape is None:
+            return "?"
+        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+
+@dataclass
+class TensorIndex:
+    """All tensors of one model, graph outputs first, then by graph order."""
+
+    path: Path | None
+    tensors: dict[str, TensorInfo]
+    graph_inputs: list[str]
+    graph_outputs: list[str]
+    parameters: list[str]
+    node_count: int
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str = ""
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        return self.tensors[name]
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def selectable(self) -> list[TensorInfo]:
+        """Tensors that can be exported as outputs: node outputs (graph outputs first)."""
+        return [t for t in self.tensors.values() if t.kind in (TensorKind.OUTPUT, TensorKind.INTERMEDIATE)]
+
+    def default_outputs(self) -> list[str]:
+        """Graph outputs that are not training-only: what an inference model usually keeps."""
+        return [n for n in self.graph_outputs if not self.tensors[n].training_only]
+
+    def suggest(self, name: str, limit: int = 3) -> list[str]:
+        """Names close to `name` (for 'unknown output' messages)."""
+        candidates = [t.name for t in self.selectable()]
+        close = difflib.get_close_matches(name, candidates, n=limit, cutoff=0.5)
+        if not close:
+            low = name.lower()
+            close = [c for c in candidates if low in c.lower()][:limit]
+        return close
+
+
+def scope_of(node_name: str) -> str:
+    """Module scope from a node name: '/encoder/layer.0/attn/MatMul_1' -> 'encoder/layer.0/attn'."""
+    if "/" not in node_name:
+        return ""
+    return node_name.strip("/").rpartition("/")[0]
+
+
+def _shape_of(vtype: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]:
+    if not vtype.HasField("tensor_type"):
+        kind = vtype.WhichOneof("value")
+        return kind, None
+    tt = vtype.tensor_type
+    dtype = dtype_name(tt.elem_type) if tt.elem_type else None
+    if not tt.HasField("shape"):
+        return dtype, None
+    dims: list[Dim] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dtype, tuple(dims)
+
+
+def infer_value_info(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """Shape-infer a weight-free copy; return name -> ValueInfo for every known tensor."""
+    light = strip_weights(model)
+    try:
+        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is best effort; the graph still indexes without it
+        pass
+    infos: dict[str, onnx.ValueInfoProto] = {}
+    for vi in list(light.graph.value_info) + list(light.graph.input) + list(light.graph.output):
+        infos[vi.name] = vi
+    return infos
+
+
+def build_index(
+    model: onnx.ModelProto,
+    path: str | Path | None = None,
+    parameter_names: Iterable[str] = (),
+) -> TensorIndex:
+    """Index every tensor of `model`.
+
+    `parameter_names`: graph inputs that a checkpoint fills (an ORT eval graph takes its parameters
+    as inputs); they are listed as parameters, not as inputs to feed.
+    """
+    graph = model.graph
+    infos = infer_value_info(model)
+    init_by_name = {t.name: t for t in graph.initializer}
+    param_inputs = set(parameter_names)
+    input_names = [i.name for i in graph.input]
+    output_names = [o.name for o in graph.output]
+    output_set = set(output_names)
+
+    producers: dict[str, onnx.NodeProto] = {}
+    consumers: dict[str, list[str]] = {}
+    for i, node in enumerate(graph.node):
+        if not node.name:
+            node.name = f"{node.op_type}_{i}"
+        for out in node.output:
+            if out:
+                producers[out] = node
+        for inp in node.input:
+            if inp:
+                consumers.setdefault(inp, []).append(node.name)
+
+    training = _training_only(graph, param_inputs | set(init_by_name))
+    first_consumer_scope: dict[str, str] = {}
+    for node in graph.node:
+        for inp in node.input:
+            first_consumer_scope.setdefault(inp, scope_of(node.name))
+
+    tensors: dict[str, TensorInfo] = {}
+
+    def add(name: str, kind: TensorKind, dtype: str | None, shape, node: onnx.NodeProto | None = None,
+            nbytes: int | None = None) -> None:
+        tensors[name] = TensorInfo(
+            name=name,
+            kind=kind,
+            dtype=dtype,
+            shape=shape,
+            producer=node.name if node is not None else None,
+            producer_op=node.op_type if node is not None else None,
+            consumers=consumers.get(name, []),
+            scope=scope_of(node.name) if node is not None else first_consumer_scope.get(name, ""),
+            training_only=name in training,
+            is_graph_output=name in output_set,
+            nbytes=nbytes,
+        )
+
+    def typed(name: str) -> tuple[str | None, tuple[Dim, ...] | None]:
+        vi = infos.get(name)
+        return _shape_of(vi.type) if vi is not None else (None, None)
+
+    for name in output_names:  # graph outputs first, in graph order
+        node = producers.get(name)
+        dtype, shape = typed(name)
+        kind = TensorKind.OUTPUT if node is not None else TensorKind.INPUT
+        add(name, kind, dtype, shape, node)
+    for node in graph.node:
+        for out in node.output:
+            if out and out not in tensors:
+                add(out, TensorKind.INTERMEDIATE, *typed(out), node)
+    parameters: list[str] = []
+    user_inputs: list[str] = []
+    for vi in graph.input:
+        if vi.name in tensors:
+            continue
+        dtype, shape = _shape_of(vi.type)
+        if vi.name in param_inputs or vi.name in init_by_name:
+            parameters.append(vi.name)
+            nbytes = None
+            if shape is not None and all(isinstance(d, int) for d in shape) and dtype not in (None, "string"):
+                nbytes = _numel(shape) * onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type).itemsize
+            add(vi.name, TensorKind.PARAMETER, dtype, shape, nbytes=nbytes)
+        else:
+            user_inputs.append(vi.name)
+            add(vi.name, TensorKind.INPUT, dtype, shape)
+    for t in graph.initializer:
+        if t.name in tensors:
+            continue
+        parameters.append(t.name)
+        add(t.name, TensorKind.PARAMETER, dtype_name(t.data_type), tuple(int(d) for d in t.dims),
+            nbytes=tensor_nbytes(t))
+
+    return TensorIndex(
+        path=Path(path) if path else None,
+        tensors=tensors,
+        graph_inputs=user_inputs,
+        graph_outputs=output_names,
+        parameters=parameters,
+        node_count=len(graph.node),
+        ir_version=model.ir_version,
+        opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+    )
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _training_only(graph: onnx.GraphProto, parameter_like: set[str]) -> set[str]:
+    """Tensors that only matter for training: label inputs, loss ops and all they feed.
+
+    A label input is a graph input named like a label/target, or one whose every path ends in a
+    loss op. Everything downstream of a label input or a loss op is training-only.
+    """
+    consumers_of: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for inp in node.input:
+            consumers_of.setdefault(inp, []).append(node)
+
+    seeds: set[str] = set()
+    for node in graph.node:
+        is_loss = node.op_type in LOSS_OPS or any("loss" in o.lower() for o in node.output if o)
+        if is_loss:
+            seeds.update(o for o in node.output if o)
+    for vi in graph.input:
+        name = vi.name
+        if name in parameter_like:
+            continue
+        if any(w in name.lower() for w in LABEL_WORDS):
+            seeds.add(name)
+        elif consumers_of.get(name) and all(n.op_type in LOSS_OPS for n in consumers_of[name]):
+            seeds.add(name)
+
+    marked = set(seeds)
+    queue = deque(seeds)
+    while queue:
+        name = queue.popleft()
+        for node in consumers_of.get(name, []):
+            for out in node.output:
+                if out and out not in marked:
+                    marked.add(out)
+                    queue.append(out)
+    return marked

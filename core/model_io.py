@@ -1,0 +1,95 @@
+"""Reading ONNX models without materialising their weights.
+
+`load_graph` loads the protobuf with external data left on disk; `strip_weights` gives a copy whose
+large initializers keep their dims/type but carry no bytes (for shape inference and previews).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from .errors import CorruptFileError, OnnxportError
+
+SMALL_TENSOR_BYTES = 4096  # initializers at most this big stay in stripped copies (shape constants)
+
+
+def load_graph(path: str | Path) -> onnx.ModelProto:
+    """Load an ONNX model; external data stays on disk (tensors refer to it by location)."""
+    path = Path(path)
+    if not path.exists():
+        raise OnnxportError(f"{path}: no such file")
+    if path.is_dir():
+        raise OnnxportError(f"{path}: is a folder, expected an .onnx model file")
+    try:
+        with open(path, "rb") as f:
+            model = onnx.load_model(f, load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError, OSError) as exc:
+        raise CorruptFileError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise CorruptFileError(f"{path}: not an ONNX model (no graph)")
+    return model
+
+
+def tensor_nbytes(t: onnx.TensorProto) -> int:
+    """Bytes of a tensor's values, from dims and type (0 for strings)."""
+    if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return 0
+    n = 1
+    for d in t.dims:
+        n *= d
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    if t.data_type in _SUBBYTE:
+        return (n * _SUBBYTE[t.data_type] + 7) // 8
+    return n * itemsize
+
+
+_SUBBYTE = {
+    getattr(onnx.TensorProto, name): 4
+    for name in ("INT4", "UINT4")
+    if hasattr(onnx.TensorProto, name)
+}
+
+
+def strip_weights(model: onnx.ModelProto, keep_bytes: int = SMALL_TENSOR_BYTES) -> onnx.ModelProto:
+    """A copy of `model` whose initializers over `keep_bytes` have no data (dims/type kept).
+
+    The copy is for shape inference and for previews: it is small whatever the model's size.
+    """
+    stripped = copy_without_initializers(model)
+    for t in model.graph.initializer:
+        if tensor_nbytes(t) > keep_bytes or _is_external(t):
+            header = stripped.graph.initializer.add()
+            header.name, header.data_type = t.name, t.data_type
+            header.dims.extend(t.dims)
+            header.doc_string = t.doc_string
+        else:
+            stripped.graph.initializer.append(t)
+    return stripped
+
+
+def copy_without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` with every field but `graph.initializer` (no weight bytes copied)."""
+    result = onnx.ModelProto()
+    for fd, value in model.ListFields():
+        if fd.name != "graph":
+            _copy_field(result, fd, value)
+    for fd, value in model.graph.ListFields():
+        if fd.name != "initializer":
+            _copy_field(result.graph, fd, value)
+    return result
+
+
+def _copy_field(target, fd, value) -> None:
+    if fd.label == fd.LABEL_REPEATED:
+        getattr(target, fd.name).extend(value)
+    elif fd.message_type:
+        getattr(target, fd.name).CopyFrom(value)
+    else:
+        setattr(target, fd.name, value)
+
+
+def _is_external(t: onnx.TensorProto) -> bool:
+    return t.data_location == onnx.TensorProto.EXTERNAL
