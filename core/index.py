@@ -67,6 +67,7 @@ class TensorIndex:
     ir_version: int
     opsets: dict[str, int]
     producer: str = ""
+    suggested: list[str] = field(default_factory=list)  # likely forward outputs inside an eval graph
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -82,8 +83,10 @@ class TensorIndex:
         return [t for t in self.tensors.values() if t.kind in (TensorKind.OUTPUT, TensorKind.INTERMEDIATE)]
 
     def default_outputs(self) -> list[str]:
-        """Graph outputs that are not training-only: what an inference model usually keeps."""
-        return [n for n in self.graph_outputs if not self.tensors[n].training_only]
+        """What an inference model usually keeps: the graph outputs that are not training-only,
+        else (an ORT eval graph, whose only graph output is the loss) the suggested outputs."""
+        kept = [n for n in self.graph_outputs if not self.tensors[n].training_only]
+        return kept or list(self.suggested)
 
     def suggest(self, name: str, limit: int = 3) -> list[str]:
         """Names close to `name` (for 'unknown output' messages)."""
@@ -148,7 +151,6 @@ def build_index(
     infos = infer_value_info(model)
     init_by_name = {t.name: t for t in graph.initializer}
     param_inputs = set(parameter_names)
-    input_names = [i.name for i in graph.input]
     output_names = [o.name for o in graph.output]
     output_set = set(output_names)
 
@@ -223,6 +225,7 @@ def build_index(
         add(t.name, TensorKind.PARAMETER, dtype_name(t.data_type), tuple(int(d) for d in t.dims),
             nbytes=tensor_nbytes(t))
 
+    suggested = _suggested_outputs(graph, training, output_set, consumers)
     return TensorIndex(
         path=Path(path) if path else None,
         tensors=tensors,
@@ -233,7 +236,34 @@ def build_index(
         ir_version=model.ir_version,
         opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
         producer=f"{model.producer_name} {model.producer_version}".strip(),
+        suggested=suggested,
     )
+
+
+def _suggested_outputs(graph: onnx.GraphProto, training: set[str], graph_outputs: set[str],
+                       consumers: dict[str, list[str]]) -> list[str]:
+    """Forward outputs an eval graph hides: what feeds a loss op, and first outputs nothing consumes.
+
+    Secondary outputs (a Dropout mask, BatchNorm running statistics) are not suggested.
+    """
+    suggested: list[str] = []
+    for node in graph.node:
+        is_loss = node.op_type in LOSS_OPS or any(o in training for o in node.output if o)
+        if is_loss:
+            for name in node.input:
+                if name and name not in training and name not in suggested and _produced(graph, name):
+                    suggested.append(name)
+            continue
+        first = node.output[0] if node.output else ""
+        if first and first not in consumers and first not in graph_outputs and first not in training \
+                and first not in suggested:
+            suggested.append(first)
+    order = {o: i for i, n in enumerate(graph.node) for o in n.output}
+    return sorted(suggested, key=lambda n: order.get(n, 0))
+
+
+def _produced(graph: onnx.GraphProto, name: str) -> bool:
+    return any(name in n.output for n in graph.node)
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -82,8 +82,13 @@ def copy_without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
     return result
 
 
+def _is_repeated(fd) -> bool:
+    # protobuf >= 5 has `is_repeated`; older releases only `label`.
+    return fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+
+
 def _copy_field(target, fd, value) -> None:
-    if fd.label == fd.LABEL_REPEATED:
+    if _is_repeated(fd):
         getattr(target, fd.name).extend(value)
     elif fd.message_type:
         getattr(target, fd.name).CopyFrom(value)

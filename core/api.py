@@ -1,0 +1,46 @@
+"""The Python API a training script calls after training.
+
+    from onnxport.core.api import export_for_inference
+    export_for_inference("eval_model.onnx", "checkpoint", ["probabilities"], "model.onnx")
+
+It opens the checkpoint(s) (several are merged, e.g. pipeline stages), exports, and in a
+torchrun/MPI job writes only on rank 0 (the other ranks return a result whose `skipped` says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from .distributed import skip_reason
+from .export import ExportResult, export_model
+from .params import merge_parameter_sets
+from .progress import CancelToken, ProgressFn
+from .sources import read_parameters
+
+
+def export_for_inference(
+    eval_model: str | Path,
+    checkpoints: str | Path | Sequence[str | Path] | None,
+    outputs: Sequence[str],
+    out_path: str | Path,
+    *,
+    external_data: str = "auto",
+    fold: bool = True,
+    all_ranks: bool = False,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> ExportResult:
+    """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`."""
+    reason = skip_reason(all_ranks)
+    if reason is not None:
+        return ExportResult(Path(out_path), None, 0, list(outputs), [], 0, 0, 0, 0.0, skipped=reason)
+    if checkpoints is None:
+        paths: list[str | Path] = []
+    elif isinstance(checkpoints, (str, Path)):
+        paths = [checkpoints]
+    else:
+        paths = list(checkpoints)
+    params = merge_parameter_sets([read_parameters(p) for p in paths]) if paths else None
+    return export_model(eval_model, out_path, list(outputs), params, external_data=external_data,
+                        fold=fold, progress=progress, cancel=cancel)

@@ -1,0 +1,71 @@
+"""`onnxport export MODEL [--checkpoint CKPT ...] --outputs A[,B...] -o OUT.onnx ...`.
+
+Writes a self-contained inference model: the chosen outputs only, trained weights embedded,
+training-only parts gone, eval-mode ops in inference form, parameter-only sub-graphs folded.
+In a torchrun/MPI job only rank 0 writes unless --all-ranks is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..api import export_for_inference
+from ..export import EXTERNAL_DATA_CHOICES
+from .progress_line import StderrProgress
+
+
+def split_names(values: list[str]) -> list[str]:
+    """`--outputs a,b --outputs c` -> ['a', 'b', 'c']."""
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("export", help="export an inference model (prune, embed trained weights)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="eval model (or any ONNX model)")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="CKPT",
+                   help="training checkpoint / parameter file (repeatable: several are merged)")
+    p.add_argument("--outputs", action="append", required=True, metavar="A[,B...]",
+                   help="tensors to keep as outputs, in order (graph outputs or any intermediate tensor)")
+    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx", help="file to write")
+    p.add_argument("--external-data", choices=EXTERNAL_DATA_CHOICES, default="auto",
+                   help="store weights in OUT.onnx.data: auto (above 2 GB), always, never")
+    p.add_argument("--no-fold", action="store_true",
+                   help="do not fold parameter-only sub-graphs (write the graph as ONNX Runtime's export would)")
+    p.add_argument("--quantize", choices=("dynamic", "static", "fp16"), help="quantize/convert after export")
+    p.add_argument("--calibration", metavar="DATA", help="calibration data for --quantize static")
+    p.add_argument("--validate", action="store_true", help="check the result against the reference")
+    p.add_argument("--all-ranks", action="store_true", help="write on every rank of a distributed job")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    outputs = split_names(args.outputs)
+    progress = StderrProgress(quiet=args.quiet)
+    result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
+                                  external_data=args.external_data, fold=not args.no_fold,
+                                  all_ranks=args.all_ranks, progress=progress)
+    if result.skipped:
+        print(f"onnxport: {result.skipped}; nothing to do here", file=sys.stderr)
+        return 0
+    report = {"export": result.to_dict()}
+    if args.quantize or args.validate:
+        from ..post_export import post_export  # quantize/validate pipeline
+
+        report.update(post_export(result, args.model, args.checkpoint, quantize=args.quantize,
+                                  calibration=args.calibration, validate=args.validate, progress=progress))
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        data = f" + {result.data_path.name}" if result.data_path else ""
+        print(f"wrote {result.path}{data}: {result.size_bytes / 1e6:.2f} MB, outputs {', '.join(result.outputs)}, "
+              f"inputs {', '.join(result.inputs) or '(none)'}, {result.nodes} nodes, {result.parameters} "
+              f"initializers, {result.folded} folded, {result.seconds:.2f} s")
+        for line in report.get("summary_lines", []):
+            print(line)
+    return 0

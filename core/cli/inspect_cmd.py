@@ -1,0 +1,175 @@
+"""`onnxport inspect MODEL_OR_CHECKPOINT [--checkpoint CKPT ...] [--json] [--all]`.
+
+Given a model: its inputs, outputs, the forward outputs an eval graph hides, parameters; given a
+checkpoint: its tensors, trainable/frozen split, optimizer state and properties; given both: how
+the checkpoint's parameters match the model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..index import TensorIndex, TensorInfo
+from ..match import ParamMatch
+from ..params import ParameterSet
+from ..sources import LoadedSources, open_sources
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("inspect", help="list a model's tensors and/or a checkpoint's contents",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("source", help="an ONNX model, a checkpoint, or a folder of training artifacts")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="CKPT",
+                   help="checkpoint(s) to match against the model (repeatable; merged)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--all", action="store_true", help="list every tensor, not only inputs/outputs")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = open_sources([args.source, *args.checkpoint])
+    data = to_dict(loaded, include_all=args.all or args.json)
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_tables(loaded, include_all=args.all)
+    return 0
+
+
+def _tensor_dict(t: TensorInfo) -> dict:
+    return {
+        "name": t.name, "kind": t.kind.value, "dtype": t.dtype,
+        "shape": list(t.shape) if t.shape is not None else None,
+        "producer": t.producer, "op": t.producer_op, "consumers": t.consumers, "scope": t.scope,
+        "training_only": t.training_only, "graph_output": t.is_graph_output, "bytes": t.nbytes,
+    }
+
+
+def _params_dict(params: ParameterSet) -> dict:
+    return {
+        "kind": params.kind, "files": [str(p) for p in params.sources], "version": params.version,
+        "nominal": params.nominal, "count": len(params), "bytes": params.nbytes,
+        "trainable": len(params.trainable), "frozen": len(params.frozen),
+        "tensors": [{"name": n, "dtype": p.dtype, "shape": list(p.shape), "trainable": p.trainable}
+                    for n, p in params.params.items()],
+        "optimizer_groups": [
+            {"name": g.name, "step": g.step, "initial_learning_rate": g.initial_learning_rate,
+             "states": {name: sorted(s) for name, s in g.states.items()}}
+            for g in params.optimizer_groups
+        ],
+        "properties": params.properties,
+    }
+
+
+def _match_dict(match: ParamMatch) -> dict:
+    return {
+        "ok": match.ok, "summary": match.summary(), "matched": len(match.matched), "missing": match.missing,
+        "unexpected": match.unexpected, "trainable": len(match.trainable), "frozen": len(match.frozen),
+        "mismatched": [{"name": m.name, "model": m.expected, "checkpoint": m.got} for m in match.mismatched],
+        "nominal": match.nominal,
+    }
+
+
+def _index_dict(index: TensorIndex, include_all: bool) -> dict:
+    t = index.tensors
+    result = {
+        "file": str(index.path) if index.path else None, "ir_version": index.ir_version, "opsets": index.opsets,
+        "producer": index.producer, "nodes": index.node_count, "tensor_count": len(index),
+        "inputs": [_tensor_dict(t[n]) for n in index.graph_inputs],
+        "outputs": [_tensor_dict(t[n]) for n in index.graph_outputs],
+        "suggested_outputs": index.suggested, "default_outputs": index.default_outputs(),
+        "parameter_count": len(index.parameters),
+    }
+    if include_all:
+        result["tensors"] = [_tensor_dict(x) for x in t.values()]
+    return result
+
+
+def to_dict(loaded: LoadedSources, include_all: bool = True) -> dict:
+    data: dict = {}
+    if loaded.index is not None:
+        data["model"] = _index_dict(loaded.index, include_all)
+    if loaded.params is not None:
+        data["checkpoint"] = _params_dict(loaded.params)
+    if loaded.match is not None:
+        data["match"] = _match_dict(loaded.match)
+    if loaded.others:
+        data["not_used"] = [{"path": str(p), "kind": k.value} for p, k in loaded.others]
+    return data
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    print("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for r in rows:
+        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+
+
+def _rows(index: TensorIndex, names: list[str]) -> list[list[str]]:
+    rows = []
+    for n in names:
+        t = index.tensors[n]
+        flags = "training-only" if t.training_only else ""
+        rows.append([n, t.dtype or "?", t.shape_text, t.producer_op or "-", flags])
+    return rows
+
+
+def print_tables(loaded: LoadedSources, include_all: bool) -> None:
+    index = loaded.index
+    if index is not None:
+        name = Path(index.path).name if index.path else "model"
+        opsets = ", ".join(f"{d} {v}" for d, v in index.opsets.items())
+        print(f"{name}: IR {index.ir_version}, opsets {opsets}; {index.node_count} nodes, {len(index)} tensors, "
+              f"{len(index.parameters)} parameters")
+        print("\nInputs:")
+        _table(_rows(index, index.graph_inputs) or [["(none)", "", "", "", ""]], ["name", "dtype", "shape", "op", ""])
+        print("\nGraph outputs:")
+        _table(_rows(index, index.graph_outputs), ["name", "dtype", "shape", "op", ""])
+        if index.suggested:
+            print("\nForward outputs inside the graph (usable with --outputs):")
+            _table(_rows(index, index.suggested), ["name", "dtype", "shape", "op", ""])
+        print(f"\nDefault outputs for export: {', '.join(index.default_outputs()) or '(none)'}")
+        if include_all:
+            print("\nAll tensors:")
+            _table([[t.name, t.kind.value, t.dtype or "?", t.shape_text, t.producer_op or "-", t.scope]
+                    for t in index.tensors.values()], ["name", "kind", "dtype", "shape", "op", "scope"])
+    params = loaded.params
+    if params is not None:
+        files = ", ".join(Path(p).name for p in params.sources)
+        nominal = "  NOMINAL (names only, no values)" if params.nominal else ""
+        print(f"\nCheckpoint {files} ({params.kind}, version {params.version}): {len(params)} tensors, "
+              f"{_fmt_bytes(params.nbytes)}, {len(params.trainable)} trainable, {len(params.frozen)} frozen{nominal}")
+        if include_all or index is None:
+            _table([[n, p.dtype, str(list(p.shape)), "trainable" if p.trainable else
+                     "frozen" if p.trainable is False else ""] for n, p in params.params.items()],
+                   ["name", "dtype", "shape", ""])
+        for g in params.optimizer_groups:
+            print(f"  optimizer group '{g.name}': step {g.step}, initial lr {g.initial_learning_rate:g}, "
+                  f"state for {len(g.states)} parameters")
+        for key, value in params.properties.items():
+            print(f"  property {key} = {value!r}")
+    if loaded.match is not None:
+        m = loaded.match
+        print(f"\nMatch: {m.summary()}")
+        for name in m.missing[:20]:
+            print(f"  missing from checkpoint: {name}")
+        for name in m.unexpected[:20]:
+            print(f"  not in the model: {name}")
+        for mm in m.mismatched[:20]:
+            print(f"  mismatch: {mm.name}: model {mm.expected}, checkpoint {mm.got}")
+    for path, kind in loaded.others:
+        print(f"\nNot used: {path} ({kind.value})")

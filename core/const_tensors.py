@@ -1,0 +1,87 @@
+"""Constant tensors as the writer sees them: lazy, and copyable file-to-file when possible.
+
+A `ConstTensor` is one initializer of the model being written. Its bytes come from one of:
+- `span`: raw little-endian bytes in a file (a checkpoint, external data) -> copied by the kernel
+  (copy_file_range), never entering Python memory;
+- `proto`: an inline initializer of the source model -> serialized as it is;
+- `compute()`: values computed on demand (a folded Transpose of a weight), one tensor at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .errors import CorruptFileError
+from .model_io import tensor_nbytes
+from .params import FileSpan, ParamTensor, np_dtype_for
+
+
+@dataclass
+class ConstTensor:
+    name: str
+    elem_type: int
+    shape: tuple[int, ...] | None  # None: known only once computed
+    nbytes: int  # exact, or an estimate when shape is None
+    span: FileSpan | None = None
+    proto: onnx.TensorProto | None = None
+    compute: Callable[[], np.ndarray] | None = None
+    doc_string: str = ""
+
+    def values(self) -> np.ndarray:
+        """The tensor's values as a fresh (or read-only) array; memory is the caller's to drop."""
+        if self.compute is not None:
+            return self.compute()
+        if self.span is not None:
+            return read_span(self.span, self.elem_type, self.shape or ())
+        if self.proto is not None:
+            return numpy_helper.to_array(self.proto)
+        raise CorruptFileError(f"tensor '{self.name}' has no data")
+
+
+def read_span(span: FileSpan, elem_type: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Read a span into a private array (not a mapping: the memory goes when the array does)."""
+    dtype = np_dtype_for(elem_type).newbyteorder("<")
+    buf = bytearray(span.length)
+    with open(span.path, "rb", buffering=0) as f:
+        f.seek(span.offset)
+        got = f.readinto(buf)
+    if got != span.length:
+        raise CorruptFileError(f"{span.path}: truncated: {span.length} bytes expected at offset {span.offset}")
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+def from_param(name: str, p: ParamTensor) -> ConstTensor:
+    if p.span is not None:
+        return ConstTensor(name, p.elem_type, tuple(p.shape), p.nbytes, span=p.span)
+    return ConstTensor(name, p.elem_type, tuple(p.shape), p.nbytes, compute=lambda: np.asarray(p.array()))
+
+
+def from_initializer(t: onnx.TensorProto, model_dir: Path | None) -> ConstTensor:
+    """An initializer of the source model: inline (proto) or in external data (span)."""
+    shape = tuple(int(d) for d in t.dims)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        base = model_dir or Path(".")
+        path = (base / location).resolve()
+        if not location or not path.is_file():
+            raise CorruptFileError(f"tensor '{t.name}': external data file '{location}' not found next to the model")
+        offset = int(info.get("offset", 0))
+        length = int(info.get("length", tensor_nbytes(t)))
+        if offset + length > os.path.getsize(path):
+            raise CorruptFileError(f"tensor '{t.name}': external data in '{location}' is truncated")
+        return ConstTensor(t.name, t.data_type, shape, length, span=FileSpan(path, offset, length),
+                           doc_string=t.doc_string)
+    return ConstTensor(t.name, t.data_type, shape, tensor_nbytes(t), proto=t)
+
+
+def from_array(name: str, array: np.ndarray) -> ConstTensor:
+    elem_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+    return ConstTensor(name, elem_type, tuple(array.shape), array.nbytes, compute=lambda: array)

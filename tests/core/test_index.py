@@ -1,0 +1,58 @@
+"""The tensor index: kinds, shapes, scopes, training-only marks, suggested outputs."""
+
+from __future__ import annotations
+
+import onnx
+from onnxport.core.index import TensorKind, build_index, scope_of
+from onnxport.core.match import match_parameters
+
+from .model_builders import eval_like_mlp, forward_mlp, mlp_weights, param_set
+
+
+def test_eval_graph_index_marks_training_and_suggests_forward_outputs():
+    model = eval_like_mlp()
+    index = build_index(model, parameter_names=mlp_weights())
+    assert index.graph_inputs == ["input", "labels"]
+    assert set(index.parameters) >= set(mlp_weights())
+    assert index["labels"].training_only and index["onnx::loss::1"].training_only
+    assert not index["logits"].training_only
+    assert index.suggested == ["logits", "probabilities"]
+    assert index.default_outputs() == ["logits", "probabilities"]
+    assert index["fc1.weight"].kind is TensorKind.PARAMETER
+    assert index["fc1.weight"].scope == "fc1"  # from its first consumer
+    assert index["hidden"].shape == ("batch", 16)  # shape inference ran
+    assert index["hidden"].producer_op == "Relu" and index["hidden"].consumers == ["/dropout/Dropout"]
+    assert list(index.tensors)[0] == "onnx::loss::1"  # graph outputs first
+    assert "probabilities" in index.suggest("probabilites")
+
+
+def test_forward_model_defaults_to_its_graph_outputs():
+    index = build_index(forward_mlp())
+    assert index.default_outputs() == ["logits", "probabilities"]
+    assert index["logits"].is_graph_output and index["logits"].kind is TensorKind.OUTPUT
+
+
+def test_scope_from_node_names():
+    assert scope_of("/encoder/layer.0/attention/self/MatMul_1") == "encoder/layer.0/attention/self"
+    assert scope_of("MatMul_3") == ""
+
+
+def test_match_reports_missing_unexpected_mismatched():
+    weights = mlp_weights()
+    weights["extra.weight"] = weights.pop("fc2.bias")
+    weights["fc1.bias"] = weights["fc1.bias"][:3]
+    m = match_parameters(eval_like_mlp(), param_set(weights, frozen={"fc2.weight"}))
+    assert m.missing == ["fc2.bias"]
+    assert m.unexpected == ["extra.weight"]
+    assert [x.name for x in m.mismatched] == ["fc1.bias"]
+    assert "fc2.weight" in m.frozen and not m.ok
+    assert "1 missing" in m.summary()
+
+
+def test_index_of_large_inline_model_does_not_need_weights(tmp_path):
+    # shape inference runs on a weight-free copy: the index is built from dims alone
+    model = forward_mlp()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    index = build_index(onnx.load(path), path)
+    assert index["fc1.weight"].nbytes == 16 * 8 * 4
