@@ -28,7 +28,7 @@ from .model_io import load_graph
 from .params import ParameterSet
 from .progress import CancelToken, ProgressFn, Reporter
 from .prune import plan_prune, pruned_skeleton
-from .writer import PROTOBUF_LIMIT, write_model
+from .writer import PROTOBUF_LIMIT, check_destination, write_model
 
 EXTERNAL_DATA_CHOICES = ("auto", "always", "never")
 AUTO_EXTERNAL_MARGIN = 64 << 20  # leave room for the graph itself under protobuf's 2 GiB
@@ -133,6 +133,7 @@ def export_model(
     out_path = Path(out_path)
     if out_path.resolve() == model_path.resolve():
         raise OnnxportError(f"{out_path}: the output would overwrite the source model; choose another name")
+    check_destination(out_path)
     report(0.0, f"loading {model_path.name}")
     if model is None:
         model = load_graph(model_path)

@@ -149,6 +149,18 @@ def _raw_view(array: np.ndarray) -> memoryview:
     return memoryview(array.reshape(-1).view(np.uint8))
 
 
+def check_destination(out_path: Path) -> Path:
+    """The folder `out_path` will be written in; a clear error if that cannot work."""
+    folder = out_path.parent if str(out_path.parent) else Path(".")
+    if out_path.is_dir():
+        raise OnnxportError(f"cannot write {out_path}: it is a folder; give a file name such as model.onnx")
+    if not folder.is_dir():
+        raise OnnxportError(f"cannot write {out_path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise OnnxportError(f"cannot write {out_path}: folder {folder} is not writable")
+    return folder
+
+
 def write_model(
     skeleton: onnx.ModelProto,
     consts: list[ConstTensor],
@@ -159,11 +171,7 @@ def write_model(
 ) -> WriteResult:
     out_path = Path(out_path)
     report = report or Reporter()
-    folder = out_path.parent if str(out_path.parent) else Path(".")
-    if not folder.is_dir():
-        raise OnnxportError(f"cannot write {out_path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise OnnxportError(f"cannot write {out_path}: folder {folder} is not writable")
+    folder = check_destination(out_path)
     data_name = out_path.name + ".data"
     temps: list[str] = []
     sources: dict[Path, int] = {}
@@ -218,6 +226,8 @@ def write_model(
         temps.clear()
         _fsync_dir(folder)
         return WriteResult(out_path, sink.pos, data_path, data_bytes)
+    except OSError as exc:
+        raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     finally:
         for fd_ in sources.values():
             os.close(fd_)

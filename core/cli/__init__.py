@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     except OnnxportError as exc:
         print(f"onnxport: error: {exc.one_line()}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OSError as exc:  # disk full, permission denied... outside what the core anticipated
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"onnxport: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("onnxport: interrupted; nothing was written", file=sys.stderr)
         return 130
