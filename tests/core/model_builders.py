@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
+
 from onnxport.core.params import ParameterSet, ParamTensor
 
 OPSET = 17

@@ -7,6 +7,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
+
 from onnxport.core.eval_mode import to_inference_form
 from onnxport.core.export import export_model
 from onnxport.core.writer import padded_varint, varint

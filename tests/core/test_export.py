@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+
 from onnxport.core.errors import (
     Cancelled,
     CheckpointMismatchError,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import onnx
+
 from onnxport.core.index import TensorKind, build_index, scope_of
 from onnxport.core.match import match_parameters
 

@@ -1,0 +1,202 @@
+"""Export speed and memory: onnxport vs ONNX Runtime's own export vs a plain file copy.
+
+    python -m bench export_bench [--sizes 10MB,400MB,1.6GB,2.4GB] [--skip-ort]
+
+For each size an MLP of square Gemm layers is built, ORT training artifacts are generated (at a
+tiny width, then the declared parameter dims are widened: the graphs carry no weights), and an
+ORT-loadable checkpoint with random weights is written. Three runs, each in its own process,
+with warm page cache for all:
+- copy: copy the checkpoint file(s) to a new file and fsync (the disk's speed);
+- onnxport: `onnxport.core.api.export_for_inference`;
+- ort: `CheckpointState.load_checkpoint` + `Module` + `export_model_for_inferencing`.
+Reported: wall time, peak RSS above the process's baseline, ratios. Bars: onnxport <= 1.5x copy,
+peak RSS <= 1.3x parameter bytes; the > 2 GB case writes external data and runs in ORT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+SIZES = {  # label -> (width, layers): parameter bytes ~ layers * width^2 * 4
+    "10MB": (512, 10),
+    "400MB": (4096, 6),
+    "1.6GB": (8192, 6),
+    "2.4GB": (8192, 9),
+}
+SMALL = 7  # width the artifacts are generated at, then widened
+OUT = Path("build/bench")
+
+
+def forward_model(layers: int, width: int):
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    nodes, inits, x = [], [], "input"
+    for i in range(layers):
+        w, b = f"layer{i}.weight", f"layer{i}.bias"
+        inits += [numpy_helper.from_array(np.zeros((width, width), np.float32), w),
+                  numpy_helper.from_array(np.zeros(width, np.float32), b)]
+        y = f"h{i}" if i < layers - 1 else "logits"
+        nodes.append(helper.make_node("Gemm", [x, w, b], [y + "_pre" if i < layers - 1 else y],
+                                      name=f"/layer{i}/Gemm", transB=1))
+        if i < layers - 1:
+            nodes.append(helper.make_node("Relu", [y + "_pre"], [y], name=f"/act{i}/Relu"))
+        x = y
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("input", T.FLOAT, ["batch", width])],
+                              [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", width])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def _widen(path: Path, width: int) -> None:
+    """Replace the tiny width in every declared dim (inputs, outputs, value_info) with `width`."""
+    import onnx
+
+    model = onnx.load(path)
+    for vi in list(model.graph.input) + list(model.graph.output):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value == SMALL:
+                d.dim_value = width
+    del model.graph.value_info[:]
+    onnx.save(model, path)
+
+
+def prepare(label: str, width: int, layers: int, root: Path) -> dict:
+    from onnxruntime.training import artifacts
+
+    from onnxport.core.checkpoint_writer import write_checkpoint
+
+    folder = root / label
+    folder.mkdir(parents=True, exist_ok=True)
+    params = [f"layer{i}.{k}" for i in range(layers) for k in ("weight", "bias")]
+    artifacts.generate_artifacts(forward_model(layers, SMALL), requires_grad=params,
+                                 loss=artifacts.LossType.CrossEntropyLoss, artifact_directory=folder,
+                                 optimizer=artifacts.OptimType.AdamW)
+    for name in ("training_model.onnx", "eval_model.onnx"):
+        _widen(folder / name, width)
+    rng = np.random.default_rng(0)
+    weights = {}
+    for i in range(layers):
+        weights[f"layer{i}.weight"] = rng.standard_normal((width, width), dtype=np.float32) * (1 / np.sqrt(width))
+        weights[f"layer{i}.bias"] = rng.standard_normal(width, dtype=np.float32) * 0.01
+    nbytes = sum(a.nbytes for a in weights.values())
+    external = nbytes > 1_800_000_000
+    write_checkpoint(folder / "checkpoint", weights, external_data=external)
+    del weights
+    files = [folder / "checkpoint"] + ([folder / "checkpoint.data"] if external else [])
+    return {"folder": str(folder), "param_bytes": nbytes, "external": external, "files": [str(f) for f in files]}
+
+
+RUNNER = r"""
+import json, os, resource, shutil, sys, time
+import psutil
+task = json.loads(sys.argv[1])
+folder = task["folder"]
+kind = task["kind"]
+os.chdir(folder)
+if kind == "ort":
+    from onnxruntime.training.api import CheckpointState, Module
+elif kind == "onnxport":
+    from onnxport.core.api import export_for_inference
+baseline = psutil.Process().memory_info().rss
+t0 = time.perf_counter()
+if kind == "copy":
+    for src in task["files"]:
+        dst = os.path.join(folder, "copy_" + os.path.basename(src))
+        shutil.copyfile(src, dst)
+        fd = os.open(dst, os.O_RDONLY); os.fsync(fd); os.close(fd)
+elif kind == "onnxport":
+    export_for_inference("eval_model.onnx", "checkpoint", ["logits"], "onnxport.onnx")
+else:
+    state = CheckpointState.load_checkpoint("checkpoint")
+    module = Module("training_model.onnx", state, "eval_model.onnx", device="cpu")
+    module.export_model_for_inferencing("ort.onnx", ["logits"])
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"seconds": seconds, "peak_above_baseline": peak - baseline}))
+"""
+
+
+def measure(kind: str, prep: dict) -> dict:
+    task = json.dumps({"kind": kind, "folder": prep["folder"], "files": prep["files"]})
+    env = dict(os.environ, ORT_LOGGING_LEVEL="3")
+    proc = subprocess.run([sys.executable, "-c", RUNNER, task], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:300]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def roundtrip(prep: dict) -> dict:
+    """Run the onnxport export (and ORT's, when there) in ONNX Runtime; compare outputs."""
+    import onnxruntime as ort
+
+    folder = Path(prep["folder"])
+    sess = ort.InferenceSession(str(folder / "onnxport.onnx"), providers=["CPUExecutionProvider"])
+    width = sess.get_inputs()[0].shape[1]
+    x = np.random.default_rng(1).standard_normal((2, width), dtype=np.float32)
+    ours = sess.run(None, {"input": x})[0]
+    result = {"runs": True, "external_data": (folder / "onnxport.onnx.data").exists()}
+    if (folder / "ort.onnx").exists():
+        theirs = ort.InferenceSession(str(folder / "ort.onnx"), providers=["CPUExecutionProvider"]).run(
+            None, {"input": x})[0]
+        result["max_abs_diff_vs_ort"] = float(np.abs(ours - theirs).max())
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument("--skip-ort", action="store_true")
+    args = parser.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=OUT, prefix="export-") as tmp:
+        for label in args.sizes.split(","):
+            width, layers = SIZES[label]
+            prep = prepare(label, width, layers, Path(tmp))
+            row = {"size": label, "param_bytes": prep["param_bytes"], "external_checkpoint": prep["external"]}
+            for kind in ("copy", "onnxport") + (() if args.skip_ort else ("ort",)):
+                row[kind] = measure(kind, prep)
+            row["roundtrip"] = roundtrip(prep)
+            copy_s, ours = row["copy"].get("seconds"), row["onnxport"]
+            if copy_s and "seconds" in ours:
+                row["onnxport_vs_copy"] = ours["seconds"] / copy_s
+                row["onnxport_peak_vs_params"] = ours["peak_above_baseline"] / prep["param_bytes"]
+            if "ort" in row and "seconds" in row["ort"] and "seconds" in ours:
+                row["ort_vs_onnxport"] = row["ort"]["seconds"] / ours["seconds"]
+            rows.append(row)
+            _print_row(row)
+            for f in Path(prep["folder"]).glob("*"):
+                f.unlink()
+    (OUT / "export_bench.json").write_text(json.dumps(rows, indent=2))
+    ok = all(r.get("onnxport_vs_copy", 99) <= 1.5 and r.get("onnxport_peak_vs_params", 99) <= 1.3
+             and r["roundtrip"]["runs"] for r in rows)
+    print(f"\nbars (<= 1.5x copy, peak <= 1.3x params, runs in ORT): {'MET' if ok else 'NOT MET'}")
+    return 0 if ok else 1
+
+
+def _print_row(r: dict) -> None:
+    def sec(k):
+        return f"{r[k]['seconds']:.2f}s" if "seconds" in r.get(k, {}) else r.get(k, {}).get("error", "-")
+
+    def mem(k):
+        v = r.get(k, {}).get("peak_above_baseline")
+        return f"{v / 1e9:.2f}GB" if v is not None else "-"
+
+    print(f"{r['size']:>6} params {r['param_bytes'] / 1e9:.2f} GB | copy {sec('copy')} | onnxport {sec('onnxport')} "
+          f"peak {mem('onnxport')} | ort {sec('ort')} peak {mem('ort')} | onnxport/copy "
+          f"{r.get('onnxport_vs_copy', float('nan')):.2f}x, peak/params {r.get('onnxport_peak_vs_params', float('nan')):.2f}"
+          f"x, ort/onnxport {r.get('ort_vs_onnxport', float('nan')):.1f}x | roundtrip {r['roundtrip']}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
