@@ -1,8 +1,9 @@
 """Put training-mode ops in their inference form.
 
 Contract: in, a (pruned) graph; out, the same graph where
-- `Dropout` becomes `Identity` of its data input (its mask output must be unused, else the node
-  is kept and its `training_mode` input pinned to False);
+- `Dropout` disappears: its consumers read its data input directly (an `Identity` stays where its
+  output is a graph output). A Dropout whose mask is used is kept with `training_mode` pinned to
+  False;
 - `BatchNormalization` with `training_mode=1` gets `training_mode=0` and only its first output
   (running-statistics outputs must be unused by the kept graph);
 - (opset < 7) `Dropout`'s `is_test` attribute, and old BN's `is_test`, are treated the same way.
@@ -24,16 +25,23 @@ def _used_names(graph: onnx.GraphProto) -> set[str]:
 
 def to_inference_form(graph: onnx.GraphProto) -> list[str]:
     used = _used_names(graph)
+    graph_outputs = {o.name for o in graph.output}
     changed: list[str] = []
     new_nodes: list[onnx.NodeProto] = []
+    renames: dict[str, str] = {}
     false_const: str | None = None
     for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in renames:
+                node.input[i] = renames[name]
         if node.domain in ("", "ai.onnx") and node.op_type == "Dropout":
             secondary_used = any(o and o in used for o in node.output[1:])
             if not secondary_used:
-                identity = helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
-                new_nodes.append(identity)
                 changed.append(node.name)
+                if node.output[0] in graph_outputs or _has_subgraphs(graph):
+                    new_nodes.append(helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name))
+                else:
+                    renames[node.output[0]] = node.input[0]
                 continue
             if len(node.input) >= 3 and node.input[2]:
                 if false_const is None:
@@ -50,6 +58,12 @@ def to_inference_form(graph: onnx.GraphProto) -> list[str]:
     del graph.node[:]
     graph.node.extend(new_nodes)
     return changed
+
+
+def _has_subgraphs(graph: onnx.GraphProto) -> bool:
+    """Sub-graphs may capture names by reference; renaming is only safe without them."""
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in graph.node
+               for a in n.attribute)
 
 
 def _set_bn_inference(node: onnx.NodeProto, used: set[str]) -> bool:

@@ -168,3 +168,23 @@ def test_plan_export_summarises_without_writing(eval_model):
 def test_export_refuses_to_overwrite_its_source(eval_model):
     with pytest.raises(OnnxportError, match="overwrite the source"):
         export_model(eval_model, eval_model, ["logits"], param_set(mlp_weights()))
+
+
+def test_source_model_with_external_data_is_copied_not_loaded(tmp_path):
+    weights = mlp_weights(d_hidden=64)
+    src_dir = tmp_path / "src"
+    src_dir.mkdir()
+    src = src_dir / "forward.onnx"
+    onnx.save(forward_mlp(weights), src, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="forward.onnx.data", size_threshold=256)
+    out = tmp_path / "out.onnx"
+    export_model(src, out, ["probabilities"], fold=False)
+    model = onnx.load(out)
+    assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    x = np.ones((3, 8), np.float32)
+    np.testing.assert_allclose(run(out, {"input": x})[0], reference_mlp(x, weights)[1], atol=1e-6)
+    (src_dir / "forward.onnx.data").write_bytes(b"short")
+    with pytest.raises(OnnxportError, match="external data"):
+        export_model(src, tmp_path / "broken.onnx", ["probabilities"])
+    assert not (tmp_path / "broken.onnx").exists()
+
