@@ -137,6 +137,18 @@ def infer_value_info(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     return infos
 
 
+class _Node:
+    """The fields of a NodeProto the index needs, read once (protobuf access is slow)."""
+
+    __slots__ = ("name", "op", "inputs", "outputs")
+
+    def __init__(self, node: onnx.NodeProto) -> None:
+        self.name = node.name
+        self.op = node.op_type
+        self.inputs = [n for n in node.input if n]
+        self.outputs = list(node.output)
+
+
 def build_index(
     model: onnx.ModelProto,
     path: str | Path | None = None,
@@ -145,7 +157,8 @@ def build_index(
     """Index every tensor of `model`.
 
     `parameter_names`: graph inputs that a checkpoint fills (an ORT eval graph takes its parameters
-    as inputs); they are listed as parameters, not as inputs to feed.
+    as inputs); they are listed as parameters, not as inputs to feed. Unnamed nodes are given a
+    name (`<op>_<position>`) in `model` so that every part of the app can refer to them.
     """
     graph = model.graph
     infos = infer_value_info(model)
@@ -154,27 +167,31 @@ def build_index(
     output_names = [o.name for o in graph.output]
     output_set = set(output_names)
 
-    producers: dict[str, onnx.NodeProto] = {}
-    consumers: dict[str, list[str]] = {}
-    for i, node in enumerate(graph.node):
-        if not node.name:
-            node.name = f"{node.op_type}_{i}"
-        for out in node.output:
+    nodes: list[_Node] = []
+    for i, proto in enumerate(graph.node):
+        if not proto.name:
+            proto.name = f"{proto.op_type}_{i}"
+        nodes.append(_Node(proto))
+    producers: dict[str, _Node] = {}
+    consumers: dict[str, list[str]] = {}  # tensor -> consumer node names (for display)
+    consumer_nodes: dict[str, list[_Node]] = {}  # the same as nodes (names need not be unique)
+    first_consumer_scope: dict[str, str] = {}
+    for node in nodes:
+        for out in node.outputs:
             if out:
                 producers[out] = node
-        for inp in node.input:
-            if inp:
-                consumers.setdefault(inp, []).append(node.name)
-
-    training = _training_only(graph, param_inputs | set(init_by_name))
-    first_consumer_scope: dict[str, str] = {}
-    for node in graph.node:
-        for inp in node.input:
-            first_consumer_scope.setdefault(inp, scope_of(node.name))
+        scope = scope_of(node.name)
+        for inp in node.inputs:
+            consumers.setdefault(inp, []).append(node.name)
+            consumer_nodes.setdefault(inp, []).append(node)
+            first_consumer_scope.setdefault(inp, scope)
+    graph_input_names = [vi.name for vi in graph.input]
+    training = _training_only(nodes, graph_input_names, param_inputs | set(init_by_name), consumer_nodes)
 
     tensors: dict[str, TensorInfo] = {}
+    no_consumers: list[str] = []
 
-    def add(name: str, kind: TensorKind, dtype: str | None, shape, node: onnx.NodeProto | None = None,
+    def add(name: str, kind: TensorKind, dtype: str | None, shape, node: _Node | None = None,
             nbytes: int | None = None) -> None:
         tensors[name] = TensorInfo(
             name=name,
@@ -182,8 +199,8 @@ def build_index(
             dtype=dtype,
             shape=shape,
             producer=node.name if node is not None else None,
-            producer_op=node.op_type if node is not None else None,
-            consumers=consumers.get(name, []),
+            producer_op=node.op if node is not None else None,
+            consumers=consumers.get(name, no_consumers),
             scope=scope_of(node.name) if node is not None else first_consumer_scope.get(name, ""),
             training_only=name in training,
             is_graph_output=name in output_set,
@@ -196,11 +213,10 @@ def build_index(
 
     for name in output_names:  # graph outputs first, in graph order
         node = producers.get(name)
-        dtype, shape = typed(name)
         kind = TensorKind.OUTPUT if node is not None else TensorKind.INPUT
-        add(name, kind, dtype, shape, node)
-    for node in graph.node:
-        for out in node.output:
+        add(name, kind, *typed(name), node)
+    for node in nodes:
+        for out in node.outputs:
             if out and out not in tensors:
                 add(out, TensorKind.INTERMEDIATE, *typed(out), node)
     parameters: list[str] = []
@@ -225,45 +241,18 @@ def build_index(
         add(t.name, TensorKind.PARAMETER, dtype_name(t.data_type), tuple(int(d) for d in t.dims),
             nbytes=tensor_nbytes(t))
 
-    suggested = _suggested_outputs(graph, training, output_set, consumers)
     return TensorIndex(
         path=Path(path) if path else None,
         tensors=tensors,
         graph_inputs=user_inputs,
         graph_outputs=output_names,
         parameters=parameters,
-        node_count=len(graph.node),
+        node_count=len(nodes),
         ir_version=model.ir_version,
         opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
         producer=f"{model.producer_name} {model.producer_version}".strip(),
-        suggested=suggested,
+        suggested=_suggested_outputs(nodes, training, output_set, consumers, producers),
     )
-
-
-def _suggested_outputs(graph: onnx.GraphProto, training: set[str], graph_outputs: set[str],
-                       consumers: dict[str, list[str]]) -> list[str]:
-    """Forward outputs an eval graph hides: what feeds a loss op, and first outputs nothing consumes.
-
-    Secondary outputs (a Dropout mask, BatchNorm running statistics) are not suggested.
-    """
-    suggested: list[str] = []
-    for node in graph.node:
-        is_loss = node.op_type in LOSS_OPS or any(o in training for o in node.output if o)
-        if is_loss:
-            for name in node.input:
-                if name and name not in training and name not in suggested and _produced(graph, name):
-                    suggested.append(name)
-            continue
-        first = node.output[0] if node.output else ""
-        if first and first not in consumers and first not in graph_outputs and first not in training \
-                and first not in suggested:
-            suggested.append(first)
-    order = {o: i for i, n in enumerate(graph.node) for o in n.output}
-    return sorted(suggested, key=lambda n: order.get(n, 0))
-
-
-def _produced(graph: onnx.GraphProto, name: str) -> bool:
-    return any(name in n.output for n in graph.node)
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -273,37 +262,48 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _training_only(graph: onnx.GraphProto, parameter_like: set[str]) -> set[str]:
+def _suggested_outputs(nodes: list[_Node], training: set[str], graph_outputs: set[str],
+                       consumers: dict[str, list[str]], producers: dict[str, _Node]) -> list[str]:
+    """Forward outputs an eval graph hides: what feeds a loss op, and first outputs nothing consumes.
+
+    Secondary outputs (a Dropout mask, BatchNorm running statistics) are not suggested.
+    """
+    suggested: dict[str, None] = {}
+    for node in nodes:
+        if node.op in LOSS_OPS or any(o in training for o in node.outputs if o):
+            for name in node.inputs:
+                if name not in training and name in producers:
+                    suggested[name] = None
+            continue
+        first = node.outputs[0] if node.outputs else ""
+        if first and first not in consumers and first not in graph_outputs and first not in training:
+            suggested[first] = None
+    order = {o: i for i, n in enumerate(nodes) for o in n.outputs}
+    return sorted(suggested, key=lambda n: order.get(n, 0))
+
+
+def _training_only(nodes: list[_Node], graph_inputs: list[str], parameter_like: set[str],
+                   consumers: dict[str, list[_Node]]) -> set[str]:
     """Tensors that only matter for training: label inputs, loss ops and all they feed.
 
-    A label input is a graph input named like a label/target, or one whose every path ends in a
+    A label input is a graph input named like a label/target, or one whose every consumer is a
     loss op. Everything downstream of a label input or a loss op is training-only.
     """
-    consumers_of: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for inp in node.input:
-            consumers_of.setdefault(inp, []).append(node)
-
     seeds: set[str] = set()
-    for node in graph.node:
-        is_loss = node.op_type in LOSS_OPS or any("loss" in o.lower() for o in node.output if o)
-        if is_loss:
-            seeds.update(o for o in node.output if o)
-    for vi in graph.input:
-        name = vi.name
+    for node in nodes:
+        if node.op in LOSS_OPS or any("loss" in o.lower() for o in node.outputs if o):
+            seeds.update(o for o in node.outputs if o)
+    for name in graph_inputs:
         if name in parameter_like:
             continue
-        if any(w in name.lower() for w in LABEL_WORDS):
+        users = consumers.get(name, [])
+        if any(w in name.lower() for w in LABEL_WORDS) or (users and all(u.op in LOSS_OPS for u in users)):
             seeds.add(name)
-        elif consumers_of.get(name) and all(n.op_type in LOSS_OPS for n in consumers_of[name]):
-            seeds.add(name)
-
     marked = set(seeds)
     queue = deque(seeds)
     while queue:
-        name = queue.popleft()
-        for node in consumers_of.get(name, []):
-            for out in node.output:
+        for user in consumers.get(queue.popleft(), []):
+            for out in user.outputs:
                 if out and out not in marked:
                     marked.add(out)
                     queue.append(out)
