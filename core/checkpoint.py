@@ -175,10 +175,11 @@ def _varint(data: memoryview, pos: int, label: str) -> tuple[int, int]:
         shift += 7
 
 
-def _raw_data_field(msg: memoryview, label: str) -> tuple[int, int] | None:
-    """(offset, length) of `raw_data` (field 9) inside a serialized TensorProto, if present."""
+def _raw_data_field(msg: memoryview, label: str) -> tuple[int, int, int] | None:
+    """(field start, data offset, length) of `raw_data` (field 9) in a serialized TensorProto."""
     pos = 0
     while pos < len(msg):
+        start = pos
         key, pos = _varint(msg, pos, label)
         field, wire = key >> 3, key & 7
         if wire == 0:
@@ -190,7 +191,9 @@ def _raw_data_field(msg: memoryview, label: str) -> tuple[int, int] | None:
         elif wire == 2:
             length, pos = _varint(msg, pos, label)
             if field == 9:
-                return pos, length
+                if pos + length > len(msg):
+                    raise CorruptFileError(f"{label}: corrupt tensor record")
+                return start, pos, length
             pos += length
         else:
             raise CorruptFileError(f"{label}: corrupt tensor record")
@@ -226,7 +229,7 @@ def _legacy_tensor(data: memoryview, pos: int, length: int, path: Path, label: s
                    trainable: bool) -> ParamTensor:
     msg = data[pos: pos + length]
     raw = _raw_data_field(msg, label)
-    header = bytes(msg) if raw is None else bytes(msg[: raw[0]]) + bytes(msg[raw[0] + raw[1]:])
+    header = bytes(msg) if raw is None else bytes(msg[: raw[0]]) + bytes(msg[raw[1] + raw[2]:])
     proto = onnx.TensorProto()
     try:
         proto.ParseFromString(header)
@@ -248,11 +251,11 @@ def _legacy_tensor(data: memoryview, pos: int, length: int, path: Path, label: s
             raise CorruptFileError(f"{label}: tensor '{proto.name}' has inconsistent data") from None
         return ParamTensor(proto.name, proto.data_type, dims, lambda: values, source=label, trainable=trainable)
     numel = int(np.prod(dims, dtype=object)) if dims else 1
-    if raw[1] != numel * dtype.itemsize:
-        raise CorruptFileError(f"{label}: tensor '{proto.name}' has {raw[1]} bytes of data, "
+    if raw[2] != numel * dtype.itemsize:
+        raise CorruptFileError(f"{label}: tensor '{proto.name}' has {raw[2]} bytes of data, "
                                f"{numel * dtype.itemsize} expected")
-    offset = pos + raw[0]
-    span = FileSpan(path, offset, raw[1])
+    offset = pos + raw[1]
+    span = FileSpan(path, offset, raw[2])
 
     def load() -> np.ndarray:
         return np.frombuffer(data, dtype=dtype, count=numel, offset=offset).reshape(dims)

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from .params import c_contiguous
+
 VERSION = 2
 
 
@@ -133,7 +135,7 @@ def _write_tensor_meta(meta: _Meta, t: _Tensor, external: bool) -> _Key:
 def _make(name: str, array, nominal: bool) -> _Tensor:
     array = np.asarray(array)
     elem_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
-    return _Tensor(name, None if nominal else np.ascontiguousarray(array), elem_type)
+    return _Tensor(name, None if nominal else c_contiguous(array), elem_type)
 
 
 def write_checkpoint(

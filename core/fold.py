@@ -18,6 +18,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .const_tensors import ConstTensor, from_array
+from .params import c_contiguous
 
 MAX_GROWTH_BYTES = 1 << 20  # a fold may add at most this much over its inputs (no Expand blow-ups)
 
@@ -32,7 +33,7 @@ def _ints(x: np.ndarray | None) -> list[int] | None:
 
 def _transpose(node, a, xs):
     perm = a.get("perm")
-    return [np.ascontiguousarray(np.transpose(xs[0], perm))]
+    return [c_contiguous(np.transpose(xs[0], perm))]
 
 
 def _reshape(node, a, xs):
@@ -87,7 +88,7 @@ def _slice(node, a, xs):
     index = [slice(None)] * data.ndim
     for s, e, ax, st in zip(starts, ends, axes, steps):
         index[ax] = slice(s, e, st)
-    return [np.ascontiguousarray(data[tuple(index)])]
+    return [c_contiguous(data[tuple(index)])]
 
 
 def _binary(fn: Callable) -> Callable:
@@ -189,7 +190,7 @@ def _lazy_output(node: onnx.NodeProto, inputs: list[ConstTensor | None], index: 
 
     def compute() -> np.ndarray:
         xs = [c.values() if c is not None else None for c in inputs]
-        return np.ascontiguousarray(fn(node, attrs, xs)[index])
+        return c_contiguous(fn(node, attrs, xs)[index])
 
     elem_type = inputs[0].elem_type if inputs and inputs[0] is not None else onnx.TensorProto.FLOAT
     if node.op_type == "Cast":

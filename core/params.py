@@ -179,3 +179,9 @@ def merge_parameter_sets(sets: list[ParameterSet]) -> ParameterSet:
         keepalive=[k for s in sets for k in s.keepalive],
     )
     return result
+
+
+def c_contiguous(array: np.ndarray) -> np.ndarray:
+    """`array` in C order, copying only if needed; unlike np.ascontiguousarray keeps 0-d arrays 0-d."""
+    array = np.asarray(array)
+    return array if array.flags.c_contiguous else np.array(array, order="C")

@@ -24,7 +24,7 @@ import onnx
 
 from .const_tensors import ConstTensor
 from .errors import CorruptFileError, OnnxportError
-from .params import FileSpan
+from .params import FileSpan, c_contiguous
 from .progress import Reporter
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -143,7 +143,7 @@ def _tensor_header(name: str, elem_type: int, dims, external: tuple[str, int, in
 
 
 def _raw_view(array: np.ndarray) -> memoryview:
-    array = np.ascontiguousarray(array)
+    array = c_contiguous(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return memoryview(array.reshape(-1).view(np.uint8))
