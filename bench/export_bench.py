@@ -86,8 +86,8 @@ def prepare(label: str, width: int, layers: int, root: Path) -> dict:
     rng = np.random.default_rng(0)
     weights = {}
     for i in range(layers):
-        weights[f"layer{i}.weight"] = rng.standard_normal((width, width), dtype=np.float32) * (1 / np.sqrt(width))
-        weights[f"layer{i}.bias"] = rng.standard_normal(width, dtype=np.float32) * 0.01
+        weights[f"layer{i}.weight"] = rng.standard_normal((width, width), dtype=np.float32) * float(width**-0.5)
+        weights[f"layer{i}.bias"] = rng.standard_normal(width, dtype=np.float32) * np.float32(0.01)
     nbytes = sum(a.nbytes for a in weights.values())
     external = nbytes > 1_800_000_000
     write_checkpoint(folder / "checkpoint", weights, external_data=external)
@@ -97,7 +97,7 @@ def prepare(label: str, width: int, layers: int, root: Path) -> dict:
 
 
 RUNNER = r"""
-import json, os, resource, shutil, sys, time
+import json, os, shutil, sys, time
 import psutil
 task = json.loads(sys.argv[1])
 folder = task["folder"]
@@ -121,7 +121,8 @@ else:
     module = Module("training_model.onnx", state, "eval_model.onnx", device="cpu")
     module.export_model_for_inferencing("ort.onnx", ["logits"])
 seconds = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM is this address space's peak RSS (ru_maxrss would carry the parent's peak across exec)
+peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM"))
 print(json.dumps({"seconds": seconds, "peak_above_baseline": peak - baseline}))
 """
 
