@@ -75,7 +75,7 @@ def prepare(label: str, width: int, layers: int, root: Path) -> dict:
 
     from onnxport.core.checkpoint_writer import write_checkpoint
 
-    folder = root / label
+    folder = (root / label).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     params = [f"layer{i}.{k}" for i in range(layers) for k in ("weight", "bias")]
     artifacts.generate_artifacts(forward_model(layers, SMALL), requires_grad=params,
