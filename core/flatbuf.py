@@ -1,8 +1,16 @@
-"""A minimal, defensive FlatBuffers reader over a memory map.
+"""A minimal, defensive little-endian FlatBuffers reader over bytes or a memory map.
 
-Only what ONNX Runtime's checkpoint schema needs: tables, scalars, strings, vectors of tables,
-vectors of scalars as zero-copy numpy views. Every offset is bounds-checked; anything malformed
-raises `CorruptFileError` naming the file, never IndexError/struct.error.
+Contract: only what ONNX Runtime's checkpoint schema needs (tables, vtables, scalars, strings,
+vectors of tables/strings/scalars, scalar vectors as zero-copy numpy views). Every offset is
+bounds-checked before it is read: anything out of range or malformed raises `CorruptFileError`
+naming the file, never IndexError/struct.error/ValueError. Nothing is copied except strings.
+It does not use the `flatbuffers` package.
+
+Layout reminders: the root table's uoffset is at byte 0 (a file identifier may follow at 4..8).
+A table starts with an int32 soffset to its vtable (vtable = table - soffset); the vtable holds
+uint16 [vtable size, table size, field offsets...], a field offset of 0 meaning "absent". Offsets
+to strings/vectors/sub-tables are uint32, relative to where they are stored. A vector/string is
+a uint32 count followed by its elements (strings: UTF-8 bytes, then a NUL).
 """
 
 from __future__ import annotations
@@ -13,102 +21,179 @@ import numpy as np
 
 from .errors import CorruptFileError
 
+_U8 = struct.Struct("<B")
+_U16 = struct.Struct("<H")
+_I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
+_I64 = struct.Struct("<q")
+_F32 = struct.Struct("<f")
 
-class Buffer:
+
+_VTABLE_ENTRIES: dict[int, struct.Struct] = {}
+
+
+def _entries(count: int) -> struct.Struct:
+    fmt = _VTABLE_ENTRIES.get(count)
+    if fmt is None:
+        fmt = _VTABLE_ENTRIES[count] = struct.Struct(f"<{count}H")
+    return fmt
+
+
+class FlatBuffer:
+    """Bounds-checked access to a little-endian flatbuffer; `label` (the file) names errors."""
+
+    __slots__ = ("data", "size", "label")
+
     def __init__(self, data, label: str) -> None:
-        self.data = memoryview(data).cast("B") if not isinstance(data, memoryview) else data
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        self.data = view.cast("B") if view.format != "B" or view.ndim != 1 else view
         self.size = len(self.data)
         self.label = label
 
-    def fail(self, what: str) -> CorruptFileError:
+    def error(self, what: str) -> CorruptFileError:
         return CorruptFileError(f"{self.label}: corrupt or truncated file ({what})")
 
-    def _unpack(self, fmt: str, pos: int) -> int:
-        width = struct.calcsize(fmt)
-        if pos < 0 or pos + width > self.size:
-            raise self.fail(f"offset {pos} out of range")
-        return struct.unpack_from(fmt, self.data, pos)[0]
+    def check(self, pos: int, length: int, what: str) -> None:
+        """Raise unless bytes [pos, pos + length) lie inside the buffer."""
+        if pos < 0 or length < 0 or pos + length > self.size:
+            raise self.error(f"{what} at offset {pos} runs past the end ({self.size} bytes)")
 
-    def u32(self, pos: int) -> int:
-        return self._unpack("<I", pos)
+    def _read(self, fmt: struct.Struct, pos: int, what: str):
+        if 0 <= pos <= self.size - fmt.size:
+            return fmt.unpack_from(self.data, pos)[0]
+        raise self.error(f"{what} at offset {pos} runs past the end ({self.size} bytes)")
 
-    def table(self, pos: int) -> Table:
-        return Table(self, pos)
+    def u8(self, pos: int, what: str = "byte") -> int:
+        return self._read(_U8, pos, what)
+
+    def u16(self, pos: int, what: str = "uint16") -> int:
+        return self._read(_U16, pos, what)
+
+    def i32(self, pos: int, what: str = "int32") -> int:
+        return self._read(_I32, pos, what)
+
+    def u32(self, pos: int, what: str = "uint32") -> int:
+        return self._read(_U32, pos, what)
+
+    def i64(self, pos: int, what: str = "int64") -> int:
+        return self._read(_I64, pos, what)
+
+    def f32(self, pos: int, what: str = "float") -> float:
+        return self._read(_F32, pos, what)
+
+    def identifier(self) -> bytes:
+        """The 4-byte file identifier (bytes 4..8), b"" if the buffer is too short."""
+        return bytes(self.data[4:8]) if self.size >= 8 else b""
 
     def root(self) -> Table:
-        return Table(self, self.u32(0))
+        return Table(self, self.u32(0, "root offset"))
+
+    def deref(self, pos: int, what: str) -> int:
+        """Follow the uoffset stored at `pos`."""
+        if 0 <= pos <= self.size - 4:
+            return pos + _U32.unpack_from(self.data, pos)[0]
+        raise self.error(f"{what} at offset {pos} runs past the end ({self.size} bytes)")
+
+    def vector(self, pos: int, elem_size: int, what: str) -> tuple[int, int]:
+        """(first element position, count) of the vector at `pos`, all of it in range."""
+        if 0 <= pos <= self.size - 4:
+            count = _U32.unpack_from(self.data, pos)[0]
+            if pos + 4 + count * elem_size <= self.size:
+                return pos + 4, count
+        raise self.error(f"{what} at offset {pos} runs past the end ({self.size} bytes)")
+
+    def string(self, pos: int, what: str = "string") -> str:
+        start, count = self.vector(pos, 1, what)
+        try:
+            return str(self.data[start:start + count], "utf-8")
+        except UnicodeDecodeError:
+            raise self.error(f"{what} is not UTF-8") from None
+
+    def raw_string(self, pos: int, what: str = "string") -> bytes:
+        start, count = self.vector(pos, 1, what)
+        return bytes(self.data[start:start + count])
 
 
 class Table:
-    """A flatbuffer table at `pos`; fields are addressed by slot number (0-based)."""
+    """A table at `pos`; fields are addressed by slot number (0-based, schema order)."""
 
-    def __init__(self, buf: Buffer, pos: int) -> None:
+    __slots__ = ("buf", "pos", "slots")
+
+    def __init__(self, buf: FlatBuffer, pos: int) -> None:
         self.buf = buf
         self.pos = pos
-        vtable = pos - buf._unpack("<i", pos)
-        self.vtable = vtable
-        self.vsize = buf._unpack("<H", vtable)
-        if self.vsize < 4 or self.vsize % 2:
-            raise buf.fail("bad vtable")
-        buf._unpack("<H", vtable + self.vsize - 2)  # the whole vtable is in range
+        vtable = pos - buf.i32(pos, "table")
+        vsize = buf.u16(vtable, "vtable")
+        if vsize < 4 or vsize % 2 or vtable + vsize > buf.size:
+            raise buf.error(f"bad vtable (size {vsize}) at offset {vtable}")
+        count = (vsize - 4) // 2
+        self.slots = _entries(count).unpack_from(buf.data, vtable + 4) if count else ()
 
-    def _field(self, slot: int) -> int:
-        entry = 4 + 2 * slot
-        if entry >= self.vsize:
-            return 0
-        offset = self.buf._unpack("<H", self.vtable + entry)
-        return self.pos + offset if offset else 0
+    def field(self, slot: int) -> int:
+        """Absolute position of the field's inline value, 0 if the field is absent."""
+        slots = self.slots
+        if slot < len(slots) and slots[slot]:
+            return self.pos + slots[slot]
+        return 0
 
-    def scalar(self, slot: int, fmt: str, default=0):
-        at = self._field(slot)
-        return self.buf._unpack("<" + fmt, at) if at else default
+    def has(self, slot: int) -> bool:
+        return self.field(slot) != 0
 
-    def _target(self, slot: int) -> int:
-        at = self._field(slot)
-        return at + self.buf.u32(at) if at else 0
+    def bool(self, slot: int, default: bool = False) -> bool:
+        at = self.field(slot)
+        return bool(self.buf.u8(at, "bool field")) if at else default
+
+    def i32(self, slot: int, default: int = 0) -> int:
+        at = self.field(slot)
+        return self.buf.i32(at, "int32 field") if at else default
+
+    def i64(self, slot: int, default: int = 0) -> int:
+        at = self.field(slot)
+        return self.buf.i64(at, "int64 field") if at else default
+
+    def f32(self, slot: int, default: float = 0.0) -> float:
+        at = self.field(slot)
+        return self.buf.f32(at, "float field") if at else default
 
     def table(self, slot: int) -> Table | None:
-        target = self._target(slot)
-        return Table(self.buf, target) if target else None
+        at = self.field(slot)
+        return Table(self.buf, self.buf.deref(at, "table offset")) if at else None
 
     def string(self, slot: int) -> str | None:
-        target = self._target(slot)
-        return _string_at(self.buf, target) if target else None
+        at = self.field(slot)
+        return self.buf.string(self.buf.deref(at, "string offset")) if at else None
 
-    def vector_len(self, slot: int) -> tuple[int, int]:
-        """(position of first element, length), (0, 0) if absent."""
-        target = self._target(slot)
-        if not target:
-            return 0, 0
-        return target + 4, self.buf.u32(target)
+    def vector(self, slot: int, elem_size: int, what: str = "vector") -> tuple[int, int] | None:
+        """(first element position, count) of a vector field, None if absent."""
+        at = self.field(slot)
+        return self.buf.vector(self.buf.deref(at, "vector offset"), elem_size, what) if at else None
 
     def tables(self, slot: int) -> list[Table]:
-        start, n = self.vector_len(slot)
-        if start + 4 * n > self.buf.size:
-            raise self.buf.fail("vector out of range")
-        return [Table(self.buf, start + 4 * i + self.buf.u32(start + 4 * i)) for i in range(n)]
+        vec = self.vector(slot, 4, "table vector")
+        if vec is None:
+            return []
+        start, count = vec
+        buf = self.buf
+        return [Table(buf, buf.deref(start + 4 * i, "table offset")) for i in range(count)]
 
-    def strings(self, slot: int) -> list[str]:
-        start, n = self.vector_len(slot)
-        if start + 4 * n > self.buf.size:
-            raise self.buf.fail("vector out of range")
-        return [_string_at(self.buf, start + 4 * i + self.buf.u32(start + 4 * i)) for i in range(n)]
+    def raw_strings(self, slot: int) -> list[bytes]:
+        vec = self.vector(slot, 4, "string vector")
+        if vec is None:
+            return []
+        start, count = vec
+        buf = self.buf
+        return [buf.raw_string(buf.deref(start + 4 * i, "string offset")) for i in range(count)]
 
-    def array(self, slot: int, dtype: str) -> tuple[np.ndarray, int]:
-        """A zero-copy numpy view of a scalar vector, and its byte offset in the buffer."""
-        start, n = self.vector_len(slot)
-        itemsize = np.dtype(dtype).itemsize
-        if start + n * itemsize > self.buf.size:
-            raise self.buf.fail("vector out of range")
-        return np.frombuffer(self.buf.data, dtype=dtype, count=n, offset=start) if n else \
-            np.empty(0, dtype=dtype), start
+    def int64s(self, slot: int) -> tuple[int, ...]:
+        """The values of an int64 vector field (empty if absent)."""
+        vec = self.vector(slot, 8, "int64 vector")
+        if vec is None or vec[1] == 0:
+            return ()
+        return struct.unpack_from(f"<{vec[1]}q", self.buf.data, vec[0])
 
-
-def _string_at(buf: Buffer, pos: int) -> str:
-    n = buf.u32(pos)
-    if pos + 4 + n > buf.size:
-        raise buf.fail("string out of range")
-    try:
-        return bytes(buf.data[pos + 4: pos + 4 + n]).decode("utf-8")
-    except UnicodeDecodeError:
-        raise buf.fail("string is not UTF-8") from None
+    def int64_view(self, slot: int) -> np.ndarray:
+        """A zero-copy numpy view of an int64 vector field (empty if absent)."""
+        vec = self.vector(slot, 8, "int64 vector")
+        if vec is None or vec[1] == 0:
+            return np.empty(0, dtype="<i8")
+        return np.frombuffer(self.buf.data, dtype="<i8", count=vec[1], offset=vec[0])

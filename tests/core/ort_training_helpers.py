@@ -1,15 +1,34 @@
-"""Build training artifacts with ONNX Runtime's own training API, train a few steps, save.
+"""Build ONNX Runtime training artifacts with ORT's own training API, train a few steps, save.
 
-Used by tests that compare onnxport against `Module.export_model_for_inferencing`. Every model is
-built with onnx.helper (no torch), small enough that artifacts + training take well under a second.
+Shared by the tests that compare onnxport against onnxruntime-training (import it with
+`helpers = pytest.importorskip("tests.core.ort_training_helpers")`: it skips the importing module
+where onnxruntime.training is absent). Every model is built with onnx.helper (no torch) and is
+small enough that generate_artifacts + a few training steps take well under a second.
 
-    arts = make_trained_artifacts(tmp_path, mlp_two_outputs(), feeds=..., labels=...)
-    arts.eval_model, arts.checkpoint, arts.module  # paths and the live ORT Module
+Models (each returns a `Spec`: the forward model, trainable/frozen parameter names, the output
+the loss reads, example feeds, the outputs an inference model keeps):
+- `mlp_two_outputs()`: Gemm-Relu-Gemm -> `logits`, Softmax -> `probabilities`; intermediate `hidden`.
+- `mlp_with_frozen()`: the same MLP, first layer frozen.
+- `small_cnn()`: Conv-Relu-MaxPool-Conv-Relu-GlobalAveragePool-Flatten-Gemm; intermediates
+  `features_map` (N,8,4,4) and `features` (N,8).
+- `batchnorm_model()`: Conv-BatchNormalization(inference form)-Relu-pool-Gemm, running stats frozen.
+- `batchnorm_training_mode_model()`: BatchNorm with training_mode=1 and 3 outputs, as a torch
+  training-mode export writes it; ORT's eval graph for it does not load (DESIGN.md pitfall), so
+  train it with `with_eval=False`.
+- `embedding_classifier()`: encoder Gemm-Tanh -> `embedding` (the useful intermediate), head
+  Gemm -> `logits`.
+- `regression_mlp()`: an MLP regressor trained with MSELoss on `prediction`.
+
+Typical use:
+    arts = make_trained_artifacts(tmp_path / "a", mlp_with_frozen(), properties={"epoch": 3})
+    arts.eval_model, arts.checkpoint       # paths
+    arts.state, arts.module                # the live ORT CheckpointState and Module
+    ort_parameters(arts.checkpoint)        # {name: (values, requires_grad)} as ORT loads them
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +38,20 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 pytest.importorskip("onnxruntime.training")
+import onnxruntime  # noqa: E402
 from onnxruntime.training import artifacts  # noqa: E402
 from onnxruntime.training.api import CheckpointState, Module, Optimizer  # noqa: E402
 
+onnxruntime.set_default_logger_severity(3)  # (generate_artifacts' gradient builder logs at INFO anyway)
+
 OPSET = 17
+BATCH = 4
+
+__all__ = [
+    "Artifacts", "CheckpointState", "Module", "Optimizer", "Spec", "artifacts", "batchnorm_model",
+    "batchnorm_training_mode_model", "embedding_classifier", "make_nominal_checkpoint", "make_trained_artifacts",
+    "mlp_two_outputs", "mlp_with_frozen", "ort_parameters", "regression_mlp", "small_cnn",
+]
 
 
 @dataclass
@@ -32,14 +61,16 @@ class Spec:
     model: onnx.ModelProto
     trainable: list[str]
     frozen: list[str]
-    loss_input: str  # forward output the loss reads
+    loss_input: str  # the forward output the loss reads
     inputs: dict[str, np.ndarray]  # example feeds (batch of 4)
     outputs: list[str]  # forward outputs an inference model keeps
-    loss: str = "ce"  # "ce" (CrossEntropy over class labels) or "mse"
+    loss: str = "ce"  # "ce" (CrossEntropy over int64 class labels) or "mse" (float targets)
 
 
 @dataclass
 class Artifacts:
+    """What `make_trained_artifacts` produced: paths, and the live ORT objects."""
+
     folder: Path
     training_model: Path
     eval_model: Path
@@ -47,6 +78,9 @@ class Artifacts:
     checkpoint: Path
     state: CheckpointState
     module: Module
+    optimizer: Optimizer | None = None
+    steps: int = 0
+    properties: dict = field(default_factory=dict)
 
 
 def _init(rng, name: str, shape: tuple[int, ...], scale: float = 0.5) -> onnx.TensorProto:
@@ -58,6 +92,10 @@ def _model(nodes, inputs, outputs, inits) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 9
     return model
+
+
+def _feeds(rng, **shapes) -> dict[str, np.ndarray]:
+    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
 
 
 def mlp_two_outputs(seed: int = 0) -> Spec:
@@ -74,8 +112,8 @@ def mlp_two_outputs(seed: int = 0) -> Spec:
     model = _model(nodes, [helper.make_tensor_value_info("input", T.FLOAT, ["batch", 8])],
                    [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", 4]),
                     helper.make_tensor_value_info("probabilities", T.FLOAT, ["batch", 4])], inits)
-    return Spec(model, [t.name for t in inits], [], "logits",
-                {"input": rng.standard_normal((4, 8)).astype(np.float32)}, ["logits", "probabilities"])
+    return Spec(model, [t.name for t in inits], [], "logits", _feeds(rng, input=(BATCH, 8)),
+                ["logits", "probabilities"])
 
 
 def mlp_with_frozen(seed: int = 1) -> Spec:
@@ -103,8 +141,7 @@ def small_cnn(seed: int = 2) -> Spec:
              _init(rng, "head.weight", (3, 8)), _init(rng, "head.bias", (3,))]
     model = _model(nodes, [helper.make_tensor_value_info("image", T.FLOAT, ["batch", 1, 8, 8])],
                    [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", 3])], inits)
-    return Spec(model, [t.name for t in inits], [], "logits",
-                {"image": rng.standard_normal((4, 1, 8, 8)).astype(np.float32)}, ["logits"])
+    return Spec(model, [t.name for t in inits], [], "logits", _feeds(rng, image=(BATCH, 1, 8, 8)), ["logits"])
 
 
 def batchnorm_model(seed: int = 3) -> Spec:
@@ -129,7 +166,7 @@ def batchnorm_model(seed: int = 3) -> Spec:
                    [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", 3])], inits)
     trainable = ["conv.weight", "bn.weight", "bn.bias", "head.weight", "head.bias"]
     return Spec(model, trainable, ["bn.running_mean", "bn.running_var"], "logits",
-                {"image": rng.standard_normal((4, 1, 6, 6)).astype(np.float32)}, ["logits"])
+                _feeds(rng, image=(BATCH, 1, 6, 6)), ["logits"])
 
 
 def batchnorm_training_mode_model(seed: int = 3) -> Spec:
@@ -145,18 +182,71 @@ def batchnorm_training_mode_model(seed: int = 3) -> Spec:
     return spec
 
 
-def make_trained_artifacts(folder: Path, spec: Spec, steps: int = 3, seed: int = 0,
-                           with_eval: bool = True) -> Artifacts:
-    """generate_artifacts (AdamW, CrossEntropy or MSE), then `steps` training steps, then save.
+def embedding_classifier(seed: int = 4) -> Spec:
+    """Encoder Gemm -> Tanh -> `embedding` (N,6), head Gemm -> `logits` (N,3).
 
-    `with_eval=False` builds the Module without the eval graph (for graphs ORT cannot evaluate).
+    `embedding` is the intermediate an inference model would expose (e.g. for similarity search);
+    the encoder is frozen, so it mixes frozen and trainable parameters on the way to `logits`.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    nodes = [
+        helper.make_node("Gemm", ["features", "encoder.weight", "encoder.bias"], ["encoded"], name="/encoder/Gemm",
+                         transB=1),
+        helper.make_node("Tanh", ["encoded"], ["embedding"], name="/encoder/Tanh"),
+        helper.make_node("Gemm", ["embedding", "head.weight", "head.bias"], ["logits"], name="/head/Gemm", transB=1),
+    ]
+    inits = [_init(rng, "encoder.weight", (6, 10)), _init(rng, "encoder.bias", (6,)),
+             _init(rng, "head.weight", (3, 6)), _init(rng, "head.bias", (3,))]
+    model = _model(nodes, [helper.make_tensor_value_info("features", T.FLOAT, ["batch", 10])],
+                   [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", 3])], inits)
+    return Spec(model, ["head.weight", "head.bias"], ["encoder.weight", "encoder.bias"], "logits",
+                _feeds(rng, features=(BATCH, 10)), ["embedding", "logits"])
+
+
+def regression_mlp(seed: int = 5) -> Spec:
+    """Gemm -> Sigmoid -> Gemm -> `prediction` (N,2), trained with MSELoss on float targets."""
+    rng = np.random.default_rng(seed)
+    nodes = [
+        helper.make_node("Gemm", ["x", "l1.weight", "l1.bias"], ["h"], name="/l1/Gemm", transB=1),
+        helper.make_node("Sigmoid", ["h"], ["hidden"], name="/l1/Sigmoid"),
+        helper.make_node("Gemm", ["hidden", "l2.weight", "l2.bias"], ["prediction"], name="/l2/Gemm", transB=1),
+    ]
+    inits = [_init(rng, "l1.weight", (5, 3)), _init(rng, "l1.bias", (5,)),
+             _init(rng, "l2.weight", (2, 5)), _init(rng, "l2.bias", (2,))]
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 3])],
+                   [helper.make_tensor_value_info("prediction", T.FLOAT, ["batch", 2])], inits)
+    return Spec(model, [t.name for t in inits], [], "prediction", _feeds(rng, x=(BATCH, 3)), ["prediction"],
+                loss="mse")
+
+
+def _generate(folder: Path, spec: Spec, nominal: bool = False, optimizer: bool = True) -> None:
+    folder.mkdir(parents=True, exist_ok=True)  # generate_artifacts does not create it
     loss = artifacts.LossType.CrossEntropyLoss if spec.loss == "ce" else artifacts.LossType.MSELoss
     artifacts.generate_artifacts(
-        spec.model, requires_grad=spec.trainable, frozen_params=spec.frozen, loss=loss,
-        optimizer=artifacts.OptimType.AdamW, artifact_directory=folder, loss_input_names=[spec.loss_input],
+        spec.model, requires_grad=spec.trainable, frozen_params=spec.frozen or None, loss=loss,
+        optimizer=artifacts.OptimType.AdamW if optimizer else None, artifact_directory=folder,
+        loss_input_names=[spec.loss_input], nominal_checkpoint=nominal,
     )
+
+
+def _labels(spec: Spec, rng: np.random.Generator) -> np.ndarray:
+    out = next(o for o in spec.model.graph.output if o.name == spec.loss_input)
+    width = out.type.tensor_type.shape.dim[1].dim_value
+    if spec.loss == "mse":
+        return rng.standard_normal((BATCH, width)).astype(np.float32)
+    return rng.integers(0, width, BATCH).astype(np.int64)
+
+
+def make_trained_artifacts(folder: Path, spec: Spec, steps: int = 3, seed: int = 0, with_eval: bool = True,
+                           properties: dict | None = None) -> Artifacts:
+    """generate_artifacts (AdamW; CrossEntropy or MSE), train `steps` steps, save the checkpoint.
+
+    The checkpoint (`folder/checkpoint`) is saved with its optimizer state (group `group0`: step,
+    learning rate, momentum0/momentum1 per trainable parameter) and `properties` (int / float /
+    str, set through `state.properties[...]`). `with_eval=False` builds the Module without the
+    eval graph (for graphs ORT cannot evaluate); `eval_model` is still written.
+    """
+    _generate(folder, spec)
     checkpoint = folder / "checkpoint"
     state = CheckpointState.load_checkpoint(str(checkpoint))
     eval_model = str(folder / "eval_model.onnx") if with_eval else None
@@ -164,15 +254,32 @@ def make_trained_artifacts(folder: Path, spec: Spec, steps: int = 3, seed: int =
     optimizer = Optimizer(str(folder / "optimizer_model.onnx"), module)
     rng = np.random.default_rng(seed)
     module.train()
-    n_classes = spec.model.graph.output[0].type.tensor_type.shape.dim[1].dim_value
     for _ in range(steps):
         feeds = [v + rng.standard_normal(v.shape).astype(np.float32) * 0.1 for v in spec.inputs.values()]
-        labels = rng.integers(0, n_classes, len(feeds[0])).astype(np.int64)
-        module(*feeds, labels)
+        module(*feeds, _labels(spec, rng))
         optimizer.step()
         module.lazy_reset_grad()
     if with_eval:
         module.eval()
+    for key, value in (properties or {}).items():
+        state.properties[key] = value
     CheckpointState.save_checkpoint(state, str(checkpoint), include_optimizer_state=True)
     return Artifacts(folder, folder / "training_model.onnx", folder / "eval_model.onnx",
-                     folder / "optimizer_model.onnx", checkpoint, state, module)
+                     folder / "optimizer_model.onnx", checkpoint, state, module, optimizer, steps,
+                     dict(properties or {}))
+
+
+def make_nominal_checkpoint(folder: Path, spec: Spec) -> Path:
+    """generate_artifacts(..., nominal_checkpoint=True) (no optimizer); the nominal file's path.
+
+    ORT writes both `checkpoint` (full) and `nominal_checkpoint` (names and types only; its
+    tensors have dims [] and no data, and ORT refuses to hand out their values).
+    """
+    _generate(folder, spec, nominal=True, optimizer=False)
+    return folder / "nominal_checkpoint"
+
+
+def ort_parameters(checkpoint: Path) -> dict[str, tuple[np.ndarray, bool]]:
+    """{name: (values, requires_grad)} as ORT's CheckpointState.load_checkpoint sees them."""
+    state = CheckpointState.load_checkpoint(str(checkpoint))
+    return {name: (np.array(p.data), bool(p.requires_grad)) for name, p in state.parameters}
