@@ -19,6 +19,10 @@ EXIT_USER_ERROR = 2
 COMMAND_MODULES = [
     "inspect_cmd",
     "export_cmd",
+    "quantize_cmd",
+    "validate_cmd",
+    "bench_cmd",
+    "torch_cmd",
     "gui_cmd",
 ]
 

@@ -1,0 +1,307 @@
+"""ONNX Runtime training artifacts from a forward graph (seed 002's next step).
+
+Contract: `generate_training_artifacts(forward, out_dir, trainable=..., frozen=..., loss=...,
+optimizer=...)` writes `training_model.onnx`, `eval_model.onnx`, `optimizer_model.onnx` and
+`checkpoint` into `out_dir` through `onnxruntime.training.artifacts.generate_artifacts`, and returns
+an `ArtifactsResult`. Needs onnxruntime-training (Python < 3.12); without it `UnavailableError`.
+Nothing is written into `out_dir` unless generation succeeds (a temp folder beside it is renamed).
+
+Parameters are the forward graph's float initializers. By default every one is trainable except
+BatchNormalization running statistics, which are frozen (they have no gradient). `trainable` /
+`frozen` take names or fnmatch patterns (`bert.embeddings.*`); with only `trainable` given, the
+rest is frozen; with only `frozen`, the rest is trainable (running statistics stay frozen).
+
+Known failures of ORT's builder, repaired here (each listed in `repairs`):
+- LayerNormalization exported with only its `Y` output (torch at opset >= 17): ORT's gradient
+  builder reads the optional `Mean`/`InvStdDev` outputs and aborts; they are added.
+- Dropout with a single output (torch's export of scaled_dot_product_attention's dropout, which
+  has no training flag and so does nothing): the gradient builder reads the mask output; it is added.
+- BatchNormalization in training form (training_mode=1, three outputs): ORT writes the eval graph
+  with the three outputs and training_mode=0, which ORT itself then refuses to load ("number of op
+  outputs should be 1 when Training_mode = False"); the eval graph gets the inference form.
+What still cannot work, and why: ORT's training graph computes the updated running statistics but
+never writes them back to the checkpoint, so BatchNorm's running mean/var stay as exported (see
+`notes`); an op without a gradient in ORT on the path to a trainable parameter fails generation,
+reported with ORT's own message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fnmatch
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from .errors import OnnxportError, UnavailableError
+from .progress import CancelToken, ProgressFn, Reporter
+
+LOSSES = {"crossentropy": "CrossEntropyLoss", "mse": "MSELoss", "bcewithlogits": "BCEWithLogitsLoss",
+          "l1": "L1Loss", "none": None}
+OPTIMIZERS = {"adamw": "AdamW", "sgd": "SGD", "none": None}
+FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint", "nominal_checkpoint")
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+
+
+@dataclass
+class ArtifactsResult:
+    folder: Path
+    training_model: Path
+    eval_model: Path
+    optimizer_model: Path | None
+    checkpoint: Path
+    trainable: list[str]
+    frozen: list[str]
+    loss: str
+    optimizer: str
+    loss_input: str | None
+    repairs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"folder": str(self.folder), "training_model": str(self.training_model),
+                "eval_model": str(self.eval_model),
+                "optimizer_model": str(self.optimizer_model) if self.optimizer_model else None,
+                "checkpoint": str(self.checkpoint), "trainable": len(self.trainable), "frozen": len(self.frozen),
+                "loss": self.loss, "optimizer": self.optimizer, "loss_input": self.loss_input,
+                "repairs": self.repairs, "notes": self.notes, "seconds": round(self.seconds, 3)}
+
+
+def import_training_artifacts():
+    try:
+        from onnxruntime.training import artifacts
+    except ImportError:
+        raise UnavailableError("training artifacts need onnxruntime-training (onnxruntime-training-cpu==1.19.2, "
+                               "Python < 3.12); it is not installed here") from None
+    return artifacts
+
+
+def running_statistics(model: onnx.ModelProto) -> list[str]:
+    """Names fed to BatchNormalization as running mean/var (inputs 3 and 4)."""
+    return [n.input[i] for n in model.graph.node if n.op_type == "BatchNormalization"
+            for i in (3, 4) if len(n.input) > i and n.input[i]]
+
+
+def parameter_candidates(model: onnx.ModelProto) -> list[str]:
+    """Float initializers: the tensors that can be trainable or frozen."""
+    return [t.name for t in model.graph.initializer if t.data_type in FLOAT_TYPES]
+
+
+def select_names(patterns: Iterable[str], candidates: list[str], what: str) -> list[str]:
+    """Names in `candidates` matching `patterns` (exact names or fnmatch globs), in graph order."""
+    chosen: set[str] = set()
+    for pattern in patterns:
+        hits = [c for c in candidates if c == pattern or fnmatch.fnmatchcase(c, pattern)]
+        if not hits:
+            close = difflib.get_close_matches(pattern, candidates, n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else f"the graph has {len(candidates)} parameters"
+            raise OnnxportError(f"{what} '{pattern}' is not a float initializer of the forward graph", hint=hint)
+        chosen.update(hits)
+    return [c for c in candidates if c in chosen]
+
+
+def split_parameters(model: onnx.ModelProto, trainable: Iterable[str] | None = None,
+                     frozen: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
+    """(trainable, frozen) names per the module docstring's rules."""
+    candidates = parameter_candidates(model)
+    stats = set(running_statistics(model))
+    if trainable is None and frozen is None:
+        return [c for c in candidates if c not in stats], [c for c in candidates if c in stats]
+    t = select_names(trainable, candidates, "trainable parameter") if trainable is not None else None
+    f = select_names(frozen, candidates, "frozen parameter") if frozen is not None else None
+    if t is None:
+        t = [c for c in candidates if c not in set(f) and c not in stats]
+        f = [c for c in candidates if c in set(f) or c in stats]
+    if f is None:
+        f = [c for c in candidates if c not in set(t)]
+    both = set(t) & set(f)
+    if both:
+        raise OnnxportError(f"'{sorted(both)[0]}' is both trainable and frozen")
+    bad = [n for n in t if n in stats]
+    if bad:
+        raise OnnxportError(f"'{bad[0]}' is a BatchNormalization running statistic: it has no gradient, "
+                            "so it can only be frozen")
+    if not t:
+        raise OnnxportError("no trainable parameters chosen: nothing to train")
+    return t, f
+
+
+def repair_forward(model: onnx.ModelProto) -> list[str]:
+    """Add the optional outputs ORT's gradient builder reads (LayerNormalization, Dropout)."""
+    repairs = []
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "LayerNormalization" and len(node.output) < 3:
+            base = node.output[0]
+            while len(node.output) < 3:
+                node.output.append(f"{base}__onnxport_{('mean', 'inv_std_dev')[len(node.output) - 1]}")
+            repairs.append(f"{node.name or base}: LayerNormalization given its Mean/InvStdDev outputs")
+        elif node.op_type == "Dropout" and len(node.output) < 2:
+            node.output.append(f"{node.output[0]}__onnxport_mask")
+            repairs.append(f"{node.name or node.output[0]}: Dropout given its mask output")
+    return repairs
+
+
+def repair_eval(model: onnx.ModelProto) -> list[str]:
+    """BatchNormalization in the eval graph: training_mode=0 and only `Y` (what ORT can load)."""
+    used = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
+    repairs = []
+    for node in model.graph.node:
+        if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx"):
+            continue
+        extra = [o for o in node.output[1:] if o]
+        if extra and not any(o in used for o in extra):
+            del node.output[1:]
+            for attr in node.attribute:
+                if attr.name == "training_mode":
+                    attr.i = 0
+            repairs.append(f"{node.name or node.output[0]}: eval graph BatchNormalization in inference form")
+    return repairs
+
+
+def _load_forward(forward: str | Path | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(forward, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(forward)
+        return copy
+    path = Path(forward)
+    if not path.is_file():
+        raise OnnxportError(f"{path}: no such file")
+    try:
+        return onnx.load(str(path))
+    except Exception as exc:  # DecodeError, ValueError...
+        raise OnnxportError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+
+
+def generate_training_artifacts(
+    forward: str | Path | onnx.ModelProto,
+    out_dir: str | Path,
+    *,
+    trainable: Iterable[str] | None = None,
+    frozen: Iterable[str] | None = None,
+    loss: str = "crossentropy",
+    optimizer: str = "adamw",
+    loss_input: str | None = None,
+    nominal: bool = False,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> ArtifactsResult:
+    """Generate ORT training artifacts into `out_dir`. See the module docstring."""
+    started = time.perf_counter()
+    report = Reporter(progress, cancel)
+    if loss not in LOSSES:
+        raise OnnxportError(f"unknown loss '{loss}'; choose one of: {', '.join(LOSSES)}")
+    if optimizer not in OPTIMIZERS:
+        raise OnnxportError(f"unknown optimizer '{optimizer}'; choose one of: {', '.join(OPTIMIZERS)}")
+    artifacts = import_training_artifacts()
+    out_dir = Path(out_dir)
+    parent = out_dir.parent if str(out_dir.parent) else Path(".")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OnnxportError(f"cannot write artifacts to {out_dir}: it is a file")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise OnnxportError(f"cannot write artifacts to {out_dir}: folder {parent} does not exist or is not writable")
+    report(0.02, "reading the forward graph")
+    model = _load_forward(forward)
+    train_names, frozen_names = split_parameters(model, trainable, frozen)
+    outputs = [o.name for o in model.graph.output]
+    if loss_input is not None and loss_input not in outputs:
+        raise OnnxportError(f"loss input '{loss_input}' is not an output of the forward graph "
+                            f"(outputs: {', '.join(outputs)})")
+    if loss_input is None and LOSSES[loss] is not None:
+        loss_input = outputs[0]
+    repairs = repair_forward(model)
+    notes = []
+    stats = [s for s in running_statistics(model) if s in frozen_names]
+    if stats and any(a.name == "training_mode" and a.i for n in model.graph.node
+                     if n.op_type == "BatchNormalization" for a in n.attribute):
+        notes.append(f"BatchNormalization running statistics ({len(stats)} tensors) stay as exported: ORT's "
+                     "training graph computes updated ones but does not write them back to the checkpoint")
+    unlisted = [c for c in parameter_candidates(model) if c not in set(train_names) | set(frozen_names)]
+    if unlisted:
+        notes.append(f"{len(unlisted)} float initializer(s) neither trainable nor frozen stay constants "
+                     f"of the graphs (e.g. {unlisted[0]})")
+    report.check()
+    report(0.1, "building the gradient graph (onnxruntime.training)")
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
+    try:
+        _generate(artifacts, model, tmp, train_names, frozen_names, loss, optimizer, loss_input, nominal)
+        report.check()
+        report(0.8, "repairing the eval graph")
+        eval_path = tmp / "eval_model.onnx"
+        eval_model = onnx.load(str(eval_path))
+        eval_repairs = repair_eval(eval_model)
+        if eval_repairs:
+            onnx.save(eval_model, str(eval_path))
+            repairs += eval_repairs
+        report(0.9, "writing")
+        _install(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    opt_path = out_dir / "optimizer_model.onnx" if OPTIMIZERS[optimizer] else None
+    report(1.0, "artifacts written")
+    return ArtifactsResult(out_dir, out_dir / "training_model.onnx", out_dir / "eval_model.onnx", opt_path,
+                           out_dir / "checkpoint", train_names, frozen_names, loss, optimizer, loss_input,
+                           repairs, notes, time.perf_counter() - started)
+
+
+def _generate(artifacts, model, folder: Path, trainable, frozen, loss, optimizer, loss_input, nominal) -> None:
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(3)  # the gradient builder logs every transformer at INFO
+    loss_type = getattr(artifacts.LossType, LOSSES[loss]) if LOSSES[loss] else None
+    opt_type = getattr(artifacts.OptimType, OPTIMIZERS[optimizer]) if OPTIMIZERS[optimizer] else None
+    try:
+        with quiet_native_stderr():
+            artifacts.generate_artifacts(
+                model, requires_grad=list(trainable), frozen_params=list(frozen) or None, loss=loss_type,
+                optimizer=opt_type, artifact_directory=str(folder),
+                loss_input_names=[loss_input] if loss_input and loss_type else None, nominal_checkpoint=nominal)
+    except Exception as exc:  # ORT raises RuntimeError/Fail/InvalidGraph... with C++ file:line prefixes
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OnnxportError(f"onnxruntime.training could not build the training graph: {text[:400]}") from None
+
+
+@contextlib.contextmanager
+def quiet_native_stderr():
+    """Send file descriptor 2 to a scratch file meanwhile (not just sys.stderr).
+
+    ORT's gradient builder logs every graph transformer at INFO from C++, ignoring the logger
+    severity set from Python; the core never prints. (Other threads' stderr output in this window
+    is dropped too; it lasts as long as the gradient build.)
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def _install(tmp: Path, out_dir: Path) -> None:
+    """Move the generated files into `out_dir` (a fresh folder is renamed into place as a whole)."""
+    try:
+        if not out_dir.exists():
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, out_dir)
+            return
+        for name in FILES:
+            src = tmp / name
+            if src.exists():
+                os.replace(src, out_dir / name)
+    except OSError as exc:
+        raise OnnxportError(f"cannot write artifacts to {out_dir}: {exc.strerror or exc}") from None

@@ -1,0 +1,57 @@
+"""`onnxport bench MODEL [MODEL2] [--json]`: latency and throughput in ONNX Runtime, side by side.
+
+With two models (e.g. float32 and quantized) they run alternately on the same input and the
+second is compared with the first: size ratio, latency ratio, speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..benchmark import benchmark
+from ..errors import OnnxportError
+from ..report import build_report, write_report
+from .progress_line import StderrProgress
+
+
+def _dims(values: list[str]) -> dict[str, int]:
+    sizes = {}
+    for item in values:
+        name, sep, size = item.partition("=")
+        if not sep or not size.strip().isdigit():
+            raise OnnxportError(f"--dim expects NAME=SIZE (e.g. sequence=128), got '{item}'")
+        sizes[name.strip()] = int(size)
+    return sizes
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("bench", help="latency/throughput of one or two models in ONNX Runtime",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("models", nargs="+", metavar="MODEL", help="one or two ONNX models")
+    p.add_argument("--inputs", metavar="DATA", help=".npz named like the inputs, or a folder (default: generated)")
+    p.add_argument("--batch", type=int, default=1, help="samples per run (default 1)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                   help="size of a symbolic dimension of generated inputs (e.g. sequence=128)")
+    p.add_argument("--seconds", type=float, default=2.0, help="measuring time per model (default 2)")
+    p.add_argument("--threads", type=int, help="intra-op threads (default: ONNX Runtime's)")
+    p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.models) > 2:
+        raise OnnxportError("bench takes one or two models")
+    result = benchmark(args.models, inputs=args.inputs, batch=args.batch, dim_sizes=_dims(args.dim),
+                       seconds=args.seconds, threads=args.threads, progress=StderrProgress(quiet=args.quiet))
+    if args.report:
+        write_report(args.report, build_report(bench=result))
+    if args.json:
+        json.dump(build_report(bench=result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(result.summary_lines()))
+    return 0

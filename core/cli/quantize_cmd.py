@@ -1,0 +1,66 @@
+"""`onnxport quantize MODEL -o OUT --mode dynamic|static|fp16 [--calibration DATA] ...`.
+
+Quantizes (int8 dynamic, int8 static QDQ) or converts (float16) a float32 model, keeping the
+nodes that cost accuracy in float until every output reaches the cosine target on the validation
+inputs (default 0.99), and prints (or --json) what was written, what stayed float and the
+validation against the float32 model. Exit 0, or 1 if the final validation failed (--no-target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..quantize import MODES, quantize
+from ..report import build_report, write_report
+from .export_cmd import split_names
+from .progress_line import StderrProgress
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("quantize", help="quantize (int8 dynamic/static) or convert (fp16) a model",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="float32 ONNX model")
+    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx", help="file to write")
+    p.add_argument("--mode", required=True, choices=MODES)
+    p.add_argument("--calibration", metavar="DATA",
+                   help="static: calibration inputs (.npz named like the inputs, or a folder of .npy/.npz); "
+                        "default: generated from the input specs")
+    p.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
+    p.add_argument("--reduce-range", action="store_true", help="7-bit weights (for CPUs without VNNI)")
+    p.add_argument("--op-types", action="append", default=[], metavar="A[,B...]",
+                   help="op types to quantize (dynamic default: MatMul,Gather,Attention,LSTM,EmbedLayerNormalization)")
+    p.add_argument("--exclude", action="append", default=[], metavar="NODE[,NODE...]",
+                   help="node names to keep in float")
+    p.add_argument("--fp16-io", action="store_true", help="fp16: make inputs/outputs float16 too")
+    p.add_argument("--block-ops", action="append", default=[], metavar="A[,B...]", help="fp16: op types kept float32")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--target", type=float, default=0.99, metavar="COSINE",
+                        help="accuracy target: min cosine per output vs float32 (default 0.99)")
+    target.add_argument("--no-target", action="store_true", help="no accuracy target: quantize everything asked")
+    p.add_argument("--validation-inputs", metavar="DATA", help="inputs for the accuracy check (.npz or folder)")
+    p.add_argument("--no-preprocess", action="store_true", help="skip ONNX Runtime's pre-processing")
+    p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = quantize(
+        args.model, args.out, args.mode, calibration=args.calibration, per_channel=args.per_channel,
+        reduce_range=args.reduce_range, op_types=split_names(args.op_types) or None,
+        exclude_nodes=split_names(args.exclude), keep_io_types=not args.fp16_io,
+        block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
+        validation_inputs=args.validation_inputs, preprocess=not args.no_preprocess,
+        progress=StderrProgress(quiet=args.quiet),
+    )
+    if args.report:
+        write_report(args.report, build_report(quantize=result))
+    if args.json:
+        json.dump(build_report(quantize=result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(result.summary_lines()))
+    return 0 if result.validation is None or result.validation.passed else 1

@@ -1,0 +1,148 @@
+"""PyTorch sub-commands: `torch-export`, `artifacts`, `embed`.
+
+    onnxport torch-export SOURCE -o OUT --mode training|inference [--task T] [--opset N]
+            [--input NAME:DTYPE:DIMS ...] [--output-names A,B] [--quantize] [--artifacts DIR]
+    onnxport artifacts FORWARD.onnx -o DIR [--trainable ...] [--frozen ...] [--loss L] [--optimizer O]
+    onnxport embed GRAPH_OR_ORTMODULE_FOLDER STATE_DICT -o OUT [--outputs A,B] [--prefix P]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..artifacts import LOSSES, OPTIMIZERS
+from ..presets import POOLING_MODES, TASKS
+from .export_cmd import split_names
+from .progress_line import StderrProgress
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("torch-export", help="export a TorchScript .pt, .pt2 or Hugging Face folder to ONNX",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("source", help="TorchScript .pt, torch.export .pt2, or Hugging Face model folder")
+    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx")
+    p.add_argument("--mode", choices=("training", "inference"), required=True,
+                   help="training: forward graph for on-device training; inference: deployable model")
+    p.add_argument("--task", choices=TASKS, help="Hugging Face task preset (inputs/outputs/dynamic axes)")
+    p.add_argument("--opset", type=int, help="ONNX opset (default: 16 training, 14 inference)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME:DTYPE:DIMS",
+                   help="input spec, e.g. x:float32:batch,3,224,224 (names are dynamic dims); repeat per input")
+    p.add_argument("--output-names", action="append", default=[], metavar="A[,B...]", help="ONNX output names")
+    p.add_argument("--pooling", choices=POOLING_MODES, default="mean", help="pooling task: mean or first token")
+    p.add_argument("--quantize", action="store_true", help="also write a dynamic int8 model, <stem>.int8.onnx")
+    p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime vs PyTorch check")
+    p.add_argument("--artifacts", metavar="DIR", help="training mode: also generate training artifacts into DIR")
+    _common(p)
+    p.set_defaults(func=run_torch_export)
+
+    a = subparsers.add_parser("artifacts", help="generate ONNX Runtime training artifacts from a forward graph")
+    a.add_argument("forward", help="forward graph (e.g. from torch-export --mode training)")
+    a.add_argument("-o", "--output", dest="out", required=True, metavar="DIR")
+    _artifact_options(a)
+    a.add_argument("--nominal", action="store_true", help="also write a nominal checkpoint")
+    _common(a)
+    a.set_defaults(func=run_artifacts)
+
+    e = subparsers.add_parser("embed", help="embed a state_dict/safetensors/npz into a graph (e.g. ORTModule's)")
+    e.add_argument("graph", help="ONNX graph, or a folder of ORTModule-saved graphs (<prefix>_torch_exported_*.onnx)")
+    e.add_argument("state", help="parameters: .pt/.pth state_dict, .safetensors, .npz, checkpoint")
+    e.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx")
+    e.add_argument("--outputs", action="append", default=[], metavar="A[,B...]", help="outputs (default: all)")
+    e.add_argument("--prefix", help="ORTModule onnx_prefix, when the folder holds several models")
+    e.add_argument("--external-data", choices=("auto", "always", "never"), default="auto")
+    e.add_argument("--no-fold", action="store_true", help="do not fold parameter-only sub-graphs")
+    _common(e)
+    e.set_defaults(func=run_embed)
+
+
+def _artifact_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trainable", action="append", metavar="NAMES",
+                   help="trainable parameters: names or globs, comma-separated (default: all but BN statistics)")
+    p.add_argument("--frozen", action="append", metavar="NAMES", help="frozen parameters: names or globs")
+    p.add_argument("--loss", choices=tuple(LOSSES), default="crossentropy")
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adamw")
+    p.add_argument("--loss-input", metavar="OUTPUT", help="forward output the loss reads (default: the first)")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    return split_names(values) if values else None
+
+
+def _print(report: dict, args: argparse.Namespace, lines: list[str]) -> None:
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for line in lines:
+            print(line)
+
+
+def run_torch_export(args: argparse.Namespace) -> int:
+    from ..artifacts import generate_training_artifacts
+    from ..errors import OnnxportError
+    from ..torch_export import export_torch
+    from ..torch_sources import parse_input_spec
+
+    if args.artifacts and args.mode != "training":
+        raise OnnxportError("--artifacts needs --mode training")
+    progress = StderrProgress(quiet=args.quiet)
+    specs = [parse_input_spec(s) for s in args.input] or None
+    result = export_torch(args.source, args.out, mode=args.mode, task=args.task, opset=args.opset, inputs=specs,
+                          output_names=_names(args.output_names), quantize=args.quantize, pooling=args.pooling,
+                          verify=not args.no_verify, progress=progress)
+    report = {"torch_export": result.to_dict()}
+    diff = f", max |ORT - PyTorch| {result.max_abs_diff:.2e}" if result.max_abs_diff is not None else ""
+    lines = [f"wrote {result.path} ({result.mode}, opset {result.opset}{', task ' + result.task if result.task else ''}):"
+             f" inputs {', '.join(result.inputs)}; outputs {', '.join(result.outputs)}{diff}"]
+    if result.quantized_path:
+        lines.append(f"wrote {result.quantized_path} (dynamic int8)")
+    lines += [f"note: {n}" for n in result.notes]
+    if args.artifacts:
+        arts = generate_training_artifacts(result.path, args.artifacts, progress=progress)
+        report["artifacts"] = arts.to_dict()
+        lines += _artifact_lines(arts)
+    _print(report, args, lines)
+    return 0
+
+
+def _artifact_lines(arts) -> list[str]:
+    lines = [f"wrote training artifacts to {arts.folder}: {len(arts.trainable)} trainable, {len(arts.frozen)} frozen, "
+             f"loss {arts.loss} on {arts.loss_input or '(model output)'}, optimizer {arts.optimizer}"]
+    lines += [f"repaired: {r}" for r in arts.repairs]
+    return lines + [f"note: {n}" for n in arts.notes]
+
+
+def run_artifacts(args: argparse.Namespace) -> int:
+    from ..artifacts import generate_training_artifacts
+
+    arts = generate_training_artifacts(args.forward, args.out, trainable=_names(args.trainable),
+                                       frozen=_names(args.frozen), loss=args.loss, optimizer=args.optimizer,
+                                       loss_input=args.loss_input, nominal=args.nominal,
+                                       progress=StderrProgress(quiet=args.quiet))
+    _print({"artifacts": arts.to_dict()}, args, _artifact_lines(arts))
+    return 0
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    from ..ortmodule import embed_state_dict
+
+    result = embed_state_dict(args.graph, args.state, args.out, _names(args.outputs), prefix=args.prefix,
+                              external_data=args.external_data, fold=not args.no_fold,
+                              progress=StderrProgress(quiet=args.quiet))
+    match = result.alignment.match
+    report = {"embed": {"graph": str(result.graph), "alignment": result.alignment.summary(),
+                        "unused": result.alignment.unused, "missing": match.missing if match else []},
+              "export": result.export.to_dict()}
+    lines = [f"wrote {result.export.path}: graph {result.graph.name}, outputs {', '.join(result.export.outputs)}",
+             f"parameters: {result.alignment.summary()}"]
+    if result.alignment.unused:
+        lines.append(f"not used by the graph: {', '.join(result.alignment.unused)}")
+    _print(report, args, lines)
+    return 0

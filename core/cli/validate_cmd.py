@@ -1,0 +1,77 @@
+"""`onnxport validate MODEL --reference REF [--checkpoint CKPT ...] [--inputs DATA.npz] [--json]`.
+
+Runs MODEL and its reference in ONNX Runtime on the same inputs (from --inputs, else generated
+from MODEL's input specs) and compares every output: max/mean abs diff, cosine, argmax agreement.
+The reference is REF fed with the checkpoint's parameters (an eval graph + checkpoint), or REF
+itself (the float32 model a quantized one came from). For quantized models it also lists the
+nodes adding the most error; `--requantize OUT` quantizes REF again as MODEL was, keeping the
+worst `--exclude-worst N` of them in float, and validates that. Exit 0 if passed, 1 if not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..compare import Thresholds
+from ..params import merge_parameter_sets
+from ..report import build_report, write_report
+from ..sources import read_parameters
+from ..validate import validate
+from .progress_line import StderrProgress
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("validate", help="compare a model's outputs with its reference's",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="the model to check (an export, a quantized model)")
+    p.add_argument("--reference", required=True, metavar="REF", help="eval graph (with --checkpoint) or float32 model")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="CKPT",
+                   help="parameters to feed REF with (repeatable: several are merged)")
+    p.add_argument("--inputs", metavar="DATA", help=".npz named like the inputs, or a folder of .npy/.npz")
+    p.add_argument("--min-cosine", type=float, metavar="X", help="pass threshold on cosine (per output)")
+    p.add_argument("--max-abs-diff", type=float, metavar="X", help="pass threshold on max abs diff")
+    p.add_argument("--layers", action="store_true", help="rank nodes by added error (default for quantized models)")
+    p.add_argument("--requantize", metavar="OUT.onnx",
+                   help="quantize REF again as MODEL was, keeping the worst nodes in float; validate that")
+    p.add_argument("--exclude-worst", type=int, default=3, metavar="N", help="with --requantize: nodes to keep (3)")
+    p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    progress = StderrProgress(quiet=args.quiet)
+    params = merge_parameter_sets([read_parameters(c) for c in args.checkpoint]) if args.checkpoint else None
+    thresholds = None
+    if args.min_cosine is not None or args.max_abs_diff is not None:
+        thresholds = Thresholds(min_cosine=args.min_cosine if args.min_cosine is not None else 0.0,
+                                max_abs_diff=args.max_abs_diff)
+    report = validate(args.model, args.reference, params=params, inputs=args.inputs, thresholds=thresholds,
+                      layers=True if args.layers or args.requantize else None, progress=progress)
+    requantized = None
+    if args.requantize:
+        from ..quantize import requantize
+
+        worst = report.worst_nodes(args.exclude_worst)
+        requantized = requantize(args.model, args.reference, args.requantize, worst,
+                                 validation_inputs=args.inputs, progress=progress)
+    full = build_report(validation=report, quantize=requantized)
+    if args.report:
+        write_report(args.report, full)
+    if args.json:
+        json.dump(full, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(report.summary_lines()))
+        if report.layers and not requantized and report.precision != "float32" and not report.passed:
+            names = ",".join(report.worst_nodes(3))
+            if names:
+                print(f"  to keep them in float: onnxport validate {args.model} --reference {args.reference} "
+                      f"--requantize OUT.onnx (or onnxport quantize ... --exclude {names})")
+        if requantized is not None:
+            print("\n".join(requantized.summary_lines()))
+    final = requantized.validation if requantized is not None else report
+    return 0 if final is None or final.passed else 1

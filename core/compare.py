@@ -1,0 +1,142 @@
+"""Output-by-output comparison of a model against its reference, accumulated batch by batch.
+
+Contract: `OutputStats.update(got, want)` folds one batch in (float64 sums, so memory is one batch);
+`OutputStats.result(thresholds)` gives an `OutputComparison`: max/mean abs diff, cosine similarity
+of the flattened outputs, relative L2 error, argmax agreement over the last axis (for float
+outputs with more than one class), NaN/Inf mismatches, and whether it passes `Thresholds`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a comparison passes. `rel_max_abs_diff` bounds max|diff| by that times max(1, max|ref|)."""
+
+    min_cosine: float = 0.99
+    max_abs_diff: float | None = None
+    rel_max_abs_diff: float | None = None
+    min_argmax_agreement: float | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+# Same precision (an export against its eval graph, fp32 against fp32): near bit-exact.
+EXACT = Thresholds(min_cosine=0.99999, rel_max_abs_diff=1e-4)
+# Quantized or float16 against float32: the default accuracy target.
+LOSSY = Thresholds(min_cosine=0.99)
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    shape: list[int] | None
+    reference_shape: list[int] | None
+    max_abs_diff: float
+    mean_abs_diff: float
+    cosine: float
+    rel_l2_error: float
+    argmax_agreement: float | None
+    reference_max_abs: float
+    nan_mismatches: int
+    passed: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {k: _finite(v) for k, v in asdict(self).items()}
+
+
+def _finite(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+@dataclass
+class OutputStats:
+    name: str
+    count: int = 0
+    sum_abs: float = 0.0
+    max_abs: float = 0.0
+    dot: float = 0.0
+    got_sq: float = 0.0
+    want_sq: float = 0.0
+    diff_sq: float = 0.0
+    want_max_abs: float = 0.0
+    argmax_same: int = 0
+    argmax_total: int = 0
+    nan_mismatches: int = 0
+    shapes: list[tuple[list[int], list[int]]] = field(default_factory=list)
+    shape_error: str = ""
+
+    def update(self, got: np.ndarray, want: np.ndarray) -> None:
+        got, want = np.asarray(got), np.asarray(want)
+        self.shapes.append((list(got.shape), list(want.shape)))
+        if got.shape != want.shape:
+            self.shape_error = self.shape_error or f"shape {list(got.shape)} != reference {list(want.shape)}"
+            return
+        g = got.astype(np.float64, copy=False).reshape(-1)
+        w = want.astype(np.float64, copy=False).reshape(-1)
+        g_bad, w_bad = ~np.isfinite(g), ~np.isfinite(w)
+        if g_bad.any() or w_bad.any():
+            same_special = g_bad & w_bad & ((g == w) | (np.isnan(g) & np.isnan(w)))
+            self.nan_mismatches += int(((g_bad | w_bad) & ~same_special).sum())
+            ok = ~(g_bad | w_bad)
+            g, w = g[ok], w[ok]
+        diff = np.abs(g - w)
+        self.count += g.size
+        if g.size:
+            self.sum_abs += float(diff.sum())
+            self.max_abs = max(self.max_abs, float(diff.max()))
+            self.want_max_abs = max(self.want_max_abs, float(np.abs(w).max()))
+        self.dot += float(g @ w)
+        self.got_sq += float(g @ g)
+        self.want_sq += float(w @ w)
+        self.diff_sq += float(diff @ diff)
+        if want.dtype.kind == "f" and want.ndim >= 1 and want.shape[-1] > 1 and want.size:
+            same = np.argmax(got, axis=-1) == np.argmax(want, axis=-1)
+            self.argmax_same += int(same.sum())
+            self.argmax_total += same.size
+
+    @property
+    def cosine(self) -> float:
+        if self.got_sq == 0.0 and self.want_sq == 0.0:
+            return 1.0
+        if self.got_sq == 0.0 or self.want_sq == 0.0:
+            return 0.0
+        return self.dot / math.sqrt(self.got_sq * self.want_sq)
+
+    def result(self, t: Thresholds) -> OutputComparison:
+        got_shape, want_shape = self.shapes[0] if self.shapes else (None, None)
+        rel_l2 = math.sqrt(self.diff_sq / self.want_sq) if self.want_sq else (0.0 if self.diff_sq == 0 else math.inf)
+        argmax = self.argmax_same / self.argmax_total if self.argmax_total else None
+        reasons = []
+        if self.shape_error:
+            reasons.append(self.shape_error)
+        else:
+            cosine = self.cosine
+            if self.nan_mismatches:
+                reasons.append(f"{self.nan_mismatches} NaN/Inf value(s) differ")
+            if cosine < t.min_cosine:
+                reasons.append(f"cosine {cosine:.6f} < {t.min_cosine}")
+            if t.max_abs_diff is not None and self.max_abs > t.max_abs_diff:
+                reasons.append(f"max abs diff {self.max_abs:.3g} > {t.max_abs_diff:.3g}")
+            if t.rel_max_abs_diff is not None:
+                bound = t.rel_max_abs_diff * max(1.0, self.want_max_abs)
+                if self.max_abs > bound:
+                    reasons.append(f"max abs diff {self.max_abs:.3g} > {bound:.3g}")
+            if t.min_argmax_agreement is not None and argmax is not None and argmax < t.min_argmax_agreement:
+                reasons.append(f"argmax agreement {argmax:.4f} < {t.min_argmax_agreement}")
+        return OutputComparison(
+            name=self.name, shape=got_shape, reference_shape=want_shape,
+            max_abs_diff=self.max_abs, mean_abs_diff=self.sum_abs / self.count if self.count else 0.0,
+            cosine=self.cosine if not self.shape_error else 0.0, rel_l2_error=rel_l2,
+            argmax_agreement=argmax, reference_max_abs=self.want_max_abs,
+            nan_mismatches=self.nan_mismatches, passed=not reasons, reason="; ".join(reasons),
+        )

@@ -1,0 +1,345 @@
+"""Parameter files from outside ONNX Runtime: PyTorch state_dicts, safetensors, numpy .npz.
+
+Contract: `read_state_dict(path)`, `read_safetensors(path)`, `read_npz(path)` each return a
+`ParameterSet` (kind "state_dict" / "safetensors" / "npz") whose tensors load lazily, and are
+registered in `sources.PARAM_READERS` when this module is imported.
+
+- safetensors: the format is an 8-byte little-endian header length, a JSON header, then raw
+  little-endian bytes. The file is memory-mapped; `loader()` is a zero-copy view and `span` names
+  the exact bytes, so an export copies them file-to-file. No torch, no safetensors package needed.
+- .npz: entries stored uncompressed (`np.savez`) are memory-mapped the same way, with spans;
+  compressed ones (`np.savez_compressed`) are decompressed on demand. Object arrays are refused
+  (`allow_pickle=False` always).
+- .pt/.pth state_dict: read with `torch.load(weights_only=True, mmap=True)` only, which never
+  runs a pickle's code; a file holding anything but tensors and plain containers is refused
+  with a clear error. When torch's zip layout allows it, tensors get spans into the file too.
+  Needs torch (the `onnxport[torch]` extra); this module itself imports without it.
+
+Every problem raises `OnnxportError` (usually `CorruptFileError`) with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from .checkpoint import map_file, view_loader
+from .errors import CorruptFileError, OnnxportError, UnavailableError
+from .params import FileSpan, ParameterSet, ParamTensor
+from .sources import PARAM_READERS, SourceKind
+
+T = onnx.TensorProto
+TORCH_HINT = "needs torch: pip install 'onnxport[torch]'"
+MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
+
+# safetensors dtype -> (ONNX element type, numpy dtype of the raw little-endian bytes)
+SAFETENSORS_DTYPES: dict[str, tuple[int, str]] = {
+    "F64": (T.DOUBLE, "<f8"), "F32": (T.FLOAT, "<f4"), "F16": (T.FLOAT16, "<f2"), "BF16": (T.BFLOAT16, "<u2"),
+    "I64": (T.INT64, "<i8"), "I32": (T.INT32, "<i4"), "I16": (T.INT16, "<i2"), "I8": (T.INT8, "i1"),
+    "U64": (T.UINT64, "<u8"), "U32": (T.UINT32, "<u4"), "U16": (T.UINT16, "<u2"), "U8": (T.UINT8, "u1"),
+    "BOOL": (T.BOOL, "?"), "F8_E4M3": (T.FLOAT8E4M3FN, "u1"), "F8_E5M2": (T.FLOAT8E5M2, "u1"),
+}
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+# --------------------------------------------------------------------------------------------
+# safetensors
+
+
+def read_safetensors(path: str | Path) -> ParameterSet:
+    """Memory-map a .safetensors file: lazy zero-copy tensors with file spans."""
+    path = Path(path)
+    mm = map_file(path)
+    size = len(mm)
+    if size < 8:
+        raise CorruptFileError(f"{path}: not a safetensors file (too short)")
+    (header_len,) = struct.unpack_from("<Q", mm, 0)
+    if header_len > min(MAX_HEADER, size - 8):
+        raise CorruptFileError(f"{path}: not a safetensors file (header length {header_len} past the end)")
+    try:
+        header = json.loads(bytes(mm[8:8 + header_len]).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptFileError(f"{path}: not a safetensors file (header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise CorruptFileError(f"{path}: not a safetensors file (header is not a JSON object)")
+    base = 8 + header_len
+    metadata = header.pop("__metadata__", None) or {}
+    params: dict[str, ParamTensor] = {}
+    for name, entry in header.items():
+        params[name] = _safetensors_tensor(path, mm, base, size, name, entry)
+    properties = {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {}
+    return ParameterSet(params=params, sources=[path], kind="safetensors", properties=properties,
+                        keepalive=[mm])
+
+
+def _safetensors_tensor(path: Path, mm: mmap.mmap, base: int, size: int, name: str, entry) -> ParamTensor:
+    where = f"{path}: tensor '{name}'"
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
+        raise CorruptFileError(f"{where}: header entry lacks dtype/shape/data_offsets")
+    dtype = entry["dtype"]
+    if dtype not in SAFETENSORS_DTYPES:
+        raise CorruptFileError(f"{where}: unsupported dtype {dtype!r}")
+    shape, offsets = entry["shape"], entry["data_offsets"]
+    if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
+            or not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(o, int) and o >= 0 for o in offsets)):
+        raise CorruptFileError(f"{where}: malformed shape or data_offsets")
+    elem_type, storage = SAFETENSORS_DTYPES[dtype]
+    np_dtype = np.dtype(storage)
+    shape_t = tuple(shape)
+    begin, end = offsets
+    count = _numel(shape_t)
+    if end < begin or end - begin != count * np_dtype.itemsize:
+        raise CorruptFileError(f"{where}: {end - begin} bytes for {dtype}{list(shape)}")
+    if base + end > size:
+        raise CorruptFileError(f"{where}: data past the end of the file (truncated?)")
+    return ParamTensor(
+        name=name, elem_type=elem_type, shape=shape_t,
+        loader=view_loader(mm, where, np_dtype, base + begin, count, shape_t),
+        source=str(path), span=FileSpan(path, base + begin, end - begin),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# .npz
+
+
+def read_npz(path: str | Path) -> ParameterSet:
+    """Open a numpy .npz: stored entries memory-mapped with spans, compressed ones on demand."""
+    path = Path(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise CorruptFileError(f"{path}: not a readable .npz ({exc})") from None
+    mm = map_file(path)
+    params: dict[str, ParamTensor] = {}
+    with zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            name = info.filename[: -len(".npy")]
+            params[name] = _npz_entry(path, zf, info, mm, name)
+    return ParameterSet(params=params, sources=[path], kind="npz", keepalive=[mm])
+
+
+def _npz_entry(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, mm: mmap.mmap, name: str) -> ParamTensor:
+    where = f"{path}: array '{name}'"
+    try:
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            shape, fortran, dtype = _read_npy_header(f, version)
+            header_end = f.tell()
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise CorruptFileError(f"{where}: not a readable .npy entry ({exc})") from None
+    if dtype.hasobject:
+        raise CorruptFileError(f"{where}: holds Python objects; onnxport reads numeric arrays only")
+    try:
+        elem_type = onnx.helper.np_dtype_to_tensor_dtype(dtype.newbyteorder("="))
+    except (KeyError, TypeError, ValueError):
+        raise CorruptFileError(f"{where}: unsupported dtype {dtype}") from None
+    shape = tuple(int(d) for d in shape)
+    count = _numel(shape)
+    nbytes = count * dtype.itemsize
+    data_at = _stored_data_offset(mm, info)
+    raw_ok = data_at is not None and not fortran and (dtype.byteorder in "<|=" or dtype.itemsize == 1)
+    if data_at is not None:
+        data_at += header_end
+        if data_at + nbytes > len(mm):
+            raise CorruptFileError(f"{where}: data past the end of the file (truncated?)")
+    if raw_ok:
+        loader = view_loader(mm, where, dtype.newbyteorder("<"), data_at, count, shape)
+        span = FileSpan(path, data_at, nbytes)
+    else:
+        loader = _npz_array_loader(path, info.filename, where, shape)
+        span = None
+    return ParamTensor(name=name, elem_type=elem_type, shape=shape, loader=loader, source=str(path), span=span)
+
+
+def _read_npy_header(f, version: tuple[int, int]):
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    return np.lib.format._read_array_header(f, version)  # 3.0 (utf-8 field names): no public reader
+
+
+def _stored_data_offset(mm: mmap.mmap, info: zipfile.ZipInfo) -> int | None:
+    """File offset of an uncompressed entry's bytes (None when compressed/encrypted)."""
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+        return None
+    at = info.header_offset
+    if at + 30 > len(mm) or mm[at:at + 4] != b"PK\x03\x04":
+        return None
+    name_len, extra_len = struct.unpack_from("<HH", mm, at + 26)
+    return at + 30 + name_len + extra_len
+
+
+def _npz_array_loader(path: Path, member: str, where: str, shape: tuple[int, ...]) -> Callable[[], np.ndarray]:
+    def load() -> np.ndarray:
+        try:
+            with zipfile.ZipFile(path) as zf, zf.open(member) as f:
+                array = np.lib.format.read_array(f, allow_pickle=False)
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+            raise CorruptFileError(f"{where}: cannot read ({exc})") from None
+        array = np.ascontiguousarray(array)
+        if array.dtype.byteorder == ">":
+            array = array.astype(array.dtype.newbyteorder("<"))
+        return array.reshape(shape)
+
+    return load
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch state_dict
+
+STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "weights")
+
+
+def read_state_dict(path: str | Path) -> ParameterSet:
+    """Load a PyTorch state_dict with `torch.load(weights_only=True)`; refuse anything else."""
+    path = Path(path)
+    torch = _import_torch()
+    is_zip = zipfile.is_zipfile(path)
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=is_zip)
+    except FileNotFoundError:
+        raise OnnxportError(f"{path}: no such file") from None
+    except Exception as exc:  # UnpicklingError, RuntimeError... torch raises several kinds
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "weights only" in str(exc).lower() or "weights_only" in str(exc).lower():
+            raise OnnxportError(
+                f"{path}: holds Python objects besides tensors; onnxport loads .pt/.pth files only with "
+                "torch.load(weights_only=True), which never runs a pickle's code",
+                hint="save model.state_dict() (or use safetensors)") from None
+        raise CorruptFileError(f"{path}: not a readable PyTorch file ({text})") from None
+    tensors = _find_tensors(obj, torch)
+    if not tensors:
+        raise OnnxportError(f"{path}: holds no tensors (expected a state_dict: parameter name -> tensor)")
+    spans = _torch_spans(path, tensors, torch) if is_zip else {}
+    params: dict[str, ParamTensor] = {}
+    for name, tensor in tensors.items():
+        params[name] = _torch_param(path, name, tensor, torch, spans.get(name))
+    return ParameterSet(params=params, sources=[path], kind="state_dict", keepalive=[tensors])
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise UnavailableError(f"reading PyTorch .pt/.pth files {TORCH_HINT}") from None
+    return torch
+
+
+def _find_tensors(obj, torch) -> dict[str, object]:
+    """The state_dict inside what torch.load returned: the dict itself, a known key, or flattened."""
+    if isinstance(obj, Mapping):
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            return {str(k): v for k, v in obj.items()}
+        for key in STATE_DICT_KEYS:
+            inner = obj.get(key)
+            if isinstance(inner, Mapping) and inner and all(isinstance(v, torch.Tensor) for v in inner.values()):
+                return {str(k): v for k, v in inner.items()}
+    found: dict[str, object] = {}
+
+    def walk(value, prefix: str) -> None:
+        if isinstance(value, torch.Tensor):
+            found[prefix] = value
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+
+    walk(obj, "")
+    return found
+
+
+_TORCH_TO_ONNX = {
+    "float32": T.FLOAT, "float64": T.DOUBLE, "float16": T.FLOAT16, "bfloat16": T.BFLOAT16,
+    "int64": T.INT64, "int32": T.INT32, "int16": T.INT16, "int8": T.INT8, "uint8": T.UINT8,
+    "uint16": T.UINT16, "uint32": T.UINT32, "uint64": T.UINT64, "bool": T.BOOL,
+    "float8_e4m3fn": T.FLOAT8E4M3FN, "float8_e5m2": T.FLOAT8E5M2,
+    "complex64": T.COMPLEX64, "complex128": T.COMPLEX128,
+}
+
+
+def torch_dtype_to_onnx(dtype) -> int | None:
+    """ONNX element type for a torch dtype (None if ONNX has none)."""
+    return _TORCH_TO_ONNX.get(str(dtype).replace("torch.", ""))
+
+
+def tensor_to_numpy(tensor, torch) -> np.ndarray:
+    """A torch tensor as numpy (zero-copy when contiguous); bfloat16/float8 as same-width uints."""
+    t = tensor.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+        return t.contiguous().numpy().view(np.uint16)
+    if str(t.dtype).startswith("torch.float8"):
+        t = t.view(torch.uint8)
+    return t.contiguous().numpy()
+
+
+def _torch_param(path: Path, name: str, tensor, torch, span: FileSpan | None) -> ParamTensor:
+    elem_type = torch_dtype_to_onnx(tensor.dtype)
+    if elem_type is None:
+        raise OnnxportError(f"{path}: tensor '{name}' has type {tensor.dtype}, which ONNX cannot hold")
+    if tensor.is_sparse or tensor.is_quantized or tensor.device.type != "cpu":
+        raise OnnxportError(f"{path}: tensor '{name}' is sparse/quantized; onnxport reads dense tensors only")
+    return ParamTensor(name=name, elem_type=elem_type, shape=tuple(int(d) for d in tensor.shape),
+                       loader=lambda: tensor_to_numpy(tensor, torch), source=str(path), span=span)
+
+
+def _torch_spans(path: Path, tensors: dict[str, object], torch) -> dict[str, FileSpan]:
+    """File spans of contiguous tensors in a torch zip archive loaded with mmap=True.
+
+    torch.save stores each storage as an uncompressed entry `<archive>/data/<key>`; with mmap=True
+    every storage is a window of one mapping of the file, so (storage pointer - entry offset) is
+    the same for all. If anything does not line up, no spans (the loaders still work).
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            entries = {}
+            with open(path, "rb") as f:
+                for info in zf.infolist():
+                    parts = info.filename.split("/")
+                    if len(parts) >= 3 and parts[-2] == "data" and info.compress_type == zipfile.ZIP_STORED:
+                        f.seek(info.header_offset)
+                        head = f.read(30)
+                        if head[:4] != b"PK\x03\x04":
+                            return {}
+                        name_len, extra_len = struct.unpack_from("<HH", head, 26)
+                        entries[info.header_offset + 30 + name_len + extra_len] = info.file_size
+        storages = {}
+        for t in tensors.values():
+            s = t.untyped_storage()
+            storages[s.data_ptr()] = s.nbytes()
+        if not entries or len(storages) != len(entries):
+            return {}
+        ptrs, offsets = sorted(storages), sorted(entries)
+        base = ptrs[0] - offsets[0]
+        if any(p - o != base or storages[p] != entries[o] for p, o in zip(ptrs, offsets)):
+            return {}
+        spans = {}
+        for name, t in tensors.items():
+            if t.is_contiguous():
+                start = t.untyped_storage().data_ptr() - base + t.storage_offset() * t.element_size()
+                spans[name] = FileSpan(path, start, t.numel() * t.element_size())
+        return spans
+    except (OSError, zipfile.BadZipFile, RuntimeError, struct.error):
+        return {}
+
+
+PARAM_READERS[SourceKind.SAFETENSORS] = read_safetensors
+PARAM_READERS[SourceKind.NPZ] = read_npz
+PARAM_READERS[SourceKind.TORCH_STATE_DICT] = read_state_dict

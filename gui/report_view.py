@@ -1,0 +1,251 @@
+"""A standalone view of an onnxport report (core/report.py): is it right, and is it faster?
+
+`ReportView.set_report(report_dict)` shows the verdict, the numbers (size, latency, speed-up,
+per-output errors, nodes kept in float, notes) and a `ReportChart`: bars of size and p50 latency
+before/after, and the error per output (1 - cosine) against the target line. The nodes adding
+the most error are listed with check boxes; "Keep checked in float and quantize again" emits
+`requantizeRequested(list[str])` for the host window to run `core.quantize.requantize`.
+Any section of the report may be missing; the view shows what is there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+BEFORE = QColor("#8a98a8")
+AFTER = QColor("#2f7fd1")
+GOOD = QColor("#3a9a4a")
+BAD = QColor("#c8423b")
+TARGET = QColor("#d08a1a")
+
+
+def load_report(path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class ReportChart(QWidget):
+    """Three small bar groups drawn with QPainter: size, latency, error per output."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._chart: dict = {}
+        self.setMinimumSize(420, 180)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def set_chart(self, chart: dict | None) -> None:
+        self._chart = dict(chart or {})
+        self.update()
+
+    def panels(self) -> list[tuple[str, list[tuple[str, float | None, QColor]], float | None]]:
+        """(title, [(label, value, color)], reference line) per panel, as drawn."""
+        chart = self._chart
+        result = []
+        labels = chart.get("labels") or {}
+        for key, title, scale in (("size_bytes", "Size (MB)", 1e-6), ("latency_ms", "Latency p50 (ms)", 1.0)):
+            pair = chart.get(key)
+            if pair:
+                bars = [(labels.get("before") or "before", _scaled(pair.get("before"), scale), BEFORE),
+                        (labels.get("after") or "after", _scaled(pair.get("after"), scale), AFTER)]
+                result.append((title, bars, None))
+        outputs = chart.get("outputs") or []
+        if outputs:
+            target = chart.get("min_cosine")
+            bars = [(o["name"], None if o.get("cosine") is None else max(0.0, 1.0 - o["cosine"]),
+                     GOOD if o.get("passed") else BAD) for o in outputs]
+            result.append(("Error per output (1 - cosine)", bars, None if target is None else 1.0 - target))
+        return result
+
+    def bar_rects(self) -> list[list[QRectF]]:
+        """The rectangles the bars are drawn in, per panel (for layout and tests)."""
+        return [rects for _, rects, _ in self._layout()]
+
+    def _layout(self):
+        panels = self.panels()
+        if not panels:
+            return []
+        margin, title_h, label_h = 8.0, 18.0, 16.0
+        width = (self.width() - margin * (len(panels) + 1)) / len(panels)
+        out = []
+        for i, (title, bars, line) in enumerate(panels):
+            x0 = margin + i * (width + margin)
+            top, bottom = margin + title_h, self.height() - margin - label_h * 2
+            values = [v for _, v, _ in bars if v is not None] + ([line] if line is not None else [])
+            vmax = max(values + [1e-12]) * 1.15
+            slot = width / max(len(bars), 1)
+            bar_w = min(slot * 0.6, 48.0)
+            rects = []
+            for k, (_, value, _) in enumerate(bars):
+                h = 0.0 if value is None else (bottom - top) * value / vmax
+                cx = x0 + slot * (k + 0.5)
+                rects.append(QRectF(cx - bar_w / 2, bottom - h, bar_w, h))
+            line_y = None if line is None else bottom - (bottom - top) * line / vmax
+            out.append(((title, bars, x0, width, top, bottom, line_y), rects, line))
+        return out
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.fillRect(self.rect(), self.palette().base())
+        layout = self._layout()
+        if not layout:
+            painter.setPen(self.palette().text().color())
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no report yet")
+            painter.end()
+            return
+        small = QFont(self.font())
+        small.setPointSizeF(max(small.pointSizeF() * 0.85, 6.0))
+        for (title, bars, x0, width, top, bottom, line_y), rects, _ in layout:
+            painter.setPen(self.palette().text().color())
+            painter.drawText(QRectF(x0, 0, width, top), Qt.AlignmentFlag.AlignCenter, title)
+            painter.drawLine(int(x0), int(bottom), int(x0 + width), int(bottom))
+            painter.setFont(small)
+            for (label, value, color), rect in zip(bars, rects):
+                painter.fillRect(rect, color)
+                text = "n/a" if value is None else _short(value)
+                painter.drawText(QRectF(rect.center().x() - 40, rect.top() - 14, 80, 14),
+                                 Qt.AlignmentFlag.AlignCenter, text)
+                painter.drawText(QRectF(rect.center().x() - 45, bottom + 2, 90, 14),
+                                 Qt.AlignmentFlag.AlignCenter, _elide(label, 14))
+            if line_y is not None:
+                painter.setPen(QPen(TARGET, 1.5, Qt.PenStyle.DashLine))
+                painter.drawLine(int(x0), int(line_y), int(x0 + width), int(line_y))
+            painter.setFont(self.font())
+        painter.end()
+
+
+def _scaled(value, scale: float) -> float | None:
+    return None if value is None else float(value) * scale
+
+
+def _short(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:.2g}"
+
+
+def _elide(text: str, n: int) -> str:
+    return text if len(text) <= n else "…" + text[-(n - 1):]
+
+
+class ReportView(QWidget):
+    requantizeRequested = Signal(list)  # node names to keep in float
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.report: dict | None = None
+        self.verdict = QLabel()
+        font = self.verdict.font()
+        font.setBold(True)
+        font.setPointSizeF(font.pointSizeF() * 1.2)
+        self.verdict.setFont(font)
+        self.details = QLabel()
+        self.details.setTextFormat(Qt.TextFormat.RichText)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details.setWordWrap(True)
+        self.chart = ReportChart()
+        self.nodes = QListWidget()
+        self.nodes.setMaximumHeight(120)
+        self.requantize_button = QPushButton("Keep checked nodes in float and quantize again")
+        self.requantize_button.clicked.connect(self._emit_requantize)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.verdict)
+        layout.addWidget(self.chart, 1)
+        layout.addWidget(self.details)
+        self.nodes_label = QLabel("Nodes adding the most error:")
+        layout.addWidget(self.nodes_label)
+        layout.addWidget(self.nodes)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.requantize_button)
+        layout.addLayout(row)
+        self.set_report(None)
+
+    def set_report(self, report: dict | None) -> None:
+        self.report = report
+        report = report or {}
+        passed = report.get("passed")
+        if not report:
+            self.verdict.setText("No report")
+        elif passed is None:
+            self.verdict.setText("Measured (not validated)")
+        else:
+            self.verdict.setText("Right: validation passed" if passed else "Validation FAILED")
+        color = GOOD if passed else BAD if passed is False else self.palette().text().color()
+        self.verdict.setStyleSheet(f"color: {color.name()}")
+        self.chart.set_chart(report.get("chart"))
+        self.details.setText(_details_html(report))
+        self._fill_nodes(report)
+
+    def _fill_nodes(self, report: dict) -> None:
+        self.nodes.clear()
+        validation = (report.get("quantize") or {}).get("validation") or report.get("validation") or {}
+        layers = [e for e in validation.get("layers", []) if (e.get("added") or 0) > 0][:10]
+        for e in layers:
+            item = QListWidgetItem(f"{e['node']} ({e['op_type']}): +{e['added']:.4f} relative error")
+            item.setData(Qt.ItemDataRole.UserRole, e["node"])
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Unchecked)
+            self.nodes.addItem(item)
+        has = bool(layers)
+        self.nodes_label.setVisible(has)
+        self.nodes.setVisible(has)
+        self.requantize_button.setVisible(has and bool(report.get("quantize")))
+
+    def checked_nodes(self) -> list[str]:
+        return [self.nodes.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.nodes.count())
+                if self.nodes.item(i).checkState() == Qt.CheckState.Checked]
+
+    def _emit_requantize(self) -> None:
+        names = self.checked_nodes()
+        if names:
+            self.requantizeRequested.emit(names)
+
+
+def _details_html(report: dict) -> str:
+    rows: list[str] = []
+    q = report.get("quantize")
+    if q:
+        rows.append(f"<b>{q['mode']}</b>: {q['size_bytes'] / 1e6:.2f} MB, {q['size_ratio']:.2f}x the float32 size")
+        if q.get("kept_float_nodes"):
+            rows.append("kept in float: " + ", ".join(_esc(n) for n in q["kept_float_nodes"]))
+        rows += [f"<i>{_esc(n)}</i>" for n in q.get("notes", [])]
+    b = report.get("bench")
+    if b and b.get("speedup"):
+        rows.append(f"latency x{b['latency_ratio']:.3f} (<b>{b['speedup']:.2f}x</b>), size x{b['size_ratio']:.3f}")
+    elif b and b.get("models"):
+        m = b["models"][0]
+        rows.append(f"p50 {m['p50_ms']:.3f} ms, {m['throughput']:.1f} samples/s")
+    for title, v in (("export", report.get("validation")), ("quantized", (q or {}).get("validation"))):
+        if not v:
+            continue
+        rows.append(f"{title} vs {_esc(v['reference_kind'])} <i>{_esc(Path(v['reference']).name)}</i>:")
+        for o in v["outputs"]:
+            mark = "✔" if o["passed"] else "✘"
+            cos = "n/a" if o.get("cosine") is None else f"{o['cosine']:.6f}"
+            mad = "n/a" if o.get("max_abs_diff") is None else f"{o['max_abs_diff']:.3g}"
+            arg = "" if o.get("argmax_agreement") is None else f", argmax {100 * o['argmax_agreement']:.1f}%"
+            rows.append(f"&nbsp;&nbsp;{mark} {_esc(o['name'])}: cosine {cos}, max abs diff {mad}{arg}")
+    return "<br>".join(rows)
+
+
+def _esc(text: str) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
