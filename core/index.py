@@ -266,7 +266,8 @@ def _suggested_outputs(nodes: list[_Node], training: set[str], graph_outputs: se
                        consumers: dict[str, list[str]], producers: dict[str, _Node]) -> list[str]:
     """Forward outputs an eval graph hides: what feeds a loss op, and first outputs nothing consumes.
 
-    Secondary outputs (a Dropout mask, BatchNorm running statistics) are not suggested.
+    Secondary outputs (a Dropout mask, BatchNorm running statistics) and input-less nodes
+    (Constants) are not suggested.
     """
     suggested: dict[str, None] = {}
     for node in nodes:
@@ -276,6 +277,8 @@ def _suggested_outputs(nodes: list[_Node], training: set[str], graph_outputs: se
                     suggested[name] = None
             continue
         first = node.outputs[0] if node.outputs else ""
+        if not any(node.inputs):  # a Constant left dangling (e.g. a Dropout's removed training_mode)
+            continue
         if first and first not in consumers and first not in graph_outputs and first not in training:
             suggested[first] = None
     order = {o: i for i, n in enumerate(nodes) for o in n.outputs}

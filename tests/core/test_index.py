@@ -57,3 +57,15 @@ def test_index_of_large_inline_model_does_not_need_weights(tmp_path):
     onnx.save(model, path)
     index = build_index(onnx.load(path), path)
     assert index["fc1.weight"].nbytes == 16 * 8 * 4
+
+
+def test_bundled_example_suggests_forward_outputs_not_the_dangling_dropout_constant():
+    """ORT's artifacts drop a Dropout's training_mode input and leave its Constant dangling."""
+    from onnxport.core.model_io import load_graph
+    from onnxport.resources import example_files
+
+    model_path, _ = example_files()
+    model = load_graph(model_path)
+    assert any(n.op_type == "Constant" and n.output[0] == "/dropout/Constant_1_output_0" for n in model.graph.node)
+    index = build_index(model, parameter_names={"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"})
+    assert index.default_outputs() == ["logits", "probabilities"]
