@@ -65,6 +65,8 @@ def sniff(path: str | Path) -> SourceKind:
         raise OnnxportError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(head) >= 8 and head[4:8] == b"ODTC":
         return SourceKind.ORT_CHECKPOINT
+    if path.suffix == ".pbseq":  # one file of the older checkpoint folder: the folder is meant
+        return SourceKind.ORT_CHECKPOINT_LEGACY
     if path.suffix == ".data" and Path(str(path)[: -len(".data")]).is_file():
         return SourceKind.CHECKPOINT_DATA
     if head.startswith(b"PK"):

@@ -154,7 +154,8 @@ def test_legacy_pbseq_folder(tmp_path):
     write_pbseq(folder / "custom_properties.pbseq", [_scalar("epoch", 3), _scalar("loss", 0.5), _scalar("tag", "x")])
 
     assert sniff(folder) is SourceKind.ORT_CHECKPOINT_LEGACY
-    for params in (read_parameters(folder), read_checkpoint(folder / "paramtrain_tensors.pbseq")):
+    assert sniff(folder / "paramtrain_tensors.pbseq") is SourceKind.ORT_CHECKPOINT_LEGACY
+    for params in (read_parameters(folder), read_parameters(folder / "paramtrain_tensors.pbseq")):
         assert params.kind == "ort-checkpoint-legacy" and not params.nominal
         assert sorted(params) == ["enc.bias", "enc.weight", "few", "steps"]
         np.testing.assert_array_equal(params["enc.weight"].array(), weight)
