@@ -1,0 +1,102 @@
+"""The export dialog: where to write, external data, quantization, validate afterwards.
+
+It only gathers choices (`ExportChoices`); the main window runs the export in the worker. The
+destination folder is remembered in QSettings; an existing destination asks before overwriting
+(the file is only replaced once the new one is complete).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+)
+
+EXTERNAL = [("Automatic (above 2 GB)", "auto"), ("Always (.onnx + .onnx.data)", "always"),
+            ("Never (one file)", "never")]
+QUANTIZE = [("None (float32)", None), ("Dynamic int8", "dynamic"), ("Static int8 (QDQ, calibrated)", "static"),
+            ("Float16", "fp16")]
+
+
+@dataclass
+class ExportChoices:
+    path: Path
+    external_data: str = "auto"
+    quantize: str | None = None
+    validate: bool = True
+
+
+class ExportDialog(QDialog):
+    def __init__(self, parent, outputs: list[str], suggested_name: str, quantize: str | None = None,
+                 settings: QSettings | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Export inference model")
+        self.settings = settings or QSettings()
+        folder = self.settings.value("export/folder", str(Path.home()))
+        self.path_edit = QLineEdit(str(Path(folder) / suggested_name))
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        row = QHBoxLayout()
+        row.addWidget(self.path_edit, 1)
+        row.addWidget(browse)
+        self.external = QComboBox()
+        for label, value in EXTERNAL:
+            self.external.addItem(label, value)
+        self.quantize = QComboBox()
+        for label, value in QUANTIZE:
+            self.quantize.addItem(label, value)
+        if quantize:
+            self.quantize.setCurrentIndex([v for _, v in QUANTIZE].index(quantize))
+        self.validate = QCheckBox("Validate against the eval graph + checkpoint afterwards")
+        self.validate.setChecked(True)
+        form = QFormLayout()
+        form.addRow("Destination", row)
+        form.addRow("External data", self.external)
+        form.addRow("Quantization", self.quantize)
+        form.addRow("", self.validate)
+        outputs_label = QLabel("Outputs kept: " + ", ".join(outputs))
+        outputs_label.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.button(QDialogButtonBox.Ok).setText("Export")
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(outputs_label)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+        self.resize(620, self.sizeHint().height())
+
+    def choices(self) -> ExportChoices:
+        return ExportChoices(Path(self.path_edit.text()).expanduser(), self.external.currentData(),
+                             self.quantize.currentData(), self.validate.isChecked())
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export to", self.path_edit.text(), "ONNX model (*.onnx)")
+        if path:
+            self.path_edit.setText(path if path.endswith(".onnx") else path + ".onnx")
+
+    def _accept(self) -> None:
+        path = self.choices().path
+        if not path.name:
+            return
+        if path.exists():
+            answer = QMessageBox.question(self, "Replace?", f"{path.name} exists. Replace it once the export "
+                                          "is complete?")
+            if answer != QMessageBox.Yes:
+                return
+        self.settings.setValue("export/folder", str(path.parent))
+        self.accept()

@@ -1,0 +1,67 @@
+"""The core calls the window runs as jobs, as plain `fn(progress, cancel)` closures (no Qt here).
+
+Keeping them apart from the window keeps main_window.py about widgets, and lets tests and the
+GUI benchmark run exactly what the window runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from onnxport.core.export import ExportResult, export_model, plan_export
+from onnxport.core.progress import Reporter
+from onnxport.core.report import build_report
+from onnxport.core.sources import LoadedSources
+
+
+def plan_job(sources: LoadedSources, outputs: list[str]):
+    def run(progress, cancel):
+        return plan_export(sources.model, sources.index, sources.params, outputs)
+
+    return run
+
+
+def export_job(sources: LoadedSources, outputs: list[str], choices):
+    """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, post dict or None)."""
+    post_needed = choices.validate or choices.quantize
+
+    def run(progress, cancel):
+        report = Reporter(progress, cancel)
+        if sources.match is not None:
+            sources.match.raise_if_unusable()
+        result = export_model(sources.model_path, choices.path, outputs, sources.params,
+                              external_data=choices.external_data,
+                              progress=report.sub(0.0, 0.5 if post_needed else 1.0), cancel=cancel)
+        post = None
+        if post_needed:
+            from onnxport.core.post_export import post_export
+
+            post = post_export(result, sources.model_path, sources.params, quantize=choices.quantize,
+                               validate=choices.validate, progress=report.sub(0.5, 1.0), cancel=cancel)
+        return result, post
+
+    return run
+
+
+def validate_job(sources: LoadedSources, exported: Path):
+    def run(progress, cancel):
+        from onnxport.core.validate import validate
+
+        validation = validate(exported, sources.model_path, params=sources.params, progress=progress,
+                              cancel=cancel)
+        return build_report(export={"path": str(exported)}, validation=validation)
+
+    return run
+
+
+def load_report(post: dict | None) -> dict | None:
+    if not post or not post.get("report_path"):
+        return None
+    import json
+
+    with open(post["report_path"], encoding="utf-8") as f:
+        return json.load(f)
+
+
+def export_only_report(result: ExportResult) -> dict:
+    return build_report(export=result.to_dict())

@@ -1,0 +1,438 @@
+"""The main window: open sources, pick outputs in the tree, export/quantize/validate in the worker.
+
+Layout: the outputs tree (with filter) on the left; on the right tabs "Overview" (what is loaded,
+the selected tensor, what the export keeps), "Preview" (Netron, when gui/preview_panel.py is
+there) and "Report" (the last export's validation/quantization report); a log dock at the
+bottom; progress and Cancel in the status bar. Every core call that can take time runs as a
+`Job` (gui/worker.py); the GUI thread only builds widgets from results.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import shiboken6
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QTabWidget,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from onnxport.core.errors import OnnxportError
+from onnxport.core.sources import LoadedSources, open_sources
+
+from . import jobs
+from .error_dialog import error_text, show_error
+from .export_dialog import ExportDialog
+from .panels import TextPanel, plan_html, sources_html, tensor_html
+from .report_view import ReportView
+from .tree_model import OutputsTreeModel
+from .worker import Job
+
+MAX_RECENT = 8
+EMPTY_HINT = ("<h2>Drop an eval model and its checkpoint here</h2>"
+              "<p>…or use <b>File &gt; Open</b> (Ctrl+O). onnxport works out which file is the model<br>"
+              "and which holds the trained parameters. Any ONNX model works too.</p>")
+
+
+class MainWindow(QMainWindow):
+    errorShown = Signal(str)  # noqa: N815 - the one-line text of every error dialog (for tests and logs)
+    loaded = Signal()
+    exportFinished = Signal(object)  # noqa: N815 - (ExportResult, post-export dict or None)
+    jobEnded = Signal(str, str)  # noqa: N815 - (job name, "returned" | "errored" | "cancelled")
+
+    def __init__(self, settings: QSettings | None = None) -> None:
+        super().__init__()
+        self.settings = settings or QSettings()
+        self.setWindowTitle("onnxport")
+        self.setAcceptDrops(True)
+        self.sources: LoadedSources | None = None
+        self.paths: list[Path] = []
+        self.model: OutputsTreeModel | None = None
+        self.job: Job | None = None
+        self.last_export: Path | None = None
+        self._plan_generation = 0
+        self._build_widgets()
+        self._build_actions()
+        self._plan_timer = QTimer(self, singleShot=True, interval=150, timeout=self._plan)
+        self._filter_timer = QTimer(self, singleShot=True, interval=200, timeout=self._apply_filter)
+        self.restoreGeometry(self.settings.value("window/geometry", b""))
+        self.restoreState(self.settings.value("window/state", b""))
+        self._update_actions()
+
+    # --- construction --------------------------------------------------------------------------
+    def _build_widgets(self) -> None:
+        self.filter_edit = QLineEdit(placeholderText="Filter tensors by name…", clearButtonEnabled=True)
+        self.filter_edit.textChanged.connect(lambda _: self._filter_timer.start())
+        self.outputs_only = QCheckBox("Graph outputs only")
+        self.outputs_only.toggled.connect(lambda _: self._apply_filter())
+        self.allow_training = QCheckBox("Allow training-only")
+        self.allow_training.setToolTip("Let loss and label tensors be checked (they are rarely wanted)")
+        self.allow_training.toggled.connect(self._allow_training_only)
+        filters = QHBoxLayout()
+        filters.addWidget(self.filter_edit, 1)
+        filters.addWidget(self.outputs_only)
+        filters.addWidget(self.allow_training)
+        self.tree = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
+        self.tree.setObjectName("outputsTree")
+        self.checked_label = QLabel()
+        tree_box = QWidget()
+        tree_layout = QVBoxLayout(tree_box)
+        tree_layout.setContentsMargins(0, 0, 0, 0)
+        tree_layout.addLayout(filters)
+        tree_layout.addWidget(self.tree, 1)
+        tree_layout.addWidget(self.checked_label)
+        self.empty = QLabel(EMPTY_HINT, alignment=Qt.AlignCenter)
+        self.empty.setObjectName("emptyHint")
+        self.left = QStackedWidget()
+        self.left.addWidget(self.empty)
+        self.left.addWidget(tree_box)
+
+        self.sources_panel = TextPanel("Loaded", sources_html(None))
+        self.details_panel = TextPanel("Selected tensor", tensor_html(None))
+        self.plan_panel = TextPanel("Export keeps", plan_html(None))
+        overview = QWidget()
+        over_layout = QVBoxLayout(overview)
+        for panel in (self.sources_panel, self.plan_panel, self.details_panel):
+            over_layout.addWidget(panel)
+        over_layout.addStretch(1)
+        self.report_view = ReportView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(overview, "Overview")
+        self.preview = _make_preview()
+        self.tabs.addTab(self.preview, "Preview")
+        self.tabs.addTab(self.report_view, "Report")
+        self.splitter = QSplitter(Qt.Horizontal)
+        self.splitter.addWidget(self.left)
+        self.splitter.addWidget(self.tabs)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        self.setCentralWidget(self.splitter)
+
+        self.log = QPlainTextEdit(readOnly=True)
+        self.log.setMaximumBlockCount(5000)
+        dock = QDockWidget("Log", self)
+        dock.setObjectName("logDock")
+        dock.setWidget(self.log)
+        self.addDockWidget(Qt.BottomDockWidgetArea, dock)
+        self.progress = QProgressBar(maximumWidth=260, textVisible=True)
+        self.progress.hide()
+        self.status_text = QLabel()
+        self.cancel_button = QPushButton("Cancel", clicked=self.cancel_job)
+        self.cancel_button.hide()
+        self.statusBar().addWidget(self.status_text, 1)
+        self.statusBar().addPermanentWidget(self.progress)
+        self.statusBar().addPermanentWidget(self.cancel_button)
+        self.resize(1400, 860)
+
+    def _build_actions(self) -> None:
+        def action(text, slot, shortcut=None, tip=""):
+            act = QAction(text, self, triggered=slot, statusTip=tip)
+            if shortcut:
+                act.setShortcut(shortcut)
+            return act
+
+        self.open_action = action("&Open…", self.open_dialog, QKeySequence.Open, "Open a model and checkpoint")
+        self.export_action = action("&Export…", self.export_dialog, "Ctrl+E", "Export the checked outputs")
+        self.quantize_action = action("&Quantize…", lambda: self.export_dialog("dynamic"), "Ctrl+Shift+Q",
+                                      "Export and quantize")
+        self.validate_action = action("&Validate", self.validate_last, "Ctrl+Shift+V",
+                                      "Validate the last export against the eval graph + checkpoint")
+        self.cancel_action = action("&Cancel", self.cancel_job, "Esc", "Stop the running job")
+        self.quit_action = action("&Quit", self.close, QKeySequence.Quit)
+        menu = self.menuBar().addMenu("&File")
+        menu.addAction(self.open_action)
+        self.recent_menu = menu.addMenu("Open &Recent")
+        self._fill_recent()
+        menu.addSeparator()
+        menu.addAction(self.quit_action)
+        model_menu = self.menuBar().addMenu("&Model")
+        for act in (self.export_action, self.quantize_action, self.validate_action, self.cancel_action):
+            model_menu.addAction(act)
+        toolbar = self.addToolBar("Main")
+        toolbar.setObjectName("mainToolbar")
+        for act in (self.open_action, self.export_action, self.quantize_action, self.validate_action):
+            toolbar.addAction(act)
+
+    # --- opening -------------------------------------------------------------------------------
+    def open_dialog(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Open model and checkpoint", self.settings.value(
+            "open/folder", str(Path.home())), "Models and checkpoints (*)")
+        if files:
+            self.open_paths(files)
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802 - Qt override
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.open_paths(paths)
+
+    def open_paths(self, paths) -> None:
+        paths = [Path(p) for p in paths]
+        self.settings.setValue("open/folder", str(paths[0].parent))
+        self.log_line("opening " + ", ".join(p.name for p in paths))
+        self.run_job("open", lambda progress, cancel: open_sources(paths, progress, cancel),
+                     lambda loaded: self._loaded(paths, loaded))
+
+    def _loaded(self, paths: list[Path], loaded: LoadedSources) -> None:
+        if loaded.model_path is None or loaded.index is None:
+            raise OnnxportError("no ONNX model among the files opened",
+                                hint="add the eval model (.onnx) next to the checkpoint")
+        t0 = time.perf_counter()
+        self.sources, self.paths = loaded, paths
+        self.model = OutputsTreeModel(loaded.index, self)
+        self.model.checkedChanged.connect(self._checked_changed)
+        self.tree.setModel(self.model)
+        self.tree.selectionModel().currentChanged.connect(self._current_changed)
+        self.tree.setColumnWidth(0, 380)
+        for index in self.model.group_indexes(depth=1):
+            if self.model.node(index).label == "Outputs":
+                self.tree.expand(index)
+        self.left.setCurrentIndex(1)
+        self.sources_panel.set_html(sources_html(loaded))
+        self.details_panel.set_html(tensor_html(None))
+        self._remember_recent(paths)
+        self.setWindowTitle(f"onnxport - {loaded.model_path.name}")
+        self.log_line(f"loaded {loaded.model_path.name}: {len(loaded.index)} tensors"
+                      f" (tree in {1000 * (time.perf_counter() - t0):.0f} ms)")
+        if loaded.match is not None:
+            self.log_line("parameters: " + loaded.match.summary())
+        self._checked_changed()
+        self._update_actions()
+        self.loaded.emit()
+
+    # --- tree ----------------------------------------------------------------------------------
+    def _apply_filter(self) -> None:
+        if self.model is not None:
+            self.model.set_filter(self.filter_edit.text(), self.outputs_only.isChecked())
+            if self.filter_edit.text() and self.model.visible_tensor_count() <= 2000:
+                self.tree.expandAll()
+            else:
+                for index in self.model.group_indexes(depth=1):
+                    if self.model.node(index).label == "Outputs":
+                        self.tree.expand(index)
+
+    def _allow_training_only(self, on: bool) -> None:
+        if self.model is not None:
+            self.model.allow_training_only = on
+            self.model.layoutChanged.emit()
+
+    def _current_changed(self, current, _previous) -> None:
+        info = self.model.info(current) if self.model else None
+        self.details_panel.set_html(tensor_html(info))
+        if info is not None and hasattr(self.preview, "focus_node"):
+            self.preview.focus_node(info.name)
+
+    def _checked_changed(self) -> None:
+        outputs = self.model.checked_outputs() if self.model else []
+        self.checked_label.setText(f"{len(outputs)} output(s) checked: " + ", ".join(outputs[:8])
+                                   + (" …" if len(outputs) > 8 else ""))
+        self._update_actions()
+        self._plan_timer.start()
+        if outputs and self.sources is not None and hasattr(self.preview, "set_model"):
+            self.preview.set_model(str(self.sources.model_path), outputs)
+
+    def _plan(self) -> None:
+        """Recompute "Export keeps" in the worker; only the newest answer is shown."""
+        if self.sources is None or self.model is None:
+            return
+        outputs = self.model.checked_outputs()
+        if not outputs:
+            self.plan_panel.set_html(plan_html(None))
+            return
+        self._plan_generation += 1
+        generation = self._plan_generation
+        job = Job(jobs.plan_job(self.sources, outputs), "plan")
+        job.signals.returned.connect(lambda plan: self._alive() and generation == self._plan_generation
+                                     and self.plan_panel.set_html(plan_html(plan)))
+        job.signals.errored.connect(lambda exc, _tb: self._alive() and generation == self._plan_generation
+                                    and self.plan_panel.set_html(plan_html(None, error_text(exc))))
+        self._side_jobs = getattr(self, "_side_jobs", set())
+        self._side_jobs.add(job)
+        job.signals.finished.connect(lambda: self._side_jobs.discard(job))
+        job.start()
+
+    # --- export / validate ---------------------------------------------------------------------
+    def export_dialog(self, quantize: str | None = None) -> None:
+        if self.sources is None or self.model is None or self.busy:
+            return
+        outputs = self.model.checked_outputs()
+        name = self.sources.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
+        dialog = ExportDialog(self, outputs, name, quantize=quantize if isinstance(quantize, str) else None,
+                              settings=self.settings)
+        dialog.accepted.connect(lambda: self.start_export(dialog.choices()))
+        dialog.open()
+
+    def start_export(self, choices) -> None:
+        outputs = self.model.checked_outputs()
+        self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
+        self.run_job("export", jobs.export_job(self.sources, outputs, choices), self._exported)
+
+    def _exported(self, result) -> None:
+        export, post = result
+        self.last_export = export.path
+        self.log_line(f"wrote {export.path} ({export.size_bytes / 1e6:.2f} MB, {export.nodes} nodes, "
+                      f"{export.folded} folded, {export.seconds:.2f} s)")
+        for line in (post or {}).get("summary_lines", []):
+            self.log_line(line)
+        report = jobs.load_report(post) or jobs.export_only_report(export)
+        self.report_view.set_report(report)
+        self.tabs.setCurrentWidget(self.report_view)
+        self._update_actions()
+        self.exportFinished.emit(result)
+
+    def validate_last(self) -> None:
+        if self.last_export is None:
+            self.export_dialog()
+            return
+        self.log_line(f"validating {self.last_export.name}")
+        self.run_job("validate", jobs.validate_job(self.sources, self.last_export), self._validated)
+
+    def _validated(self, report: dict) -> None:
+        self.report_view.set_report(report)
+        self.tabs.setCurrentWidget(self.report_view)
+        verdict = "PASSED" if report.get("validation", {}).get("passed") else "FAILED"
+        self.log_line(f"validation {verdict}")
+
+    # --- jobs ----------------------------------------------------------------------------------
+    def _alive(self) -> bool:
+        """False once Qt has deleted the window: a job may finish after its window is gone."""
+        return shiboken6.isValid(self)
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    def run_job(self, name: str, fn, on_result) -> Job | None:
+        if self.busy:
+            self.log_line(f"busy: {self.job.name} is running")
+            return None
+        job = self.job = Job(fn, name)
+        job.signals.progress.connect(lambda fraction, message: self._alive() and self._progress(fraction, message))
+        job.signals.returned.connect(lambda result: self._alive() and self._job_returned(job, on_result, result))
+        job.signals.errored.connect(lambda exc, tb: self._alive() and self._job_failed(job, exc, tb))
+        job.signals.cancelled.connect(lambda: self._alive() and self._job_cancelled(job))
+        job.signals.finished.connect(lambda: self._alive() and self._job_finished(job))
+        self.progress.setRange(0, 0)
+        self.progress.show()
+        self.cancel_button.show()
+        self.status_text.setText(f"{name}…")
+        self._update_actions()
+        job.start()
+        return job
+
+    def cancel_job(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+            self.status_text.setText(f"cancelling {self.job.name}…")
+
+    def _progress(self, fraction, message: str) -> None:
+        if fraction is None:
+            self.progress.setRange(0, 0)
+        else:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * fraction))
+        self.status_text.setText(message)
+
+    def _job_returned(self, job: Job, on_result, result) -> None:
+        try:
+            on_result(result)
+        except Exception as exc:  # noqa: BLE001 - a result the window cannot use is an error dialog
+            import traceback
+
+            self._job_failed(job, exc, traceback.format_exc())
+            return
+        self.jobEnded.emit(job.name, "returned")
+
+    def _job_failed(self, job: Job, exc: BaseException, details: str) -> None:
+        text = error_text(exc)
+        self.log_line(f"{job.name} failed: {text}")
+        show_error(self, f"{job.name.capitalize()} failed", exc, details)
+        self.errorShown.emit(text)
+        self.jobEnded.emit(job.name, "errored")
+
+    def _job_cancelled(self, job: Job) -> None:
+        self.log_line(f"{job.name} cancelled; nothing was written")
+        self.jobEnded.emit(job.name, "cancelled")
+
+    def _job_finished(self, job: Job) -> None:
+        if self.job is job:
+            self.job = None
+        self.progress.hide()
+        self.cancel_button.hide()
+        self.status_text.setText("ready")
+        self._update_actions()
+
+    def _update_actions(self) -> None:
+        ready = self.sources is not None and not self.busy
+        has_outputs = bool(self.model and self.model.checked_outputs())
+        self.export_action.setEnabled(ready and has_outputs)
+        self.quantize_action.setEnabled(ready and has_outputs)
+        self.validate_action.setEnabled(ready)
+        self.open_action.setEnabled(not self.busy)
+        self.cancel_action.setEnabled(self.busy)
+
+    def log_line(self, text: str) -> None:
+        self.log.appendPlainText(f"{time.strftime('%H:%M:%S')}  {text}")
+
+    # --- recent files and window state ---------------------------------------------------------
+    def _recent(self) -> list[list[str]]:
+        try:
+            return json.loads(self.settings.value("recent", "[]"))
+        except (TypeError, ValueError):
+            return []
+
+    def _remember_recent(self, paths: list[Path]) -> None:
+        entry = [str(p.resolve()) for p in paths]
+        recent = [entry] + [r for r in self._recent() if r != entry]
+        self.settings.setValue("recent", json.dumps(recent[:MAX_RECENT]))
+        self._fill_recent()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for entry in self._recent():
+            act = self.recent_menu.addAction(" + ".join(Path(p).name for p in entry))
+            act.setToolTip("\n".join(entry))
+            act.triggered.connect(lambda _=False, e=entry: self.open_paths(e))
+        self.recent_menu.setEnabled(bool(self._recent()))
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if self.job is not None:
+            self.job.cancel()
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        if hasattr(self.preview, "shutdown"):
+            self.preview.shutdown()
+        super().closeEvent(event)
+
+
+def _make_preview() -> QWidget:
+    """The Netron preview panel if it is there, else a placeholder saying so."""
+    try:
+        from .preview_panel import PreviewPanel
+    except ImportError as exc:
+        label = QLabel(f"The graph preview is not available ({exc}).", alignment=Qt.AlignCenter)
+        label.setWordWrap(True)
+        return label
+    return PreviewPanel()

@@ -1,0 +1,150 @@
+"""The main window's read-only panels: what is loaded, the selected tensor, what the export keeps.
+
+Each panel is a QGroupBox around one rich-text label, filled from core objects (LoadedSources,
+TensorInfo, ExportPlan) by a pure function returning HTML, so the text is testable without Qt
+painting anything.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
+
+from onnxport.core.export import ExportPlan
+from onnxport.core.index import TensorInfo
+from onnxport.core.sources import LoadedSources
+
+WARN = "#b25d00"
+BAD = "#c0392b"
+OK = "#2e7d32"
+MAX_LISTED = 6
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(_esc(n) for n in names[:MAX_LISTED])
+    more = len(names) - MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _file_size(path: Path) -> int | None:
+    try:
+        if path.is_dir():
+            return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+        size = path.stat().st_size
+        data = path.with_name(path.name + ".data")
+        return size + (data.stat().st_size if data.exists() else 0)
+    except OSError:
+        return None
+
+
+def sources_html(loaded: LoadedSources | None) -> str:
+    if loaded is None:
+        return "<i>Nothing loaded yet.</i>"
+    rows = []
+    if loaded.model_path is not None:
+        index = loaded.index
+        detail = f"{index.node_count} nodes, {len(index)} tensors" if index else ""
+        rows.append(f"<b>Model</b> {_esc(loaded.model_path.name)} "
+                    f"({human_bytes(_file_size(loaded.model_path))}; {detail})")
+    else:
+        rows.append(f"<span style='color:{BAD}'><b>No model</b>: add the eval model (.onnx)</span>")
+    params = loaded.params
+    for path in loaded.param_paths:
+        rows.append(f"<b>Parameters</b> {_esc(path.name)} ({human_bytes(_file_size(path))})")
+    if params is not None:
+        rows.append(f"{len(params)} tensors ({params.kind}), {len(params.trainable)} trainable, "
+                    f"{len(params.frozen)} frozen")
+        if params.nominal:
+            rows.append(f"<span style='color:{BAD}'><b>Nominal checkpoint</b>: it holds shapes only, "
+                        "no trained values - export needs the real checkpoint</span>")
+    match = loaded.match
+    if match is not None:
+        if match.ok:
+            rows.append(f"<span style='color:{OK}'>&#10003; {len(match.matched)} parameters match the model</span>")
+        if match.missing:
+            rows.append(f"<span style='color:{BAD}'><b>Missing</b> from the checkpoint: "
+                        f"{_names(match.missing)}</span>")
+        if match.mismatched:
+            rows.append(f"<span style='color:{BAD}'><b>Shape/type mismatch</b>: "
+                        "; ".join(f"{_esc(m.name)} (model {_esc(m.expected)}, checkpoint {_esc(m.got)})"
+                                  for m in match.mismatched[:MAX_LISTED]) + "</span>")
+        if match.unexpected:
+            rows.append(f"<span style='color:{WARN}'>Not used by the model: {_names(match.unexpected)}</span>")
+    elif loaded.model_path is not None and params is None:
+        rows.append("<i>No checkpoint: the model's own weights are kept.</i>")
+    for path, kind in loaded.others:
+        rows.append(f"<span style='color:{WARN}'>Not used here: {_esc(path.name)} ({kind.value})</span>")
+    return "<br>".join(rows)
+
+
+def tensor_html(info: TensorInfo | None) -> str:
+    if info is None:
+        return "<i>Select a tensor in the tree.</i>"
+    rows = [f"<b>{_esc(info.name)}</b>",
+            f"{_esc(info.dtype or '?')} {_esc(info.shape_text)} &middot; {info.kind.value}"]
+    if info.producer_op:
+        rows.append(f"produced by {_esc(info.producer_op)} <tt>{_esc(info.producer)}</tt>")
+    if info.consumers:
+        rows.append(f"consumed by {_names(info.consumers)}")
+    else:
+        rows.append("consumed by nothing")
+    if info.scope:
+        rows.append(f"scope <tt>{_esc(info.scope)}</tt>")
+    if info.nbytes:
+        rows.append(f"{human_bytes(info.nbytes)} of values")
+    if info.training_only:
+        rows.append(f"<span style='color:{WARN}'>training-only: part of the loss computation</span>")
+    return "<br>".join(rows)
+
+
+def plan_html(plan: ExportPlan | None, error: str | None = None) -> str:
+    if error:
+        return f"<span style='color:{BAD}'>{_esc(error)}</span>"
+    if plan is None:
+        return "<i>Check at least one output to export.</i>"
+    rows = [f"<b>Keeps</b> {len(plan.outputs)} output(s): {_names(plan.outputs)}",
+            f"inputs: {_names(plan.inputs) or '-'}",
+            f"{plan.kept_nodes} nodes kept, {plan.dropped_nodes} dropped",
+            f"{len(plan.kept_parameters)} parameters kept, {len(plan.dropped_parameters)} dropped",
+            f"estimated size <b>{human_bytes(plan.estimated_bytes)}</b>"]
+    if plan.dropped_inputs:
+        rows.append(f"drops inputs: {_names(plan.dropped_inputs)}")
+    return "<br>".join(rows)
+
+
+class TextPanel(QGroupBox):
+    """A titled box with one selectable rich-text label."""
+
+    def __init__(self, title: str, text: str = "") -> None:
+        super().__init__(title)
+        self.label = QLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.RichText)
+        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.label.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.label)
+
+    def set_html(self, text: str) -> None:
+        self.label.setText(text)
+
+    def text(self) -> str:
+        return self.label.text()

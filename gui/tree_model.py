@@ -1,0 +1,289 @@
+"""The outputs tree: a thin QAbstractItemModel over a plain-Python tree built from a TensorIndex.
+
+Why not a QTreeWidget: a 100,000-tensor model would mean 100,000 QTreeWidgetItems created up
+front. Here the tree is plain Python objects (`TreeNode`, slots only); Qt asks for the rows it
+paints. Layout:
+
+- "Outputs": the model's graph outputs and suggested forward outputs (an ORT eval graph's only
+  graph output is the loss), in graph order; the default outputs start checked;
+- then every other node output grouped by module scope (`encoder/layer.0/attention` nests);
+- "Inputs and parameters" last, for browsing (they cannot be outputs).
+
+Checked names keep the order they were checked in: the export keeps outputs in that order.
+Training-only tensors (loss, anything fed by labels) are shown grey and cannot be checked unless
+`allow_training_only` is set, so nobody exports a loss by accident.
+Filtering rebuilds the plain tree (no proxy model asking every row for its text).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+
+from onnxport.core.index import TensorIndex, TensorInfo, TensorKind
+
+COLUMNS = ("Name", "Shape", "Type", "Op", "Kind")
+OUTPUTS_GROUP = "Outputs"
+INPUTS_GROUP = "Inputs and parameters"
+GREY = QBrush(QColor("#8c8c8c"))
+ItemIndex = QModelIndex | QPersistentModelIndex
+
+
+class TreeNode:
+    """A scope group (info None) or a tensor; `row` is its position under its parent."""
+
+    __slots__ = ("label", "info", "parent", "children", "row", "_groups", "_count")
+
+    def __init__(self, label: str, info: TensorInfo | None, parent: TreeNode | None, row: int) -> None:
+        self.label = label
+        self.info = info
+        self.parent = parent
+        self.children: list[TreeNode] = []
+        self.row = row
+        self._groups: dict[str, TreeNode] | None = None
+        self._count: int | None = None
+
+    def add(self, label: str, info: TensorInfo | None) -> TreeNode:
+        child = TreeNode(label, info, self, len(self.children))
+        self.children.append(child)
+        return child
+
+    def group(self, label: str) -> TreeNode:
+        if self._groups is None:
+            self._groups = {}
+        node = self._groups.get(label)
+        if node is None:
+            node = self._groups[label] = self.add(label, None)
+        return node
+
+    def count(self) -> int:
+        """Tensors below this node (cached: the tree does not change once built)."""
+        if self.info is not None:
+            return 1
+        if self._count is None:
+            self._count = sum(c.count() for c in self.children)
+        return self._count
+
+
+def build_tree(index: TensorIndex, text: str = "", outputs_only: bool = False) -> TreeNode:
+    """The plain tree for `index`, keeping names containing `text` (case-insensitive)."""
+    root = TreeNode("", None, None, 0)
+    needle = text.strip().lower()
+    top = set(index.graph_outputs) | set(index.suggested)
+    tensors = index.tensors
+    outputs = [tensors[n] for n in tensors if n in top]
+    if needle:
+        outputs = [t for t in outputs if needle in t.name.lower()]
+    if outputs:
+        group = root.group(OUTPUTS_GROUP)
+        for info in outputs:
+            group.add(info.name, info)
+    if outputs_only:
+        return root
+    inputs: list[TensorInfo] = []
+    for info in tensors.values():
+        if needle and needle not in info.name.lower():
+            continue
+        if info.kind in (TensorKind.INPUT, TensorKind.PARAMETER):
+            inputs.append(info)
+            continue
+        if info.name in top:
+            continue
+        parent = root
+        if info.scope:
+            for part in info.scope.split("/"):
+                parent = parent.group(part)
+        parent.add(info.name, info)
+    if inputs:
+        group = root.group(INPUTS_GROUP)
+        for info in inputs:
+            group.add(info.name, info)
+    return root
+
+
+class OutputsTreeModel(QAbstractItemModel):
+    """See the module docstring. `checked_outputs()` is what the export keeps."""
+
+    checkedChanged = Signal()  # noqa: N815 - Qt naming
+
+    def __init__(self, index: TensorIndex | None = None, parent=None) -> None:
+        super().__init__(parent)
+        self.tensor_index = index
+        self.allow_training_only = False
+        self._checked: dict[str, None] = {}
+        self._root = TreeNode("", None, None, 0)
+        self._text = ""
+        self._outputs_only = False
+        if index is not None:
+            self._checked = dict.fromkeys(index.default_outputs())
+            self._root = build_tree(index)
+
+    # --- what the app asks -------------------------------------------------------------------
+    def checked_outputs(self) -> list[str]:
+        return list(self._checked)
+
+    def set_checked_outputs(self, names: list[str]) -> None:
+        self._checked = dict.fromkeys(names)
+        self._changed_all()
+
+    def set_checked(self, name: str, on: bool) -> bool:
+        info = self.tensor_index.tensors.get(name) if self.tensor_index else None
+        if info is None or not self._checkable(info):
+            return False
+        if on:
+            self._checked[name] = None
+        else:
+            self._checked.pop(name, None)
+        self._changed_all()
+        return True
+
+    def set_filter(self, text: str, outputs_only: bool) -> None:
+        if (text, outputs_only) == (self._text, self._outputs_only) or self.tensor_index is None:
+            return
+        self._text, self._outputs_only = text, outputs_only
+        self.beginResetModel()
+        self._root = build_tree(self.tensor_index, text, outputs_only)
+        self.endResetModel()
+
+    def node(self, index: ItemIndex) -> TreeNode:
+        return index.internalPointer() if index.isValid() else self._root
+
+    def info(self, index: ItemIndex) -> TensorInfo | None:
+        return self.node(index).info if index.isValid() else None
+
+    def index_of(self, name: str) -> QModelIndex:
+        """The model index of tensor `name` in the current tree (invalid if filtered out)."""
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            for child in node.children:
+                if child.info is not None and child.info.name == name:
+                    return self.createIndex(child.row, 0, child)
+                if child.children:
+                    stack.append(child)
+        return QModelIndex()
+
+    def group_indexes(self, depth: int = 1) -> list[QModelIndex]:
+        """Group rows down to `depth` levels (to expand them)."""
+        found: list[QModelIndex] = []
+        level = [(c, 1) for c in self._root.children]
+        while level:
+            node, d = level.pop()
+            if node.info is None:
+                found.append(self.createIndex(node.row, 0, node))
+                if d < depth:
+                    level += [(c, d + 1) for c in node.children]
+        return found
+
+    def visible_tensor_count(self) -> int:
+        return self._root.count()
+
+    def _checkable(self, info: TensorInfo) -> bool:
+        if info.kind in (TensorKind.INPUT, TensorKind.PARAMETER):
+            return False
+        return self.allow_training_only or not info.training_only
+
+    def _changed_all(self) -> None:
+        self.checkedChanged.emit()
+        self.layoutChanged.emit()  # repaint check marks without rebuilding
+
+    # --- QAbstractItemModel --------------------------------------------------------------------
+    def index(self, row: int, column: int, parent: ItemIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
+        node = self.node(parent)
+        if 0 <= row < len(node.children) and 0 <= column < len(COLUMNS):
+            return self.createIndex(row, column, node.children[row])
+        return QModelIndex()
+
+    def parent(self, index: ItemIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
+        if not index.isValid():
+            return QModelIndex()
+        up = index.internalPointer().parent
+        if up is None or up is self._root:
+            return QModelIndex()
+        return self.createIndex(up.row, 0, up)
+
+    def rowCount(self, parent: ItemIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        if parent.isValid() and parent.column() != 0:
+            return 0
+        return len(self.node(parent).children)
+
+    def columnCount(self, parent: ItemIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        return len(COLUMNS)
+
+    def hasChildren(self, parent: ItemIndex = QModelIndex()) -> bool:  # noqa: N802, B008
+        return bool(self.node(parent).children) if (not parent.isValid() or parent.column() == 0) else False
+
+    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):  # noqa: N802
+        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def flags(self, index: ItemIndex):
+        if not index.isValid():
+            return Qt.NoItemFlags
+        base = Qt.ItemIsEnabled | Qt.ItemIsSelectable
+        info = index.internalPointer().info
+        if info is not None and index.column() == 0 and self._checkable(info):
+            base |= Qt.ItemIsUserCheckable
+        return base
+
+    def data(self, index: ItemIndex, role: int = Qt.DisplayRole):
+        if not index.isValid():
+            return None
+        node: TreeNode = index.internalPointer()
+        info = node.info
+        col = index.column()
+        if role == Qt.DisplayRole:
+            if info is None:
+                return f"{node.label}  ({node.count()})" if col == 0 else None
+            return _cell(info, col)
+        if role == Qt.CheckStateRole and col == 0 and info is not None and self._checkable(info):
+            return Qt.Checked if info.name in self._checked else Qt.Unchecked
+        if role == Qt.ForegroundRole and info is not None and (info.training_only or not self._checkable(info)):
+            return GREY
+        if role == Qt.FontRole and info is None:
+            font = QFont()
+            font.setBold(True)
+            return font
+        if role == Qt.ToolTipRole and info is not None:
+            return _tooltip(info)
+        if role == Qt.UserRole:
+            return info.name if info is not None else None
+        return None
+
+    def setData(self, index: ItemIndex, value, role: int = Qt.EditRole) -> bool:  # noqa: N802
+        if role != Qt.CheckStateRole or not index.isValid():
+            return False
+        info = index.internalPointer().info
+        if info is None or not self._checkable(info):
+            return False
+        on = Qt.CheckState(value) == Qt.Checked if not isinstance(value, bool) else value
+        if on:
+            self._checked[info.name] = None
+        else:
+            self._checked.pop(info.name, None)
+        self.dataChanged.emit(index, index, [Qt.CheckStateRole])
+        self.checkedChanged.emit()
+        return True
+
+
+def _cell(info: TensorInfo, col: int) -> str:
+    if col == 0:
+        return info.name
+    if col == 1:
+        return info.shape_text
+    if col == 2:
+        return info.dtype or "?"
+    if col == 3:
+        return info.producer_op or ""
+    kind = info.kind.value
+    return f"{kind}, training" if info.training_only else kind
+
+
+def _tooltip(info: TensorInfo) -> str:
+    lines = [info.name, f"{info.dtype or '?'} {info.shape_text}"]
+    if info.producer_op:
+        lines.append(f"from {info.producer_op} ({info.producer})")
+    if info.training_only:
+        lines.append("training-only: feeds or follows the loss")
+    return "\n".join(lines)

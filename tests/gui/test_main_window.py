@@ -1,0 +1,185 @@
+"""The real window, offscreen: open by drop, pick outputs, export, cancel, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from onnxport.core.checkpoint_writer import write_checkpoint
+from onnxport.gui.export_dialog import ExportChoices, ExportDialog
+
+from .conftest import big_eval_model
+
+pytestmark = pytest.mark.gui
+
+
+def drop(window, paths) -> None:
+    """A real drag-enter + drop of file URLs, as the window system delivers them."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    enter = QDragEnterEvent(window.rect().center(), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, enter)
+    assert enter.isAccepted()
+    event = QDropEvent(QPointF(window.rect().center()), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(window, event)
+
+
+def open_example(qtbot, window, paths) -> None:
+    with qtbot.waitSignal(window.loaded, timeout=20_000):
+        drop(window, paths)
+
+
+def error_boxes() -> list[QMessageBox]:
+    return [w for w in QApplication.topLevelWidgets()
+            if isinstance(w, QMessageBox) and w.objectName() == "errorDialog" and w.isVisible()]
+
+
+def test_drop_opens_model_and_checkpoint_and_fills_the_tree(qtbot, window, example):
+    assert window.left.currentWidget() is window.empty
+    open_example(qtbot, window, reversed(example))  # order does not matter: the app works it out
+    assert window.left.currentIndex() == 1
+    assert window.model.checked_outputs() == ["logits", "probabilities"]
+    assert "4 parameters match" in window.sources_panel.text()
+    qtbot.waitUntil(lambda: "6 nodes kept" in window.plan_panel.text(), timeout=5000)
+    assert "drops inputs: labels" in window.plan_panel.text()
+    assert window.export_action.isEnabled()
+    # recent files remember the pair
+    assert window.recent_menu.actions()[0].text() == "checkpoint + eval_model.onnx"
+
+
+def test_checking_outputs_updates_the_plan_and_training_tensors_are_protected(qtbot, window, example):
+    open_example(qtbot, window, example)
+    model = window.model
+    loss = model.index_of("onnx::loss::2")
+    assert loss.isValid() and not (model.flags(loss) & Qt.ItemIsUserCheckable)
+    assert not model.setData(loss, Qt.Checked, Qt.CheckStateRole)
+    relu = model.index_of("/Relu_output_0")
+    assert model.setData(relu, Qt.Checked.value, Qt.CheckStateRole)
+    assert model.checked_outputs() == ["logits", "probabilities", "/Relu_output_0"]
+    qtbot.waitUntil(lambda: "/Relu_output_0" in window.plan_panel.text(), timeout=5000)
+    window.tree.setCurrentIndex(relu)
+    assert "produced by Relu" in window.details_panel.text()
+    window.allow_training.setChecked(True)
+    assert model.flags(model.index_of("onnx::loss::2")) & Qt.ItemIsUserCheckable
+    for name in ("logits", "probabilities", "/Relu_output_0"):
+        model.set_checked(name, False)
+    assert not window.export_action.isEnabled()
+    qtbot.waitUntil(lambda: "Check at least one output" in window.plan_panel.text(), timeout=5000)
+
+
+def test_filter_and_outputs_only(qtbot, window, example):
+    open_example(qtbot, window, example)
+    total = window.model.visible_tensor_count()
+    window.filter_edit.setText("relu")
+    qtbot.waitUntil(lambda: window.model.visible_tensor_count() == 1, timeout=3000)
+    window.filter_edit.setText("")
+    qtbot.waitUntil(lambda: window.model.visible_tensor_count() == total, timeout=3000)
+    window.outputs_only.setChecked(True)
+    assert window.model.visible_tensor_count() == 3  # loss + the two forward outputs
+    assert window.model.checked_outputs() == ["logits", "probabilities"]  # filtering keeps the checks
+
+
+def test_export_in_the_worker_writes_a_model_that_runs_and_validates(qtbot, window, example, tmp_path):
+    open_example(qtbot, window, example)
+    out = tmp_path / "out" / "model.onnx"
+    out.parent.mkdir()
+    with qtbot.waitSignal(window.exportFinished, timeout=60_000) as blocker:
+        window.start_export(ExportChoices(out, validate=True))
+    export, post = blocker.args[0]
+    assert export.path == out and out.exists()
+    assert post["passed"] is True
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert [o.name for o in sess.get_outputs()] == ["logits", "probabilities"]
+    probs = sess.run(["probabilities"], {"input": np.zeros((2, 8), np.float32)})[0]
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert window.tabs.currentWidget() is window.report_view
+    assert window.last_export == out
+    with qtbot.waitSignal(window.jobEnded, timeout=60_000) as ended:
+        window.validate_last()
+    assert ended.args == ["validate", "returned"]
+
+
+def test_export_dialog_remembers_the_folder(qtbot, window, example, tmp_path, settings):
+    open_example(qtbot, window, example)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    window.export_dialog()
+    dialog = window.findChild(ExportDialog)
+    assert dialog is not None and dialog.validate.isChecked()
+    dialog.path_edit.setText(str(dest / "m.onnx"))
+    with qtbot.waitSignal(window.exportFinished, timeout=60_000):
+        dialog._accept()
+    assert (dest / "m.onnx").exists()
+    assert settings.value("export/folder") == str(dest)
+
+
+def test_cancel_midway_leaves_nothing_and_keeps_the_old_file(qtbot, window, tmp_path):
+    paths = big_eval_model(tmp_path / "big")
+    open_example(qtbot, window, paths)
+    assert window.model.checked_outputs() == ["h39"]
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "model.onnx"
+    out.write_bytes(b"the user's previous export")
+    seen = []
+
+    def on_progress(fraction, message):
+        seen.append(message)
+        if "writing" in message and window.job is not None:
+            window.cancel_job()
+
+    window.status_text.setText("")
+    with qtbot.waitSignal(window.jobEnded, timeout=60_000) as ended:
+        window.start_export(ExportChoices(out, validate=False))
+        window.job.signals.progress.connect(on_progress)
+    assert ended.args == ["export", "cancelled"], seen
+    assert out.read_bytes() == b"the user's previous export"
+    assert sorted(p.name for p in out_dir.iterdir()) == ["model.onnx"]  # no temp file left
+    assert "cancelled" in window.log.toPlainText()
+
+
+def test_bad_file_is_an_error_dialog_not_a_crash(qtbot, window, tmp_path):
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"\x08\x07" + bytes(range(256)) * 4)
+    with qtbot.waitSignal(window.errorShown, timeout=20_000) as shown:
+        drop(window, [bad])
+    assert "broken.onnx" in shown.args[0] and "Traceback" not in shown.args[0]
+    boxes = error_boxes()
+    assert boxes and boxes[0].text() == shown.args[0]
+    assert "Traceback" in boxes[0].detailedText()  # details on demand
+    boxes[0].close()
+    assert window.sources is None and window.left.currentWidget() is window.empty
+
+
+def test_nominal_checkpoint_is_refused_at_export_with_a_dialog(qtbot, window, example, tmp_path):
+    nominal = tmp_path / "nominal" / "checkpoint"
+    nominal.parent.mkdir()
+    weights = {"fc1.weight": np.zeros((32, 8), np.float32), "fc1.bias": np.zeros(32, np.float32),
+               "fc2.weight": np.zeros((3, 32), np.float32), "fc2.bias": np.zeros(3, np.float32)}
+    write_checkpoint(nominal, weights, nominal=True)
+    open_example(qtbot, window, [example[0], nominal])
+    assert "Nominal checkpoint" in window.sources_panel.text()
+    out = tmp_path / "never.onnx"
+    with qtbot.waitSignal(window.errorShown, timeout=20_000) as shown:
+        window.start_export(ExportChoices(out, validate=False))
+    assert "nominal" in shown.args[0]
+    assert not out.exists()
+    for box in error_boxes():
+        box.close()
+
+
+def test_window_state_and_recent_files_survive_a_restart(qtbot, window, example, settings):
+    from onnxport.gui.main_window import MainWindow
+
+    open_example(qtbot, window, example)
+    window.close()
+    assert settings.value("window/geometry") and settings.value("window/state")
+    again = MainWindow(settings=settings)
+    qtbot.addWidget(again)
+    assert again.restoreGeometry(settings.value("window/geometry"))
+    assert again.restoreState(settings.value("window/state"))
+    assert again.recent_menu.isEnabled() and len(again.recent_menu.actions()) == 1
