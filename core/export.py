@@ -143,7 +143,7 @@ def export_model(
         param_names = set(params)
     report(0.02, "pruning")
     plan = plan_prune(model, outputs, param_names)
-    value_info = infer_value_info(model) if _needs_types(model, plan.outputs) else None
+    value_info = infer_value_info(model, model_path) if _needs_types(model, plan.outputs) else None
     skeleton = pruned_skeleton(model, plan, value_info)
     changes = to_inference_form(skeleton.graph)
     report.check()

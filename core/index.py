@@ -19,6 +19,7 @@ import onnx
 
 from .model_io import strip_weights, tensor_nbytes
 from .params import dtype_name
+from .shape_infer import OUT_OF_PROCESS_NODES, inferred_value_infos
 
 LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
 LABEL_WORDS = ("label", "target")
@@ -124,16 +125,19 @@ def _shape_of(vtype: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None
     return dtype, tuple(dims)
 
 
-def infer_value_info(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
-    """Shape-infer a weight-free copy; return name -> ValueInfo for every known tensor."""
-    light = strip_weights(model)
-    try:
-        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - inference is best effort; the graph still indexes without it
-        pass
-    infos: dict[str, onnx.ValueInfoProto] = {}
-    for vi in list(light.graph.value_info) + list(light.graph.input) + list(light.graph.output):
-        infos[vi.name] = vi
+def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None) -> dict[str, onnx.ValueInfoProto]:
+    """Shape-infer a weight-free copy; return name -> ValueInfo for every known tensor.
+
+    Big graphs given with their `path` are inferred in a child process that reads the file
+    itself (see shape_infer: inference holds the GIL and would freeze the app's GUI thread)."""
+    big = len(model.graph.node) >= OUT_OF_PROCESS_NODES
+    if big and path is not None and Path(path).is_file():
+        found = inferred_value_infos(None, path, nodes=len(model.graph.node))
+    else:
+        found = inferred_value_infos(strip_weights(model))
+    infos: dict[str, onnx.ValueInfoProto] = {vi.name: vi for vi in found}
+    for vi in list(model.graph.input) + list(model.graph.output):
+        infos.setdefault(vi.name, vi)
     return infos
 
 
@@ -161,7 +165,7 @@ def build_index(
     name (`<op>_<position>`) in `model` so that every part of the app can refer to them.
     """
     graph = model.graph
-    infos = infer_value_info(model)
+    infos = infer_value_info(model, path)
     init_by_name = {t.name: t for t in graph.initializer}
     param_inputs = set(parameter_names)
     output_names = [o.name for o in graph.output]

@@ -1,4 +1,4 @@
-"""The core calls the window runs as jobs, as plain `fn(progress, cancel)` closures (no Qt here).
+"""The core calls the window runs as jobs, as plain `fn(progress, cancel)` closures.
 
 Keeping them apart from the window keeps main_window.py about widgets, and lets tests and the
 GUI benchmark run exactly what the window runs.
@@ -11,7 +11,30 @@ from pathlib import Path
 from onnxport.core.export import ExportResult, export_model, plan_export
 from onnxport.core.progress import Reporter
 from onnxport.core.report import build_report
-from onnxport.core.sources import LoadedSources
+from onnxport.core.sources import LoadedSources, open_sources
+
+from .tree_model import build_tree
+from .worker import quiet_gc
+
+
+def open_job(paths: list[Path]):
+    """Open sources and build the outputs tree, both off the GUI thread: returns (LoadedSources, Tree)."""
+
+    def run(progress, cancel):
+        with quiet_gc():
+            loaded = open_sources(paths, progress, cancel)
+            tree = build_tree(loaded.index) if loaded.index is not None else None
+        return loaded, tree
+
+    return run
+
+
+def filter_job(index, text: str, outputs_only: bool):
+    def run(progress, cancel):
+        with quiet_gc():
+            return build_tree(index, text, outputs_only)
+
+    return run
 
 
 def plan_job(sources: LoadedSources, outputs: list[str]):

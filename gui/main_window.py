@@ -10,6 +10,7 @@ bottom; progress and Cancel in the status bar. Every core call that can take tim
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QTabWidget,
@@ -36,17 +38,18 @@ from PySide6.QtWidgets import (
 )
 
 from onnxport.core.errors import OnnxportError
-from onnxport.core.sources import LoadedSources, open_sources
+from onnxport.core.sources import LoadedSources
 
 from . import jobs
 from .error_dialog import error_text, show_error
 from .export_dialog import ExportDialog
 from .panels import TextPanel, plan_html, sources_html, tensor_html
 from .report_view import ReportView
-from .tree_model import OutputsTreeModel
+from .tree_model import OUTPUTS_GROUP, OutputsTreeModel, Tree
 from .worker import Job
 
 MAX_RECENT = 8
+SWITCH_INTERVAL_S = 0.0005
 EMPTY_HINT = ("<h2>Drop an eval model and its checkpoint here</h2>"
               "<p>…or use <b>File &gt; Open</b> (Ctrl+O). onnxport works out which file is the model<br>"
               "and which holds the trained parameters. Any ONNX model works too.</p>")
@@ -60,6 +63,11 @@ class MainWindow(QMainWindow):
 
     def __init__(self, settings: QSettings | None = None) -> None:
         super().__init__()
+        # Each call from Qt into Python (a paint asking the tree model for data) must take the
+        # GIL; while a worker runs Python it gives the GIL up only every switch interval (5 ms
+        # by default), so a repaint with dozens of such calls stalls for 50+ ms. 0.5 ms keeps
+        # the GUI thread's waits short at a small cost to the worker.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.settings = settings or QSettings()
         self.setWindowTitle("onnxport")
         self.setAcceptDrops(True)
@@ -68,7 +76,9 @@ class MainWindow(QMainWindow):
         self.model: OutputsTreeModel | None = None
         self.job: Job | None = None
         self.last_export: Path | None = None
-        self._plan_generation = 0
+        self.last_tree_seconds = 0.0
+        self._generations: dict[str, int] = {}
+        self._side_jobs: set[Job] = set()
         self._build_widgets()
         self._build_actions()
         self._plan_timer = QTimer(self, singleShot=True, interval=150, timeout=self._plan)
@@ -133,10 +143,14 @@ class MainWindow(QMainWindow):
         dock.setWidget(self.log)
         self.addDockWidget(Qt.BottomDockWidgetArea, dock)
         self.progress = QProgressBar(maximumWidth=260, textVisible=True)
-        self.progress.hide()
+        # progress and Cancel stay in place (disabled when idle): showing/hiding them would
+        # re-layout and repaint the whole window at the start of every job
+        self.progress.setEnabled(False)
         self.status_text = QLabel()
+        # a changing message must not re-layout (and so repaint) the whole window on every beat
+        self.status_text.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.cancel_button = QPushButton("Cancel", clicked=self.cancel_job)
-        self.cancel_button.hide()
+        self.cancel_button.setEnabled(False)
         self.statusBar().addWidget(self.status_text, 1)
         self.statusBar().addPermanentWidget(self.progress)
         self.statusBar().addPermanentWidget(self.cancel_button)
@@ -192,30 +206,33 @@ class MainWindow(QMainWindow):
         paths = [Path(p) for p in paths]
         self.settings.setValue("open/folder", str(paths[0].parent))
         self.log_line("opening " + ", ".join(p.name for p in paths))
-        self.run_job("open", lambda progress, cancel: open_sources(paths, progress, cancel),
-                     lambda loaded: self._loaded(paths, loaded))
+        self.run_job("open", jobs.open_job(paths), lambda result: self._loaded(paths, result))
 
-    def _loaded(self, paths: list[Path], loaded: LoadedSources) -> None:
+    def _loaded(self, paths: list[Path], result: tuple[LoadedSources, Tree | None]) -> None:
+        loaded, tree = result
         if loaded.model_path is None or loaded.index is None:
             raise OnnxportError("no ONNX model among the files opened",
                                 hint="add the eval model (.onnx) next to the checkpoint")
         t0 = time.perf_counter()
         self.sources, self.paths = loaded, paths
-        self.model = OutputsTreeModel(loaded.index, self)
+        old = self.model
+        self.model = OutputsTreeModel(loaded.index, self, tree=tree)
         self.model.checkedChanged.connect(self._checked_changed)
         self.tree.setModel(self.model)
+        if old is not None:
+            old.deleteLater()
         self.tree.selectionModel().currentChanged.connect(self._current_changed)
         self.tree.setColumnWidth(0, 380)
-        for index in self.model.group_indexes(depth=1):
-            if self.model.node(index).label == "Outputs":
-                self.tree.expand(index)
+        self._expand_outputs()
         self.left.setCurrentIndex(1)
         self.sources_panel.set_html(sources_html(loaded))
         self.details_panel.set_html(tensor_html(None))
         self._remember_recent(paths)
         self.setWindowTitle(f"onnxport - {loaded.model_path.name}")
+        self.tree.viewport().repaint()
+        self.last_tree_seconds = time.perf_counter() - t0  # the GUI thread's share of opening (bench)
         self.log_line(f"loaded {loaded.model_path.name}: {len(loaded.index)} tensors"
-                      f" (tree in {1000 * (time.perf_counter() - t0):.0f} ms)")
+                      f" (tree shown in {1000 * self.last_tree_seconds:.0f} ms)")
         if loaded.match is not None:
             self.log_line("parameters: " + loaded.match.summary())
         self._checked_changed()
@@ -224,14 +241,29 @@ class MainWindow(QMainWindow):
 
     # --- tree ----------------------------------------------------------------------------------
     def _apply_filter(self) -> None:
-        if self.model is not None:
-            self.model.set_filter(self.filter_edit.text(), self.outputs_only.isChecked())
-            if self.filter_edit.text() and self.model.visible_tensor_count() <= 2000:
-                self.tree.expandAll()
-            else:
-                for index in self.model.group_indexes(depth=1):
-                    if self.model.node(index).label == "Outputs":
-                        self.tree.expand(index)
+        """Rebuild the tree for the filter in the worker; only the newest answer is shown."""
+        if self.model is None:
+            return
+        wanted = (self.filter_edit.text(), self.outputs_only.isChecked())
+        if wanted == self.model.filter():
+            return
+        model = self.model
+        self._side_job(jobs.filter_job(model.tensor_index, *wanted), "filter",
+                       lambda tree: self._filtered(model, wanted, tree))
+
+    def _filtered(self, model: OutputsTreeModel, wanted: tuple[str, bool], tree: Tree) -> None:
+        if model is not self.model:
+            return
+        model.set_filter(*wanted, tree=tree)
+        if wanted[0] and model.visible_tensor_count() <= 2000:
+            self.tree.expandAll()
+        else:
+            self._expand_outputs()
+
+    def _expand_outputs(self) -> None:
+        for index in self.model.group_indexes(depth=1):
+            if self.model.node(index).label == OUTPUTS_GROUP:
+                self.tree.expand(index)
 
     def _allow_training_only(self, on: bool) -> None:
         if self.model is not None:
@@ -259,16 +291,25 @@ class MainWindow(QMainWindow):
             return
         outputs = self.model.checked_outputs()
         if not outputs:
+            self._generations["plan"] = self._generations.get("plan", 0) + 1  # drop answers in flight
             self.plan_panel.set_html(plan_html(None))
             return
-        self._plan_generation += 1
-        generation = self._plan_generation
-        job = Job(jobs.plan_job(self.sources, outputs), "plan")
-        job.signals.returned.connect(lambda plan: self._alive() and generation == self._plan_generation
-                                     and self.plan_panel.set_html(plan_html(plan)))
-        job.signals.errored.connect(lambda exc, _tb: self._alive() and generation == self._plan_generation
-                                    and self.plan_panel.set_html(plan_html(None, error_text(exc))))
-        self._side_jobs = getattr(self, "_side_jobs", set())
+        self._side_job(jobs.plan_job(self.sources, outputs), "plan",
+                       lambda plan: self.plan_panel.set_html(plan_html(plan)),
+                       lambda exc: self.plan_panel.set_html(plan_html(None, error_text(exc))))
+
+    def _side_job(self, fn, name: str, on_result, on_error=None) -> None:
+        """A quiet job next to the main one (plan, filter): no progress bar, no cancel; only the
+        newest answer of each `name` is used, older ones are dropped when they arrive."""
+        self._generations[name] = generation = self._generations.get(name, 0) + 1
+
+        def current() -> bool:
+            return self._alive() and self._generations.get(name) == generation
+
+        job = Job(fn, name)
+        job.signals.returned.connect(lambda result: current() and on_result(result))
+        if on_error is not None:
+            job.signals.errored.connect(lambda exc, _tb: current() and on_error(exc))
         self._side_jobs.add(job)
         job.signals.finished.connect(lambda: self._side_jobs.discard(job))
         job.start()
@@ -335,8 +376,8 @@ class MainWindow(QMainWindow):
         job.signals.cancelled.connect(lambda: self._alive() and self._job_cancelled(job))
         job.signals.finished.connect(lambda: self._alive() and self._job_finished(job))
         self.progress.setRange(0, 0)
-        self.progress.show()
-        self.cancel_button.show()
+        self.progress.setEnabled(True)
+        self.cancel_button.setEnabled(True)
         self.status_text.setText(f"{name}…")
         self._update_actions()
         job.start()
@@ -379,8 +420,10 @@ class MainWindow(QMainWindow):
     def _job_finished(self, job: Job) -> None:
         if self.job is job:
             self.job = None
-        self.progress.hide()
-        self.cancel_button.hide()
+        self.progress.setRange(0, 1000)
+        self.progress.setValue(0)
+        self.progress.setEnabled(False)
+        self.cancel_button.setEnabled(False)
         self.status_text.setText("ready")
         self._update_actions()
 

@@ -30,21 +30,23 @@ ItemIndex = QModelIndex | QPersistentModelIndex
 
 
 class TreeNode:
-    """A scope group (info None) or a tensor; `row` is its position under its parent."""
+    """A scope group (info None) or a tensor; `row` is its position under its parent.
 
-    __slots__ = ("label", "info", "parent", "children", "row", "_groups", "_count")
+    Nodes point down only (`Tree.parents` maps back up): an acyclic tree is freed by reference
+    counting alone the moment a new model replaces it, with no work for the cycle collector."""
 
-    def __init__(self, label: str, info: TensorInfo | None, parent: TreeNode | None, row: int) -> None:
+    __slots__ = ("label", "info", "children", "row", "_groups", "_count")
+
+    def __init__(self, label: str, info: TensorInfo | None, row: int) -> None:
         self.label = label
         self.info = info
-        self.parent = parent
         self.children: list[TreeNode] = []
         self.row = row
         self._groups: dict[str, TreeNode] | None = None
         self._count: int | None = None
 
     def add(self, label: str, info: TensorInfo | None) -> TreeNode:
-        child = TreeNode(label, info, self, len(self.children))
+        child = TreeNode(label, info, len(self.children))
         self.children.append(child)
         return child
 
@@ -65,9 +67,36 @@ class TreeNode:
         return self._count
 
 
-def build_tree(index: TensorIndex, text: str = "", outputs_only: bool = False) -> TreeNode:
-    """The plain tree for `index`, keeping names containing `text` (case-insensitive)."""
-    root = TreeNode("", None, None, 0)
+class Tree:
+    """A built tree: its root and each group's parent (tensors are looked up through groups)."""
+
+    __slots__ = ("root", "parents")
+
+    def __init__(self, root: TreeNode) -> None:
+        self.root = root
+        self.parents: dict[int, TreeNode] = {}
+        order = [root]  # groups, parents before children
+        for node in order:
+            for child in node.children:
+                self.parents[id(child)] = node
+                if child.info is None:
+                    order.append(child)
+        for group in reversed(order):  # counts now, in the worker, not on the first paint
+            group._count = sum(1 if c.info is not None else c._count for c in group.children)
+
+    def parent_of(self, node: TreeNode) -> TreeNode | None:
+        return self.parents.get(id(node))
+
+
+def build_tree(index: TensorIndex, text: str = "", outputs_only: bool = False) -> Tree:
+    """The plain tree for `index`, keeping names containing `text` (case-insensitive).
+    Qt-free and thread-safe: the app builds it in the worker."""
+    root = _build_nodes(index, text, outputs_only)
+    return Tree(root)
+
+
+def _build_nodes(index: TensorIndex, text: str, outputs_only: bool) -> TreeNode:
+    root = TreeNode("", None, 0)
     needle = text.strip().lower()
     top = set(index.graph_outputs) | set(index.suggested)
     tensors = index.tensors
@@ -106,17 +135,22 @@ class OutputsTreeModel(QAbstractItemModel):
 
     checkedChanged = Signal()  # noqa: N815 - Qt naming
 
-    def __init__(self, index: TensorIndex | None = None, parent=None) -> None:
+    def __init__(self, index: TensorIndex | None = None, parent=None, tree: Tree | None = None) -> None:
+        """`tree`: `build_tree(index)` made beforehand (in the worker), else built here."""
         super().__init__(parent)
         self.tensor_index = index
         self.allow_training_only = False
         self._checked: dict[str, None] = {}
-        self._root = TreeNode("", None, None, 0)
+        self._tree = Tree(TreeNode("", None, 0))
         self._text = ""
         self._outputs_only = False
         if index is not None:
             self._checked = dict.fromkeys(index.default_outputs())
-            self._root = build_tree(index)
+            self._tree = tree if tree is not None else build_tree(index)
+
+    @property
+    def _root(self) -> TreeNode:
+        return self._tree.root
 
     # --- what the app asks -------------------------------------------------------------------
     def checked_outputs(self) -> list[str]:
@@ -137,12 +171,17 @@ class OutputsTreeModel(QAbstractItemModel):
         self._changed_all()
         return True
 
-    def set_filter(self, text: str, outputs_only: bool) -> None:
+    def filter(self) -> tuple[str, bool]:
+        return self._text, self._outputs_only
+
+    def set_filter(self, text: str, outputs_only: bool, tree: Tree | None = None) -> None:
+        """Show only names containing `text` (and only outputs); `tree`: the filtered tree built
+        beforehand in the worker (`build_tree(index, text, outputs_only)`), else built here."""
         if (text, outputs_only) == (self._text, self._outputs_only) or self.tensor_index is None:
             return
         self._text, self._outputs_only = text, outputs_only
         self.beginResetModel()
-        self._root = build_tree(self.tensor_index, text, outputs_only)
+        self._tree = tree if tree is not None else build_tree(self.tensor_index, text, outputs_only)
         self.endResetModel()
 
     def node(self, index: ItemIndex) -> TreeNode:
@@ -197,7 +236,7 @@ class OutputsTreeModel(QAbstractItemModel):
     def parent(self, index: ItemIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
         if not index.isValid():
             return QModelIndex()
-        up = index.internalPointer().parent
+        up = self._tree.parent_of(index.internalPointer())
         if up is None or up is self._root:
             return QModelIndex()
         return self.createIndex(up.row, 0, up)

@@ -69,3 +69,25 @@ def test_bundled_example_suggests_forward_outputs_not_the_dangling_dropout_const
     assert any(n.op_type == "Constant" and n.output[0] == "/dropout/Constant_1_output_0" for n in model.graph.node)
     index = build_index(model, parameter_names={"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"})
     assert index.default_outputs() == ["logits", "probabilities"]
+
+
+def test_big_graphs_are_shape_inferred_in_a_child_process(tmp_path, monkeypatch):
+    """Above the threshold inference runs out of process (it holds the GIL); same shapes either way."""
+    from onnxport.core import index as index_module
+    from onnxport.core import shape_infer
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(forward_mlp(), path)
+    model = onnx.load(path)
+    in_process = build_index(model, path)
+    calls = []
+    real = shape_infer._in_child
+    monkeypatch.setattr(shape_infer, "_in_child", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(index_module, "OUT_OF_PROCESS_NODES", 1)
+    monkeypatch.setattr(shape_infer, "OUT_OF_PROCESS_NODES", 1)
+    out_of_process = build_index(model, path)
+    assert calls
+    assert out_of_process["hidden"].shape == in_process["hidden"].shape == ("batch", 16)
+    assert {n: t.shape for n, t in out_of_process.tensors.items()} == {n: t.shape for n, t in in_process.tensors.items()}
+    # without a path the weight-free graph is piped to the child
+    assert build_index(model)["hidden"].shape == ("batch", 16)

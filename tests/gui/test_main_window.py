@@ -79,7 +79,7 @@ def test_filter_and_outputs_only(qtbot, window, example):
     window.filter_edit.setText("")
     qtbot.waitUntil(lambda: window.model.visible_tensor_count() == total, timeout=3000)
     window.outputs_only.setChecked(True)
-    assert window.model.visible_tensor_count() == 3  # loss + the two forward outputs
+    qtbot.waitUntil(lambda: window.model.visible_tensor_count() == 3, timeout=3000)  # loss + 2 forward outputs
     assert window.model.checked_outputs() == ["logits", "probabilities"]  # filtering keeps the checks
 
 
