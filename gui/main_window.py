@@ -43,7 +43,7 @@ from onnxport.core.sources import LoadedSources
 from . import jobs
 from .error_dialog import error_text, show_error
 from .export_dialog import ExportDialog
-from .panels import TextPanel, plan_html, sources_html, tensor_html
+from .panels import TextPanel, export_html, plan_html, sources_html, tensor_html
 from .report_view import ReportView
 from .tree_model import OUTPUTS_GROUP, OutputsTreeModel, Tree
 from .worker import Job
@@ -124,11 +124,17 @@ class MainWindow(QMainWindow):
             over_layout.addWidget(panel)
         over_layout.addStretch(1)
         self.report_view = ReportView()
+        self.result_panel = TextPanel("Last export", "<i>Nothing exported yet.</i>")
+        report_tab = QWidget()
+        report_layout = QVBoxLayout(report_tab)
+        report_layout.addWidget(self.result_panel)
+        report_layout.addWidget(self.report_view, 1)
+        self.report_tab = report_tab
         self.tabs = QTabWidget()
         self.tabs.addTab(overview, "Overview")
         self.preview = _make_preview()
         self.tabs.addTab(self.preview, "Preview")
-        self.tabs.addTab(self.report_view, "Report")
+        self.tabs.addTab(report_tab, "Report")
         self.splitter = QSplitter(Qt.Horizontal)
         self.splitter.addWidget(self.left)
         self.splitter.addWidget(self.tabs)
@@ -142,10 +148,12 @@ class MainWindow(QMainWindow):
         dock.setObjectName("logDock")
         dock.setWidget(self.log)
         self.addDockWidget(Qt.BottomDockWidgetArea, dock)
+        self.resizeDocks([dock], [150], Qt.Vertical)
         self.progress = QProgressBar(maximumWidth=260, textVisible=True)
         # progress and Cancel stay in place (disabled when idle): showing/hiding them would
         # re-layout and repaint the whole window at the start of every job
         self.progress.setEnabled(False)
+        self.progress.setFormat("")
         self.status_text = QLabel()
         # a changing message must not re-layout (and so repaint) the whole window on every beat
         self.status_text.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
@@ -338,8 +346,9 @@ class MainWindow(QMainWindow):
         for line in (post or {}).get("summary_lines", []):
             self.log_line(line)
         report = jobs.load_report(post) or jobs.export_only_report(export)
+        self.result_panel.set_html(export_html(export, post))
         self.report_view.set_report(report)
-        self.tabs.setCurrentWidget(self.report_view)
+        self.tabs.setCurrentWidget(self.report_tab)
         self._update_actions()
         self.exportFinished.emit(result)
 
@@ -352,7 +361,7 @@ class MainWindow(QMainWindow):
 
     def _validated(self, report: dict) -> None:
         self.report_view.set_report(report)
-        self.tabs.setCurrentWidget(self.report_view)
+        self.tabs.setCurrentWidget(self.report_tab)
         verdict = "PASSED" if report.get("validation", {}).get("passed") else "FAILED"
         self.log_line(f"validation {verdict}")
 
@@ -376,6 +385,7 @@ class MainWindow(QMainWindow):
         job.signals.cancelled.connect(lambda: self._alive() and self._job_cancelled(job))
         job.signals.finished.connect(lambda: self._alive() and self._job_finished(job))
         self.progress.setRange(0, 0)
+        self.progress.setFormat("%p%")
         self.progress.setEnabled(True)
         self.cancel_button.setEnabled(True)
         self.status_text.setText(f"{name}…")
@@ -422,6 +432,7 @@ class MainWindow(QMainWindow):
             self.job = None
         self.progress.setRange(0, 1000)
         self.progress.setValue(0)
+        self.progress.setFormat("")
         self.progress.setEnabled(False)
         self.cancel_button.setEnabled(False)
         self.status_text.setText("ready")

@@ -130,6 +130,23 @@ def plan_html(plan: ExportPlan | None, error: str | None = None) -> str:
     return "<br>".join(rows)
 
 
+def export_html(result, post: dict | None = None) -> str:
+    """The result of an export: where it went, how big, what it keeps, and the verdict."""
+    rows = [f"<b>Wrote</b> <tt>{_esc(result.path)}</tt>",
+            f"{human_bytes(result.size_bytes)}"
+            + (f" + external data <tt>{_esc(Path(result.data_path).name)}</tt>" if result.data_path else "")
+            + f" &middot; {result.nodes} nodes, {result.folded} folded &middot; {result.seconds:.2f} s",
+            f"outputs: {_names(list(result.outputs))} &middot; inputs: {_names(list(result.inputs))}"]
+    quantized = (post or {}).get("quantize") or {}
+    if quantized.get("path"):
+        rows.append(f"quantized: <tt>{_esc(quantized['path'])}</tt>")
+    passed = (post or {}).get("passed")
+    if passed is not None:
+        color, word = (OK, "passed") if passed else (BAD, "FAILED")
+        rows.append(f"<span style='color:{color}'><b>validation {word}</b></span>")
+    return "<br>".join(rows)
+
+
 class TextPanel(QGroupBox):
     """A titled box with one selectable rich-text label."""
 

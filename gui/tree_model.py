@@ -275,6 +275,8 @@ class OutputsTreeModel(QAbstractItemModel):
         if role == Qt.DisplayRole:
             if info is None:
                 return f"{node.label}  ({node.count()})" if col == 0 else None
+            if col == 4 and self.tensor_index is not None and info.name in self.tensor_index.suggested:
+                return "output (suggested)"
             return _cell(info, col)
         if role == Qt.CheckStateRole and col == 0 and info is not None and self._checkable(info):
             return Qt.Checked if info.name in self._checked else Qt.Unchecked

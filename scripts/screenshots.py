@@ -1,0 +1,142 @@
+"""Screenshots of the real app at its main steps: `make screenshots` -> build/screenshots/*.png.
+
+Runs the app under Xvfb (24-bit; started here when there is no DISPLAY) with the xcb platform,
+drives it like a user (open the bundled example, check an output, export with validation, open
+a broken file, look at the preview) and grabs the window from the X server after each step.
+Needs the `xvfb` package (apt-get install xvfb) when no display is there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "screenshots"
+SCREEN = "1600x1000x24"
+
+
+def start_xvfb() -> subprocess.Popen | None:
+    if os.environ.get("DISPLAY"):
+        return None
+    if shutil.which("Xvfb") is None:
+        sys.exit("screenshots: no DISPLAY and no Xvfb (apt-get install xvfb)")
+    display = ":97"
+    proc = subprocess.Popen(["Xvfb", display, "-screen", "0", SCREEN, "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    os.environ["DISPLAY"] = display
+    return proc
+
+
+def main() -> int:
+    xvfb = start_xvfb()
+    os.environ["QT_QPA_PLATFORM"] = "xcb"
+    try:
+        return run()
+    finally:
+        if xvfb is not None:
+            xvfb.terminate()
+
+
+def run() -> int:
+    from onnxport.gui.app import prepare_environment
+
+    prepare_environment()
+    from PySide6.QtCore import QCoreApplication, QSettings, Qt
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
+    app = QApplication([])
+    from onnxport.gui.export_dialog import ExportDialog
+    from onnxport.gui.main_window import MainWindow
+    from onnxport.resources import example_files
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob("*.png"):
+        old.unlink()
+    tmp = Path(tempfile.mkdtemp(prefix="onnxport-shots-"))
+    window = MainWindow(settings=QSettings(str(tmp / "settings.ini"), QSettings.IniFormat))
+    window.settings.setValue("export/folder", str(tmp))
+    window.resize(1500, 900)
+    window.move(40, 40)
+    window.show()
+
+    def pump(seconds: float = 0.3) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            app.processEvents()
+            time.sleep(0.01)
+
+    def until(predicate, timeout: float = 60) -> None:
+        end = time.perf_counter() + timeout
+        while not predicate():
+            if time.perf_counter() > end:
+                raise TimeoutError("screenshot step timed out")
+            pump(0.05)
+
+    def shot(name: str, widget=None) -> None:
+        pump(0.4)
+        target = widget or window
+        screen = app.primaryScreen()
+        pixmap = screen.grabWindow(0, target.x(), target.y(), target.frameGeometry().width(),
+                                   target.frameGeometry().height())
+        path = OUT / f"{name}.png"
+        pixmap.save(str(path))
+        print(f"wrote {path}")
+
+    shot("01-empty-window")
+    loaded = []
+    window.loaded.connect(lambda: loaded.append(1))
+    window.open_paths([str(p) for p in example_files()])
+    until(lambda: loaded)
+    until(lambda: "nodes kept" in window.plan_panel.text())
+    shot("02-example-loaded")
+
+    relu = window.model.index_of("/Relu_output_0")
+    window.model.setData(relu, Qt.Checked.value, Qt.CheckStateRole)
+    window.tree.setCurrentIndex(relu)
+    until(lambda: "/Relu_output_0" in window.plan_panel.text())
+    shot("03-outputs-checked")
+    window.model.set_checked("/Relu_output_0", False)
+
+    window.export_dialog()
+    dialog = window.findChild(ExportDialog)
+    until(lambda: dialog.isVisible())
+    dialog.path_edit.setText(str(tmp / "model_inference.onnx"))
+    dialog.move(window.x() + 400, window.y() + 250)
+    shot("04-export-dialog", window)
+    finished = []
+    window.exportFinished.connect(lambda r: finished.append(r))
+    dialog._accept()
+    until(lambda: finished)
+    shot("05-export-done-report")
+
+    if hasattr(window.preview, "wait_rendered"):
+        window.tabs.setCurrentWidget(window.preview)
+        window.preview.wait_rendered(30)
+        shot("06-preview")
+
+    broken = tmp / "broken.onnx"
+    broken.write_bytes(b"\x08\x07" + bytes(range(256)) * 4)
+    errors = []
+    window.errorShown.connect(lambda text: errors.append(text))
+    window.open_paths([str(broken)])
+    until(lambda: errors)
+    box = next(w for w in app.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible())
+    box.move(window.x() + 450, window.y() + 300)
+    shot("07-error-dialog", window)
+    box.close()
+    window.close()
+    pump(0.5)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
