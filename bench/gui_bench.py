@@ -123,8 +123,11 @@ def wait_side_jobs(app, window) -> None:
 
 
 def main() -> int:
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QCoreApplication, QSettings, Qt
     from PySide6.QtWidgets import QApplication
+
+    QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
+    import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
 
     from onnxport.core.model_io import load_graph
     from onnxport.gui.export_dialog import ExportChoices

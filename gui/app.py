@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)  # WebEngine wants it before the app
+    try:
+        import PySide6.QtWebEngineWidgets  # noqa: F401 - must load before the QApplication exists
+    except ImportError:
+        pass  # the preview panel will say it is unavailable
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setOrganizationName("onnxport")
     app.setApplicationName("onnxport")

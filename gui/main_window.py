@@ -291,7 +291,9 @@ class MainWindow(QMainWindow):
         self._update_actions()
         self._plan_timer.start()
         if outputs and self.sources is not None and hasattr(self.preview, "set_model"):
-            self.preview.set_model(str(self.sources.model_path), outputs)
+            tensors = self.sources.index.tensors
+            self.preview.set_model(str(self.sources.model_path), outputs, tuple(self.sources.params or ()),
+                                   lambda name: getattr(tensors.get(name), "producer", None))
 
     def _plan(self) -> None:
         """Recompute "Export keeps" in the worker; only the newest answer is shown."""

@@ -52,6 +52,7 @@ def run() -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
+    import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
     app = QApplication([])
     from onnxport.gui.export_dialog import ExportDialog
     from onnxport.gui.main_window import MainWindow

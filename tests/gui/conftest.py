@@ -16,6 +16,12 @@ from onnxport.resources import example_files
 
 pytestmark = pytest.mark.gui
 
+# WebEngine must be loaded (and GL contexts shared) before pytest-qt creates the QApplication.
+from PySide6.QtCore import QCoreApplication, Qt  # noqa: E402
+
+QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
+import PySide6.QtWebEngineWidgets  # noqa: E402, F401
+
 
 @pytest.fixture
 def settings(tmp_path):

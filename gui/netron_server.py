@@ -1,0 +1,120 @@
+"""A loopback-only HTTP server for Netron's page and the current preview model.
+
+Why our own instead of `netron.serve`: its `/data/` route serves any file in the model's folder,
+and its page locks itself ("Please update to the newest version") 180 days after its build
+date. Here:
+- it binds 127.0.0.1 with an OS-chosen port;
+- `/data/<name>` serves only the preview bytes published last (from memory; nothing on disk);
+- Netron's static files come from the installed `netron` package, read-only, by extension;
+- `index.html` gets the serving day as its build date and the current model as its file, and
+  `browser.js`'s age check is switched off, so the page never ages out whatever the clock says.
+Thread-safe: `publish()` from the GUI thread while the server thread answers requests.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import re
+import threading
+import urllib.parse
+from pathlib import Path
+
+import netron
+
+NETRON_DIR = Path(netron.__file__).resolve().parent
+MIME = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
+        ".ico": "image/x-icon", ".json": "application/json", ".svg": "image/svg+xml",
+        ".woff": "font/woff", ".woff2": "font/woff2", ".ttf": "font/ttf"}
+AGE_CHECK = "if (days > 180) {"
+
+
+def patched_index(html: str, file_url: str, name: str, today: datetime.datetime) -> str:
+    """Netron's index.html with a fresh build date and the model to open."""
+    stamp = today.strftime("%Y-%m-%d %H:%M:%S")
+    html = re.sub(r'<meta name="date" content="[^"]*">', f'<meta name="date" content="{stamp}">', html)
+    meta = (f'<meta name="type" content="Python">\n<meta name="file" content="{file_url}">\n'
+            f'<meta name="name" content="{name}">\n<meta name="identifier" content="{name}">')
+    return re.sub(r'(<meta name="version" content="[^"]*">)', lambda m: m.group(1) + "\n" + meta, html, count=1)
+
+
+def patched_browser_js(js: str) -> str:
+    """Netron's browser.js without its build-age lock-out (a no-op if the check is not found)."""
+    return js.replace(AGE_CHECK, "if (false && days > 180) {")
+
+
+class PreviewServer:
+    """Serves Netron and one model; `url` opens the model published last."""
+
+    def __init__(self, build_date: datetime.datetime | None = None) -> None:
+        self._lock = threading.Lock()
+        self._name = "preview.onnx"
+        self._data = b""
+        self._version = 0
+        self.requests: list[str] = []  # paths asked for (tests, debugging)
+        self.build_date = build_date
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                server._answer(self)
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                server._answer(self)
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="netron-server", daemon=True)
+        self._thread.start()
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def publish(self, data: bytes, name: str = "preview.onnx") -> str:
+        """Make `data` the model the page opens; returns the page URL (new each time, so a reload
+        really reloads)."""
+        with self._lock:
+            self._version += 1
+            self._data, self._name = bytes(data), name
+            return f"{self.origin}/?v={self._version}"
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def _answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        path = urllib.parse.unquote(urllib.parse.urlparse(handler.path).path)
+        self.requests.append(path)
+        with self._lock:
+            data, name, version = self._data, self._name, self._version
+        body, ctype = None, "application/octet-stream"
+        if path in ("/", "/index.html"):
+            today = self.build_date or datetime.datetime.now(datetime.timezone.utc)
+            html = (NETRON_DIR / "index.html").read_text(encoding="utf-8")
+            body = patched_index(html, f"/data/{version}/{name}", name, today).encode("utf-8")
+            ctype = "text/html"
+        elif path.startswith("/data/"):
+            body = data if path == f"/data/{version}/{name}" else None
+        else:
+            file = (NETRON_DIR / path.lstrip("/")).resolve()
+            if file.parent == NETRON_DIR and file.suffix in MIME and file.is_file():
+                body = file.read_bytes()
+                ctype = MIME[file.suffix]
+                if file.name == "browser.js":
+                    body = patched_browser_js(body.decode("utf-8")).encode("utf-8")
+        handler.send_response(200 if body is not None else 404)
+        handler.send_header("Content-Type", ctype)
+        handler.send_header("Content-Length", str(len(body or b"")))
+        handler.send_header("Cache-Control", "no-store")
+        handler.end_headers()
+        if body and handler.command != "HEAD":
+            try:
+                handler.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass

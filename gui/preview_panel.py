@@ -1,0 +1,186 @@
+"""The "Preview" tab: the graph the export will write, drawn by Netron, following the selection.
+
+`set_model(path, outputs, parameter_names)` is debounced (the user ticks several boxes in a
+row); the weight-free preview model (core/preview.py) is built in the worker, published on the
+loopback server (gui/netron_server.py) and the page reloaded. After each load the panel polls
+the page until Netron has drawn (`rendered(node_count)`), then re-focuses the tensor the user
+had selected, so the place is kept across reloads where Netron allows. "Pruned"/"Original"
+switches between the export's graph and the whole graph. Without WebEngine the panel says why
+and offers the same preview in the system browser.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from onnxport.core.preview import preview_bytes
+
+from .error_dialog import error_text
+from .netron_server import PreviewServer
+from .worker import Job
+
+DEBOUNCE_MS = 250
+POLL_MS = 50
+RENDER_TIMEOUT_S = 60
+
+
+class PreviewPanel(QWidget):
+    rendered = Signal(int)  # node count Netron drew
+    failed = Signal(str)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.server = PreviewServer()
+        self.mode = "pruned"
+        self._request: tuple[str, list[str], tuple[str, ...]] | None = None
+        self._focus_tensor: str | None = None
+        self._producer_of = lambda tensor: None
+        self._generation = 0
+        self._jobs: set[Job] = set()
+        self._poll_started = 0.0
+        self.last_node_count = -1
+        self.last_url = ""
+        self.changed_at = 0.0  # when the last set_model arrived (benchmark: time to drawn)
+        self.render_seconds = 0.0
+        self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS, timeout=self._build)
+        self._poll = QTimer(self, interval=POLL_MS, timeout=self._check_drawn)
+
+        self.pruned_button = QPushButton("Pruned", checkable=True, checked=True)
+        self.original_button = QPushButton("Original", checkable=True)
+        group = QButtonGroup(self)
+        group.addButton(self.pruned_button)
+        group.addButton(self.original_button)
+        self.pruned_button.toggled.connect(lambda on: on and self.set_mode("pruned"))
+        self.original_button.toggled.connect(lambda on: on and self.set_mode("original"))
+        self.browser_button = QPushButton("Open in browser", clicked=self.open_in_browser)
+        self.status = QLabel("Nothing to preview yet.")
+        bar = QHBoxLayout()
+        for w in (self.pruned_button, self.original_button, self.browser_button):
+            bar.addWidget(w)
+        bar.addWidget(self.status, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(bar)
+        self.view = None
+        try:
+            from .netron_view import NetronView
+
+            self.view = NetronView(self.server.origin, self)
+            self.view.loadFinished.connect(self._loaded)
+            layout.addWidget(self.view, 1)
+        except Exception as exc:  # noqa: BLE001 - no WebEngine: say why, offer the browser
+            self.unavailable = QLabel(f"The embedded preview cannot start ({error_text(exc)}).\n"
+                                      "Use \"Open in browser\" to see the same preview.", alignment=Qt.AlignCenter)
+            self.unavailable.setWordWrap(True)
+            layout.addWidget(self.unavailable, 1)
+
+    # --- API for the main window ---------------------------------------------------------------
+    def set_model(self, model_path: str, outputs: list[str], parameter_names=(), producer_of=None) -> None:
+        """Show `outputs` of the model at `model_path` (debounced). `producer_of(tensor)`: the
+        name of the node producing it, to focus tensors in the graph."""
+        self._request = (str(model_path), list(outputs), tuple(parameter_names))
+        if producer_of is not None:
+            self._producer_of = producer_of
+        self.changed_at = time.perf_counter()
+        self._debounce.start()
+
+    def set_mode(self, mode: str) -> None:
+        if mode != self.mode:
+            self.mode = mode
+            (self.pruned_button if mode == "pruned" else self.original_button).setChecked(True)
+            if self._request is not None:
+                self.changed_at = time.perf_counter()
+                self._build()
+
+    def focus_node(self, tensor_name: str) -> None:
+        """Select the node producing `tensor_name` in Netron (if it is in the shown graph)."""
+        self._focus_tensor = tensor_name
+        node = self._producer_of(tensor_name)
+        if node and self.view is not None and self.last_node_count > 0:
+            self.view.focus(node)
+
+    def open_in_browser(self) -> None:
+        if self.last_url:
+            QDesktopServices.openUrl(QUrl(self.last_url))
+
+    def wait_rendered(self, timeout: float = 30.0) -> int:
+        """Block (processing events) until the current preview is drawn; its node count, -1 if not."""
+        from PySide6.QtWidgets import QApplication
+
+        end = time.perf_counter() + timeout
+        while time.perf_counter() < end:
+            if not self._debounce.isActive() and not self._jobs and not self._poll.isActive() \
+                    and self.last_node_count >= 0:
+                return self.last_node_count
+            QApplication.processEvents()
+            time.sleep(0.01)
+        return -1
+
+    def shutdown(self) -> None:
+        """Stop timers, release WebEngine (page before profile), stop the server."""
+        self._debounce.stop()
+        self._poll.stop()
+        self._generation += 1
+        if self.view is not None:
+            self.view.release()
+        self.server.stop()
+
+    # --- internals -----------------------------------------------------------------------------
+    def _build(self) -> None:
+        if self._request is None:
+            return
+        path, outputs, params = self._request
+        chosen = outputs if self.mode == "pruned" else None
+        self._generation += 1
+        generation = self._generation
+        self.last_node_count = -1
+        self.status.setText("building the preview…")
+        job = Job(lambda progress, cancel: preview_bytes(path, chosen, params), "preview")
+        job.signals.returned.connect(lambda data: self._publish(generation, data))
+        job.signals.errored.connect(lambda exc, _tb: self._failed(generation, error_text(exc)))
+        self._jobs.add(job)
+        job.signals.finished.connect(lambda: self._jobs.discard(job))
+        job.start()
+
+    def _publish(self, generation: int, data: bytes) -> None:
+        if generation != self._generation:
+            return
+        name = "pruned.onnx" if self.mode == "pruned" else "original.onnx"
+        self.last_url = self.server.publish(data, name)
+        self.status.setText(f"{self.mode} graph, {len(data) / 1024:.0f} KB without weights")
+        if self.view is not None:
+            self.view.load(QUrl(self.last_url))
+        else:
+            self.last_node_count = 0
+
+    def _failed(self, generation: int, text: str) -> None:
+        if generation == self._generation:
+            self.last_node_count = 0
+            self.status.setText(f"no preview: {text}")
+            self.failed.emit(text)
+
+    def _loaded(self, ok: bool) -> None:
+        self._poll_started = time.perf_counter()
+        self._poll.start()
+
+    def _check_drawn(self) -> None:
+        generation = self._generation
+        if time.perf_counter() - self._poll_started > RENDER_TIMEOUT_S:
+            self._poll.stop()
+            self._failed(generation, "Netron did not draw the graph")
+            return
+        self.view.node_count(lambda n: self._counted(generation, n))
+
+    def _counted(self, generation: int, count: int) -> None:
+        if generation != self._generation or count <= 0 or not self._poll.isActive():
+            return
+        self._poll.stop()
+        self.last_node_count = count
+        self.render_seconds = time.perf_counter() - self.changed_at
+        if self._focus_tensor:
+            self.focus_node(self._focus_tensor)
+        self.rendered.emit(count)

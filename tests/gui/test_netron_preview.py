@@ -1,0 +1,133 @@
+"""The Netron preview, for real: WebEngine offscreen, Netron's own page, our loopback server."""
+
+from __future__ import annotations
+
+import datetime
+
+import onnx
+import pytest
+
+from onnxport.core.preview import preview_model
+from onnxport.gui.netron_server import AGE_CHECK, NETRON_DIR, PreviewServer, patched_browser_js
+
+from ..core.model_builders import eval_like_mlp, mlp_weights
+
+pytestmark = pytest.mark.gui
+PARAMS = tuple(mlp_weights())
+
+
+@pytest.fixture
+def eval_model(tmp_path):
+    path = tmp_path / "eval_model.onnx"
+    onnx.save(eval_like_mlp(), path)
+    return path
+
+
+@pytest.fixture
+def panel(qtbot):
+    from onnxport.gui.preview_panel import PreviewPanel
+
+    widget = PreviewPanel()
+    qtbot.addWidget(widget)
+    widget.resize(900, 700)
+    widget.show()
+    yield widget
+    widget.shutdown()
+
+
+def expected_nodes(path, outputs) -> int:
+    return len(preview_model(onnx.load(path), outputs, PARAMS).graph.node)
+
+
+def show(qtbot, panel, path, outputs) -> int:
+    with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
+        panel.set_model(str(path), outputs, PARAMS)
+    return drawn.args[0]
+
+
+def test_netron_draws_the_pruned_graph_and_follows_the_selection(qtbot, panel, eval_model):
+    drawn = show(qtbot, panel, eval_model, ["logits"])
+    assert drawn == expected_nodes(eval_model, ["logits"]) == 7  # 2 x (Transpose, MatMul, Add) + Relu; no Dropout
+    drawn = show(qtbot, panel, eval_model, ["hidden"])
+    assert drawn == expected_nodes(eval_model, ["hidden"]) == 4
+    with qtbot.waitSignal(panel.rendered, timeout=60_000) as original:
+        panel.set_mode("original")
+    assert original.args[0] == len(onnx.load(eval_model).graph.node)
+    # nothing left the machine: every request the page made went to our loopback server
+    interceptor = panel.view.interceptor
+    assert interceptor.allowed and all("127.0.0.1" in u for u in interceptor.allowed if u.startswith("http"))
+    assert "/data/" in " ".join(panel.server.requests)
+
+
+def test_outside_requests_are_blocked(qtbot, panel, eval_model):
+    show(qtbot, panel, eval_model, ["logits"])
+    panel.view.run("fetch('https://example.com/x').catch(() => null); 1")
+    qtbot.waitUntil(lambda: any("example.com" in u for u in panel.view.interceptor.blocked), timeout=10_000)
+    assert not any("example.com" in u for u in panel.view.interceptor.allowed)
+
+
+def test_focus_selects_the_producing_node(qtbot, panel, eval_model):
+    panel.set_model(str(eval_model), ["logits"], PARAMS, producer_of={"fc1.mm": "/fc1/MatMul"}.get)
+    assert panel.wait_rendered(60) == 7
+    with qtbot.waitCallback(timeout=10_000) as found:
+        panel.view.focus("/fc1/MatMul", found)
+    assert found.args[0] is True
+    with qtbot.waitCallback(timeout=10_000) as missing:
+        panel.view.focus("/not/a/node", missing)
+    assert missing.args[0] is False
+
+
+def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
+    """Serve Netron with a build date years old: its own check would loop on 'Please update'."""
+    from onnxport.gui.preview_panel import PreviewPanel
+
+    assert AGE_CHECK in (NETRON_DIR / "browser.js").read_text(encoding="utf-8")  # the check we defuse exists
+    assert AGE_CHECK not in patched_browser_js((NETRON_DIR / "browser.js").read_text(encoding="utf-8"))
+    panel = PreviewPanel()
+    qtbot.addWidget(panel)
+    panel.server.stop()
+    panel.server = PreviewServer(build_date=datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc))
+    panel.view.origin = panel.server.origin
+    panel.show()
+    try:
+        assert show(qtbot, panel, eval_model, ["logits"]) == 7
+        with qtbot.waitCallback(timeout=10_000) as text:
+            panel.view.run("document.body.innerText", text)
+        assert "Please update" not in (text.args[0] or "")
+    finally:
+        panel.shutdown()
+
+
+def test_the_main_window_previews_what_is_checked(qtbot, window, example):
+    window.tabs.setCurrentWidget(window.preview)  # Chromium does not lay out pages nobody sees
+    with qtbot.waitSignal(window.loaded, timeout=20_000):
+        window.open_paths(example)
+    assert window.preview.wait_rendered(60) == len(
+        preview_model(onnx.load(example[0]), ["logits", "probabilities"], PARAMS_EXAMPLE).graph.node)
+    relu = window.model.index_of("/Relu_output_0")
+    window.model.set_checked("logits", False)
+    window.model.set_checked("probabilities", False)
+    with qtbot.waitSignal(window.preview.rendered, timeout=60_000) as drawn:
+        window.model.set_checked(relu.internalPointer().info.name, True)
+    assert drawn.args[0] == 2  # Gemm + Relu
+
+
+PARAMS_EXAMPLE = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+
+
+def test_without_webengine_the_panel_says_why_and_offers_the_browser(qtbot, monkeypatch, eval_model):
+    import sys
+
+    from onnxport.gui.preview_panel import PreviewPanel
+
+    monkeypatch.setitem(sys.modules, "onnxport.gui.netron_view", None)  # import fails as if not installed
+    panel = PreviewPanel()
+    qtbot.addWidget(panel)
+    try:
+        assert panel.view is None and "cannot start" in panel.unavailable.text()
+        assert panel.browser_button.isEnabled()
+        panel.set_model(str(eval_model), ["logits"], PARAMS)
+        assert panel.wait_rendered(30) == 0  # published, nothing to draw here
+        assert panel.last_url.startswith("http://127.0.0.1:")
+    finally:
+        panel.shutdown()
