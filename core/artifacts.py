@@ -248,7 +248,7 @@ def generate_training_artifacts(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     opt_path = out_dir / "optimizer_model.onnx" if OPTIMIZERS[optimizer] else None
-    report(1.0, "artifacts written")
+    report.finished("artifacts written")
     return ArtifactsResult(out_dir, out_dir / "training_model.onnx", out_dir / "eval_model.onnx", opt_path,
                            out_dir / "checkpoint", train_names, frozen_names, loss, optimizer, loss_input,
                            repairs, notes, time.perf_counter() - started)

@@ -171,7 +171,7 @@ def export_model(
     )
     written = write_model(skeleton, list(consts.values()), out_path, external_data=use_external,
                           report=report.sub(0.05, 1.0))
-    report(1.0, "done")
+    report.finished()
     return ExportResult(
         path=written.path,
         data_path=written.data_path,

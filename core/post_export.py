@@ -78,7 +78,7 @@ def post_export(
                           progress=report.sub(0.85, 1.0), cancel=cancel)
     full = build_report(export=export, validation=validation, quantize=quantized, bench=bench)
     path = write_report(report_path_for(out), full)
-    report(1.0, "done")
+    report.finished()
     lines = summary_lines(full) + [f"report: {path}"]
     return {key: full[key] for key in ("validation", "quantize", "bench") if key in full} | {
         "report_path": str(path), "passed": full["passed"], "summary_lines": lines}

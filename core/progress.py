@@ -51,6 +51,12 @@ class Reporter:
         if self._cancel is not None:
             self._cancel.check()
 
+    def finished(self, message: str = "done") -> None:
+        """Report completion without checking for cancel: once the result exists (a file renamed
+        into place), a late cancel must not turn success into "cancelled"."""
+        if self._progress is not None:
+            self._progress(1.0, message)
+
     def sub(self, start: float, end: float) -> Reporter:
         """A reporter mapping [0, 1] onto [start, end] of this one."""
         parent = self

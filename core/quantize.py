@@ -10,7 +10,8 @@ returns a `QuantizeResult`. Steps:
 3. quantize (quantize_modes.py) and check ONNX Runtime runs the result;
 4. with `accuracy_target` (cosine per output on `validation_inputs`, default 0.99): validate
    against the float32 model; while it misses, rank the quantized nodes by the error they add
-   (sensitivity.py) and keep the worst 1, 2, 4... in float, then quantize again. The nodes kept
+   (sensitivity.py) and keep the worst 1, 2, 4... in float (static: with the producers of their
+   inputs, whose quantized outputs they would still read), then quantize again. The nodes kept
    are reported (`kept_float_nodes`) and recorded in the model's metadata (`onnxport.quantize`),
    so `requantize` can exclude more and try again. If even that misses, nothing is written;
 5. a final validation report against the original model (with the nodes adding most error).
@@ -126,8 +127,9 @@ def quantize(
         loop = report.sub(0.4, 0.92)
         ranked_ops = None if mode == "fp16" else set(
             modes.static_op_types(op_types) if mode == "static" else (op_types or modes.DYNAMIC_OP_TYPES)) | {"Gemm"}
+        expand = _input_producers(prepared, ranked_ops) if mode == "static" and accuracy_target is not None else None
         dst, kept, attempts, met = _accuracy_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded,
-                                                  accuracy_target, ranked_ops, loop)
+                                                  accuracy_target, ranked_ops, loop, expand)
         if accuracy_target is not None and not met:
             last = attempts[-1]
             raise OnnxportError(
@@ -142,7 +144,7 @@ def quantize(
         report(0.98, f"writing {out_path.name}")
         written = stage.commit(dst)
     size = sum(p.stat().st_size for p in written)
-    report(1.0, "done")
+    report.finished()
     return QuantizeResult(
         path=out_path, data_path=next((p for p in written if p != out_path), None), mode=mode,
         size_bytes=size, source_path=model_path, source_size_bytes=source_bytes, kept_float_nodes=kept,
@@ -153,7 +155,7 @@ def quantize(
 
 
 def _accuracy_loop(attempt, stage: Staging, name: str, prepared: Path, val_feeds, excluded: list[str],
-                   target: float | None, op_types: set[str] | None, report: Reporter):
+                   target: float | None, op_types: set[str] | None, report: Reporter, expand=None):
     kept: list[str] = []
     attempts: list[dict] = []
     previous: Path | None = None
@@ -185,8 +187,31 @@ def _accuracy_loop(attempt, stage: Staging, name: str, prepared: Path, val_feeds
         if not groups:
             break
         for group in groups[: 2**round_]:
-            kept += [n for n in group if n not in kept]
+            if expand is not None:
+                group = group + expand(group)
+            kept += [n for n in group if n not in kept and n not in excluded]
     return previous, kept, attempts, False
+
+
+def _input_producers(model_path: Path, op_types: set[str] | None):
+    """For QDQ: a node kept in float still reads its inputs through the Q/DQ pair its producer's
+    quantized output got (e.g. a Softmax after an Add of a -1e4 attention mask: the error is in
+    that edge). So keeping a node in float also keeps the quantizable producers of its inputs."""
+    graph = load_graph(model_path).graph
+    producer = {o: n for n in graph.node for o in n.output if o}
+    by_name = {n.name: n for n in graph.node}
+
+    def expand(group: list[str]) -> list[str]:
+        found = []
+        for name in group:
+            node = by_name.get(name)
+            for inp in node.input if node is not None else ():
+                p = producer.get(inp)
+                if p is not None and p.name and (op_types is None or p.op_type in op_types):
+                    found.append(p.name)
+        return [n for n in dict.fromkeys(found) if n not in group]
+
+    return expand
 
 
 def _map_node_names(names: list[str], original: Path, prepared: Path, notes: list[str]) -> list[str]:

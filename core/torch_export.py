@@ -161,7 +161,7 @@ def export_torch(
         report(0.85, "quantizing (dynamic int8)")
         result.quantized_path = quantize_dynamic_int8(out_path)
     result.seconds = time.perf_counter() - started
-    report(1.0, "exported")
+    report.finished("exported")
     return result
 
 

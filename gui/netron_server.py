@@ -51,6 +51,7 @@ class PreviewServer:
         self._name = "preview.onnx"
         self._data = b""
         self._version = 0
+        self.data_url = ""  # the published model itself (for opening it in a running page)
         self.requests: list[str] = []  # paths asked for (tests, debugging)
         self.build_date = build_date
         server = self
@@ -81,6 +82,7 @@ class PreviewServer:
         with self._lock:
             self._version += 1
             self._data, self._name = bytes(data), name
+            self.data_url = f"{self.origin}/data/{self._version}/{name}"
             return f"{self.origin}/?v={self._version}"
 
     def stop(self) -> None:

@@ -6,8 +6,8 @@
 - The profile is off the record (nothing written to disk) and gets Netron's `consent` cookie
   before the first load, so the cookie banner never covers the graph.
 - `NetronView.run(js, callback)` runs JavaScript in the page; `node_count()` counts the graph
-  nodes Netron drew; `focus(node_name)` selects and scrolls to a node.
-- `release()` tears down in the order WebEngine needs: page first, then profile.
+  nodes Netron drew; `reopen()` opens the next model in the same page (no reload); `focus(node_name)` selects and scrolls to a node.
+- `release()` tears down in the order WebEngine needs: view and page first, then profile.
 """
 
 from __future__ import annotations
@@ -24,9 +24,18 @@ from PySide6.QtWebEngineWidgets import QWebEngineView
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 NETWORK_SCHEMES = {"http", "https", "ws", "wss", "ftp"}
 # operator nodes (not inputs/outputs), counted once Netron has laid the graph out (its view's
-# target is set at the end of layout; nodes exist in the DOM before they are placed)
-COUNT_NODES_JS = ("(window.__view__ && window.__view__._target) ? "
-                  "document.querySelectorAll('#canvas g.graph-node').length : 0")
+# target is set at the end of layout; nodes exist in the DOM before they are placed). After an
+# in-page reopen (`reopen`), only once that model's open has finished (its marker is set).
+COUNT_NODES_JS = ("window.__onnxport_drawn === -1 ? -1 : ((%s === null || window.__onnxport_drawn === %s) && window.__view__ && window.__view__._target)"
+                  " ? document.querySelectorAll('#canvas g.graph-node').length : 0")
+# open another model in the page already running Netron: no reload, no script re-parse
+REOPEN_JS = """(function (url, name, marker) {
+  const view = window.__view__; const host = view && view._host;
+  if (!host || typeof host._openModel !== 'function') { return false; }
+  window.__onnxport_drawn = null;
+  host._openModel(url, name, name).then((status) => { window.__onnxport_drawn = status === '' ? marker : -1; });
+  return true;
+})(%s, %s, %d)"""
 FOCUS_JS = """(function (id) {
   const view = window.__view__; const target = view && view._target;
   if (!target || !target._table) { return false; }
@@ -83,19 +92,28 @@ class NetronView(QWebEngineView):
         else:
             self.page().runJavaScript(js, 0, callback)
 
-    def node_count(self, callback) -> None:
-        self.run(COUNT_NODES_JS, lambda n: callback(int(n or 0)))
+    def node_count(self, callback, marker: int | None = None) -> None:
+        """Nodes drawn (0 while not drawn yet, -1 if a reopen failed); `marker`: the one given to
+        `reopen`, if used."""
+        key = "null" if marker is None else str(int(marker))
+        self.run(COUNT_NODES_JS % (key, key), lambda n: callback(int(n or 0)))
+
+    def reopen(self, data_url: str, name: str, marker: int, callback) -> None:
+        """Open `data_url` in the running Netron page; `callback(False)` if there is none."""
+        self.run(REOPEN_JS % (json.dumps(data_url), json.dumps(name), marker), lambda ok: callback(bool(ok)))
 
     def focus(self, node_name: str, callback=None) -> None:
         self.run(FOCUS_JS % json.dumps(f"node-name-{node_name}"), callback)
 
     def release(self) -> None:
-        """Page before profile: a profile deleted while its page lives crashes WebEngine."""
-        if self.profile is None:
-            return
-        page = self.page()
+        """Delete this view, then its profile: the view takes its page (a child) with it, and a
+        profile deleted while one of its pages lives crashes WebEngine. No page of the default
+        profile is left behind either (it would outlive the app's default profile at exit).
+        The view must not be used afterwards."""
+        profile, self.profile = self.profile, None
         self.stop()
-        self.setPage(QWebEnginePage(self))  # a default-profile page owned by the view
-        shiboken6.delete(page)  # now, not later: the event loop may not run again (app exit)
-        shiboken6.delete(self.profile)
-        self.profile = None
+        if profile is not None:
+            profile.setUrlRequestInterceptor(None)
+        shiboken6.delete(self)  # now, not later: the event loop may not run again (app exit)
+        if profile is not None:
+            shiboken6.delete(profile)

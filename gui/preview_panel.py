@@ -2,7 +2,8 @@
 
 `set_model(path, outputs, parameter_names)` is debounced (the user ticks several boxes in a
 row); the weight-free preview model (core/preview.py) is built in the worker, published on the
-loopback server (gui/netron_server.py) and the page reloaded. After each load the panel polls
+loopback server (gui/netron_server.py) and opened in the running Netron page (the page is loaded
+only the first time, or again if that fails). After each open the panel polls
 the page until Netron has drawn (`rendered(node_count)`), then re-focuses the tensor the user
 had selected, so the place is kept across reloads where Netron allows. "Pruned"/"Original"
 switches between the export's graph and the whole graph. Without WebEngine the panel says why
@@ -44,6 +45,11 @@ class PreviewPanel(QWidget):
         self._poll_started = 0.0
         self.last_node_count = -1
         self.last_url = ""
+        self._closed = False
+        self.reuse_page = True  # False: reload the page for every model (the bench's reference)
+        self.reloads = 0  # full page loads (the first one, or after a failed in-page reopen)
+        self._page_ready = False  # Netron is running in the page: the next model opens in place
+        self._marker: int | None = None  # the in-page open being waited for (None: a page load)
         self.changed_at = 0.0  # when the last set_model arrived (benchmark: time to drawn)
         self.render_seconds = 0.0
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS, timeout=self._build)
@@ -122,11 +128,15 @@ class PreviewPanel(QWidget):
 
     def shutdown(self) -> None:
         """Stop timers, release WebEngine (page before profile), stop the server."""
+        if self._closed:
+            return
+        self._closed = True
         self._debounce.stop()
         self._poll.stop()
         self._generation += 1
-        if self.view is not None:
-            self.view.release()
+        view, self.view = self.view, None
+        if view is not None:
+            view.release()
         self.server.stop()
 
     # --- internals -----------------------------------------------------------------------------
@@ -151,11 +161,29 @@ class PreviewPanel(QWidget):
             return
         name = "pruned.onnx" if self.mode == "pruned" else "original.onnx"
         self.last_url = self.server.publish(data, name)
-        self.status.setText(f"{self.mode} graph, {len(data) / 1024:.0f} KB without weights")
-        if self.view is not None:
-            self.view.load(QUrl(self.last_url))
-        else:
+        size = f"{len(data) / 1024:.0f} KB" if len(data) >= 10_240 else f"{len(data):,} bytes"
+        self.status.setText(f"{self.mode} graph, {size} without weights")
+        if self.view is None:
             self.last_node_count = 0
+        elif self._page_ready and self.reuse_page:
+            self.view.reopen(self.server.data_url, name, generation, lambda ok: self._reopened(generation, ok))
+        else:
+            self._load_page()
+
+    def _load_page(self) -> None:
+        self._marker = None
+        self._page_ready = False
+        self.reloads += 1
+        self.view.load(QUrl(self.last_url))
+
+    def _reopened(self, generation: int, ok: bool) -> None:
+        if generation != self._generation or self.view is None:
+            return
+        if not ok:
+            self._load_page()
+            return
+        self._marker = generation
+        self._loaded(True)
 
     def _failed(self, generation: int, text: str) -> None:
         if generation == self._generation:
@@ -173,12 +201,17 @@ class PreviewPanel(QWidget):
             self._poll.stop()
             self._failed(generation, "Netron did not draw the graph")
             return
-        self.view.node_count(lambda n: self._counted(generation, n))
+        if self.view is not None:
+            self.view.node_count(lambda n: self._counted(generation, n), self._marker)
 
     def _counted(self, generation: int, count: int) -> None:
-        if generation != self._generation or count <= 0 or not self._poll.isActive():
+        if generation != self._generation or count == 0 or not self._poll.isActive():
             return
         self._poll.stop()
+        if count < 0:  # the in-page open failed: load the page afresh (Netron says why, if it can)
+            self._load_page()
+            return
+        self._page_ready = True
         self.last_node_count = count
         self.render_seconds = time.perf_counter() - self.changed_at
         if self._focus_tensor:

@@ -6,6 +6,16 @@ before/after, and the error per output (1 - cosine) against the target line. The
 the most error are listed with check boxes; "Keep checked in float and quantize again" emits
 `requantizeRequested(list[str])` for the host window to run `core.quantize.requantize`.
 Any section of the report may be missing; the view shows what is there.
+
+Public API (embedded by gui/main_window.py):
+- `ReportView(parent=None)`: a QWidget; `set_report(report: dict | None)` shows a report dict as
+  `core.report.build_report` makes it (or as read back with `load_report(path)`); None clears it.
+  `.report` is the dict shown.
+- `requantizeRequested(list[str])` (signal): the node names the user checked, after a click on
+  "Keep checked nodes in float and quantize again"; `checked_nodes()` returns them.
+- `.chart` is the `ReportChart` (`panels()`, `bar_rects()` describe what it draws); `.verdict`,
+  `.details` are the labels with the verdict and the numbers.
+- `load_report(path) -> dict`: read a `<stem>.report.json`.
 """
 
 from __future__ import annotations

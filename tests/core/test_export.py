@@ -188,3 +188,18 @@ def test_source_model_with_external_data_is_copied_not_loaded(tmp_path):
         export_model(src, tmp_path / "broken.onnx", ["probabilities"])
     assert not (tmp_path / "broken.onnx").exists()
 
+
+
+def test_a_cancel_arriving_after_the_rename_does_not_report_cancelled(tmp_path):
+    """The last progress call comes once the file is in place: it must not raise Cancelled."""
+    src = tmp_path / "forward.onnx"
+    onnx.save(forward_mlp(), src)
+    token = CancelToken()
+    out = tmp_path / "out.onnx"
+
+    def progress(fraction, message):
+        if out.exists():
+            token.cancel()  # the user clicks Cancel just as the export finishes
+
+    result = export_model(src, out, ["logits"], progress=progress, cancel=token)
+    assert result.path == out and out.exists() and token.cancelled

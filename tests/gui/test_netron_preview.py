@@ -53,6 +53,7 @@ def test_netron_draws_the_pruned_graph_and_follows_the_selection(qtbot, panel, e
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as original:
         panel.set_mode("original")
     assert original.args[0] == len(onnx.load(eval_model).graph.node)
+    assert panel.reloads == 1  # later models open in the running page, no reload
     # nothing left the machine: every request the page made went to our loopback server
     interceptor = panel.view.interceptor
     assert interceptor.allowed and all("127.0.0.1" in u for u in interceptor.allowed if u.startswith("http"))

@@ -1,0 +1,275 @@
+"""Dynamic int8 of a BERT-style encoder: onnxport vs plain `quantize_dynamic` on ORT's own export.
+
+    python -m bench quant_bench [--layers 6] [--hidden 384] [--vocab 16000] [--seq 128] [--seconds 3]
+
+A random BERT (transformers `BertConfig`, no download) is given trained-looking weights (weights
+wider than a fresh init, and a few outlier hidden dimensions in every LayerNorm, as trained BERTs
+have), exported the way seed 002 says (`torch.onnx.export(dynamo=False,
+training=TrainingMode.TRAINING, do_constant_folding=False, export_params=True)`), and turned into
+ORT training artifacts (eval graph + checkpoint). Then:
+- onnxport: `export_model` (eval graph + checkpoint -> float32 inference model), then
+  `quantize(..., "dynamic")` with its default accuracy target (cosine >= 0.99 per output);
+- reference: ORT's `Module.export_model_for_inferencing` and plain `quantize_dynamic` on it.
+- onnxport again with a tighter target (`--strict`, cosine >= 0.999): the accuracy-target loop
+  keeps the most sensitive nodes in float; which ones is printed.
+Measured in this run: size, latency (p50/p90, alternating rounds, 1 thread, batch 1) and cosine
+of the pooled output on held-out inputs (padded token ids), each int8 model against its float32
+model. Bars (DESIGN.md): onnxport int8 <= 0.4x the float32 size, latency ratio < 1, cosine >= 0.99.
+Writes build/bench/quant_bench.json; exit 1 if a bar is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path("build/bench")
+OUTPUTS = ["pooler_output", "last_hidden_state"]
+POOLED = "pooler_output"
+BARS = {"size_ratio": 0.4, "latency_ratio": 1.0, "min_cosine": 0.99}
+
+
+def build_bert(layers: int, hidden: int, vocab: int, seq: int, outlier: float = 12.0,
+               ffn_outlier: float = 0.0, seed: int = 0):
+    """A BertModel with trained-looking weights (see the module docstring)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=max(hidden // 64, 1), intermediate_size=4 * hidden,
+                        max_position_embeddings=max(seq, 128), initializer_range=0.05,
+                        attn_implementation="eager")
+    model = BertModel(config)
+    rng = np.random.default_rng(seed)
+    outliers = rng.choice(hidden, size=2, replace=False)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm.weight" in name:
+                p.copy_(torch.from_numpy((1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)))
+                p[outliers] = outlier
+            elif "LayerNorm.bias" in name:
+                p.copy_(torch.from_numpy((0.1 * rng.standard_normal(hidden)).astype(np.float32)))
+                p[outliers] = outlier / 3
+            elif name.endswith(".bias"):
+                p.copy_(torch.from_numpy((0.05 * rng.standard_normal(p.shape)).astype(np.float32)))
+        for layer in model.encoder.layer:  # a few huge FFN activations, as trained transformers have
+            channels = torch.from_numpy(rng.choice(4 * hidden, size=2, replace=False))
+            layer.intermediate.dense.bias[channels] = ffn_outlier
+            layer.output.dense.weight[:, channels] *= 0.1
+    model.train()
+    return model
+
+
+def export_training_mode(model, path: Path, seq: int) -> None:
+    import torch
+
+    class Encoder(torch.nn.Module):  # BertModel.forward's positional order varies across versions
+        def __init__(self, bert) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+            return out.last_hidden_state, out.pooler_output
+
+    ids = torch.randint(0, model.config.vocab_size, (2, seq))
+    mask = torch.ones(2, seq, dtype=torch.int64)
+    model = Encoder(model).train()
+    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
+            "last_hidden_state": {0: "batch", 1: "sequence"}, "pooler_output": {0: "batch"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (ids, mask), str(path), dynamo=False, export_params=True, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING, input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state", "pooler_output"], dynamic_axes=axes, opset_version=17)
+
+
+def ort_export(artifacts: Path, out: Path) -> None:
+    from onnxruntime.training.api import CheckpointState, Module
+
+    state = CheckpointState.load_checkpoint(str(artifacts / "checkpoint"))
+    module = Module(str(artifacts / "training_model.onnx"), state, str(artifacts / "eval_model.onnx"))
+    module.export_model_for_inferencing(str(out), OUTPUTS)
+
+
+def held_out_inputs(path: Path, vocab: int, seq: int, batch: int = 8, seed: int = 123) -> Path:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000 if vocab > 2000 else 1, vocab, (batch, seq)).astype(np.int64)
+    mask = np.ones((batch, seq), np.int64)
+    for row, length in enumerate(rng.integers(seq // 4, seq + 1, batch)):
+        ids[row, 0] = 101 if vocab > 101 else 0
+        mask[row, length:] = 0
+        ids[row, length:] = 0
+    np.savez(path, input_ids=ids, attention_mask=mask)
+    return path
+
+
+def bench_input(path: Path, held_out: Path) -> Path:
+    data = np.load(held_out)
+    np.savez(path, input_ids=data["input_ids"][:1], attention_mask=np.ones_like(data["attention_mask"][:1]))
+    return path
+
+
+def cosine_of(model: Path, reference: Path, inputs: Path) -> tuple[float, float]:
+    from onnxport.core.validate import validate
+
+    report = validate(model, reference, inputs=inputs, layers=False)
+    by_name = {o.name: o for o in report.outputs}
+    return by_name[POOLED].cosine, report.min_cosine
+
+
+def run(args: argparse.Namespace, work: Path) -> dict:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from onnxport.core.artifacts import generate_training_artifacts
+    from onnxport.core.benchmark import benchmark
+    from onnxport.core.checkpoint import read_checkpoint
+    from onnxport.core.export import export_model
+    from onnxport.core.quantize import quantize
+    from onnxport.core.runtime import model_size
+    from onnxport.core.validate import validate
+
+    t0 = time.perf_counter()
+    model = build_bert(args.layers, args.hidden, args.vocab, args.seq, args.outlier, args.ffn_outlier)
+    forward = work / "forward.onnx"
+    export_training_mode(model, forward, args.seq)
+    del model
+    artifacts = generate_training_artifacts(forward, work / "artifacts", loss="mse", loss_input=POOLED,
+                                            optimizer="adamw")
+    print(f"built and exported a {args.layers}-layer BERT (hidden {args.hidden}, vocab {args.vocab}) "
+          f"in {time.perf_counter() - t0:.0f} s", flush=True)
+    params = read_checkpoint(artifacts.checkpoint)
+    held_out = held_out_inputs(work / "held_out.npz", args.vocab, args.seq)
+    one = bench_input(work / "bench_input.npz", held_out)
+
+    fp32 = work / "model.onnx"
+    t = time.perf_counter()
+    export_model(artifacts.eval_model, fp32, OUTPUTS, params)
+    export_s = time.perf_counter() - t
+    check = validate(fp32, artifacts.eval_model, params=params, inputs=held_out, layers=False)
+    int8 = work / "model.int8.onnx"
+    t = time.perf_counter()
+    result = quantize(fp32, int8, "dynamic", per_channel=args.per_channel)
+    quant_s = time.perf_counter() - t
+
+    strict = work / "model.int8.strict.onnx"
+    t = time.perf_counter()
+    if args.work and (Path(args.work) / "stop").exists():
+        raise SystemExit("stopped before the strict run")
+    strict_result = quantize(fp32, strict, "dynamic", per_channel=args.per_channel, accuracy_target=args.strict)
+    strict_s = time.perf_counter() - t
+
+    ort_fp32 = work / "ort_model.onnx"
+    ort_export(artifacts.folder, ort_fp32)
+    ort_int8 = work / "ort_model.int8.onnx"
+    t = time.perf_counter()
+    quantize_dynamic(str(ort_fp32), str(ort_int8), weight_type=QuantType.QInt8)
+    ort_quant_s = time.perf_counter() - t
+
+    bench_ours = benchmark([fp32, int8], inputs=one, seconds=args.seconds, threads=args.threads)
+    bench_strict = benchmark([fp32, strict], inputs=one, seconds=args.seconds, threads=args.threads)
+    bench_ort = benchmark([ort_fp32, ort_int8], inputs=one, seconds=args.seconds, threads=args.threads)
+    ours_pooled, ours_min = cosine_of(int8, fp32, held_out)
+    ort_pooled, ort_min = cosine_of(ort_int8, ort_fp32, held_out)
+    strict_pooled, strict_min = cosine_of(strict, fp32, held_out)
+    return {
+        "model": {"layers": args.layers, "hidden": args.hidden, "intermediate": 4 * args.hidden,
+                  "vocab": args.vocab, "sequence": args.seq, "fp32_bytes": model_size(fp32),
+                  "ort_fp32_bytes": model_size(ort_fp32)},
+        "export": {"seconds": round(export_s, 3), "validation_passed": check.passed,
+                   "min_cosine_vs_eval_graph": check.min_cosine},
+        "onnxport": {"size_ratio": bench_ours.size_ratio, "latency_ratio": bench_ours.latency_ratio,
+                     "p50_ms": [m.p50_ms for m in bench_ours.models], "p90_ms": [m.p90_ms for m in bench_ours.models],
+                     "throughput": [m.throughput for m in bench_ours.models],
+                     "cosine_pooled": ours_pooled, "min_cosine": ours_min, "quantize_seconds": round(quant_s, 2),
+                     "kept_float_nodes": result.kept_float_nodes, "attempts": result.attempts,
+                     "per_channel": args.per_channel, "notes": result.notes},
+        "onnxport_strict": {"target": args.strict, "size_ratio": bench_strict.size_ratio,
+                            "latency_ratio": bench_strict.latency_ratio,
+                            "p50_ms": [m.p50_ms for m in bench_strict.models],
+                            "p90_ms": [m.p90_ms for m in bench_strict.models],
+                            "throughput": [m.throughput for m in bench_strict.models],
+                            "cosine_pooled": strict_pooled, "min_cosine": strict_min,
+                            "quantize_seconds": round(strict_s, 2), "kept_float_nodes": strict_result.kept_float_nodes,
+                            "attempts": strict_result.attempts},
+        "ort_plain": {"size_ratio": bench_ort.size_ratio, "latency_ratio": bench_ort.latency_ratio,
+                      "p50_ms": [m.p50_ms for m in bench_ort.models], "p90_ms": [m.p90_ms for m in bench_ort.models],
+                      "throughput": [m.throughput for m in bench_ort.models],
+                      "cosine_pooled": ort_pooled, "min_cosine": ort_min, "quantize_seconds": round(ort_quant_s, 2)},
+        "bench_inputs": bench_ours.inputs, "threads": args.threads,
+    }
+
+
+def bars(data: dict) -> dict[str, bool]:
+    ours = data["onnxport"]
+    return {
+        f"size ratio <= {BARS['size_ratio']}": ours["size_ratio"] <= BARS["size_ratio"],
+        "latency ratio < 1": ours["latency_ratio"] < BARS["latency_ratio"],
+        f"cosine (pooled) >= {BARS['min_cosine']}": ours["cosine_pooled"] >= BARS["min_cosine"],
+        "export matches eval graph + checkpoint": data["export"]["validation_passed"],
+    }
+
+
+def table(data: dict) -> str:
+    rows = [("", "size x", "p50 ms fp32 -> int8", "p90 ms fp32 -> int8", "latency x", "cosine pooled", "min cosine")]
+    labels = (("ort_plain", "ORT export + quantize_dynamic"), ("onnxport", "onnxport export + quantize"),
+              ("onnxport_strict", f"onnxport, target {data['onnxport_strict']['target']}"))
+    for key, label in labels:
+        r = data[key]
+        rows.append((label, f"{r['size_ratio']:.3f}", f"{r['p50_ms'][0]:.2f} -> {r['p50_ms'][1]:.2f}",
+                     f"{r['p90_ms'][0]:.2f} -> {r['p90_ms'][1]:.2f}", f"{r['latency_ratio']:.3f}",
+                     f"{r['cosine_pooled']:.5f}", f"{r['min_cosine']:.5f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench quant_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--hidden", type=int, default=384)
+    parser.add_argument("--vocab", type=int, default=16000)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--outlier", type=float, default=12.0, help="LayerNorm gain of the outlier dimensions")
+    parser.add_argument("--ffn-outlier", type=float, default=25.0, help="bias of 2 outlier FFN channels per layer")
+    parser.add_argument("--work", metavar="DIR", help="keep the models in DIR (default: a temp folder)")
+    parser.add_argument("--strict", type=float, default=0.999, help="a second, tighter accuracy target")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per model")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--per-channel", action="store_true", help="onnxport: per-channel weight scales")
+    args = parser.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    if args.work:
+        Path(args.work).mkdir(parents=True, exist_ok=True)
+        data = run(args, Path(args.work))
+    else:
+        with tempfile.TemporaryDirectory(prefix="quant_bench.") as tmp:
+            data = run(args, Path(tmp))
+    verdicts = bars(data)
+    data["bars"] = verdicts
+    data["passed"] = all(verdicts.values())
+    print(f"\nfloat32 model: {data['model']['fp32_bytes'] / 1e6:.1f} MB (ORT's export "
+          f"{data['model']['ort_fp32_bytes'] / 1e6:.1f} MB); inputs {data['bench_inputs']}, {args.threads} thread(s)")
+    print(table(data))
+    kept = data["onnxport"]["kept_float_nodes"]
+    print(f"onnxport kept in float to reach cosine >= 0.99: {', '.join(kept) if kept else 'none'}")
+    strict = data["onnxport_strict"]
+    print(f"with target {strict['target']}: kept in float {', '.join(strict['kept_float_nodes']) or 'none'} "
+          f"({len(strict['attempts'])} attempt(s))")
+    for name, ok in verdicts.items():
+        print(f"  {'ok  ' if ok else 'MISS'} {name}")
+    (OUT / "quant_bench.json").write_text(json.dumps(data, indent=2, default=float) + "\n")
+    print(f"wrote {OUT / 'quant_bench.json'}")
+    return 0 if data["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
