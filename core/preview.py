@@ -46,11 +46,23 @@ def preview_model(model: onnx.ModelProto, outputs: list[str] | None = None,
         dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor_type.shape.dim]
         skeleton.graph.initializer.append(_header(name, tensor_type.elem_type, dims))
     to_inference_form(skeleton.graph)
+    _drop_dead_nodes(skeleton.graph)
     used = {name for node in skeleton.graph.node for name in node.input}
     unused = [t for t in skeleton.graph.initializer if t.name not in used]  # e.g. a removed Dropout's ratio
     for t in unused:
         skeleton.graph.initializer.remove(t)
     return skeleton
+
+
+def _drop_dead_nodes(graph: onnx.GraphProto) -> None:
+    """Nodes nothing reads any more (a removed Dropout's ratio Constant), as the export drops them."""
+    while True:
+        used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        dead = [n for n in graph.node if not any(o in used for o in n.output if o)]
+        if not dead:
+            return
+        for node in dead:
+            graph.node.remove(node)
 
 
 def preview_bytes(model_path: str | Path, outputs: list[str] | None = None,

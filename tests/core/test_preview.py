@@ -42,3 +42,13 @@ def test_preview_bytes_from_a_file_and_unknown_outputs(tmp_path):
     assert [o.name for o in onnx.load_from_string(data).graph.output] == ["probabilities"]
     with pytest.raises(UnknownOutputError, match="probabilites"):
         preview_bytes(path, ["probabilites"])
+
+
+def test_the_bundled_example_previews_the_four_nodes_the_export_writes():
+    """ORT's eval graph keeps a Dropout ratio Constant: once Dropout is gone it must go too."""
+    from onnxport.core.model_io import load_graph
+    from onnxport.resources import example_files
+
+    model = load_graph(example_files()[0])
+    preview = preview_model(model, ["logits", "probabilities"], ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"))
+    assert [n.op_type for n in preview.graph.node] == ["Gemm", "Relu", "Gemm", "Softmax"]
