@@ -88,3 +88,34 @@ def load_report(post: dict | None) -> dict | None:
 
 def export_only_report(result: ExportResult) -> dict:
     return build_report(export=result.to_dict())
+
+
+def requantize_job(quantized: Path, reference: Path, exclude_more: list[str]):
+    """Quantize `reference` again as `quantized` was, also keeping `exclude_more` in float; the
+    new model replaces `quantized` (atomically). Returns the report dict."""
+
+    def run(progress, cancel):
+        from onnxport.core.quantize import requantize
+
+        result = requantize(quantized, reference, quantized, exclude_more, progress=progress, cancel=cancel)
+        return build_report(export={"path": str(reference)}, quantize=result)
+
+    return run
+
+
+def describe_job(source: Path):
+    def run(progress, cancel):
+        from onnxport.core.torch_sources import describe_source
+
+        return describe_source(source)
+
+    return run
+
+
+def torch_import_job(options):
+    def run(progress, cancel):
+        from onnxport.core.torch_import import run_import
+
+        return run_import(options, progress=progress, cancel=cancel)
+
+    return run

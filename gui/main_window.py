@@ -76,6 +76,7 @@ class MainWindow(QMainWindow):
         self.model: OutputsTreeModel | None = None
         self.job: Job | None = None
         self.last_export: Path | None = None
+        self.last_quantized: Path | None = None
         self.last_tree_seconds = 0.0
         self._generations: dict[str, int] = {}
         self._side_jobs: set[Job] = set()
@@ -124,6 +125,7 @@ class MainWindow(QMainWindow):
             over_layout.addWidget(panel)
         over_layout.addStretch(1)
         self.report_view = ReportView()
+        self.report_view.requantizeRequested.connect(self.requantize)
         self.result_panel = TextPanel("Last export", "<i>Nothing exported yet.</i>")
         report_tab = QWidget()
         report_layout = QVBoxLayout(report_tab)
@@ -178,9 +180,12 @@ class MainWindow(QMainWindow):
         self.validate_action = action("&Validate", self.validate_last, "Ctrl+Shift+V",
                                       "Validate the last export against the eval graph + checkpoint")
         self.cancel_action = action("&Cancel", self.cancel_job, "Esc", "Stop the running job")
+        self.import_action = action("&Import from PyTorch…", self.import_dialog, "Ctrl+I",
+                                    "TorchScript .pt, torch.export .pt2 or a Hugging Face folder")
         self.quit_action = action("&Quit", self.close, QKeySequence.Quit)
         menu = self.menuBar().addMenu("&File")
         menu.addAction(self.open_action)
+        menu.addAction(self.import_action)
         self.recent_menu = menu.addMenu("Open &Recent")
         self._fill_recent()
         menu.addSeparator()
@@ -347,6 +352,8 @@ class MainWindow(QMainWindow):
                       f"{export.folded} folded, {export.seconds:.2f} s)")
         for line in (post or {}).get("summary_lines", []):
             self.log_line(line)
+        quantized = ((post or {}).get("quantize") or {}).get("path")
+        self.last_quantized = Path(quantized) if quantized else None
         report = jobs.load_report(post) or jobs.export_only_report(export)
         self.result_panel.set_html(export_html(export, post))
         self.report_view.set_report(report)
@@ -364,8 +371,42 @@ class MainWindow(QMainWindow):
     def _validated(self, report: dict) -> None:
         self.report_view.set_report(report)
         self.tabs.setCurrentWidget(self.report_tab)
-        verdict = "PASSED" if report.get("validation", {}).get("passed") else "FAILED"
-        self.log_line(f"validation {verdict}")
+        passed = report.get("passed")
+        self.log_line("validation " + ("PASSED" if passed else "FAILED" if passed is False else "not run"))
+
+    def requantize(self, nodes: list[str]) -> None:
+        """The report's "keep these in float and quantize again"."""
+        if self.last_quantized is None or self.last_export is None or not nodes:
+            return
+        self.log_line(f"quantizing {self.last_export.name} again, keeping {', '.join(nodes)} in float")
+        self.run_job("requantize", jobs.requantize_job(self.last_quantized, self.last_export, nodes), self._validated)
+
+    # --- PyTorch import --------------------------------------------------------------------------
+    def import_dialog(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Hugging Face model folder (Cancel to pick a file)")
+        if not path:
+            path, _ = QFileDialog.getOpenFileName(self, "PyTorch program", "", "PyTorch (*.pt *.pt2)")
+        if path:
+            self.import_source(Path(path))
+
+    def import_source(self, source: Path) -> None:
+        """Describe the source in the worker, then ask how to export it (gui/import_dialog.py)."""
+        self.run_job("describe", jobs.describe_job(source), self._described)
+
+    def _described(self, info) -> None:
+        from .import_dialog import ImportDialog
+
+        dialog = ImportDialog(info, self)
+        dialog.accepted.connect(lambda: self.run_job("import", jobs.torch_import_job(dialog.options()),
+                                                     self._imported))
+        dialog.open()
+
+    def _imported(self, result) -> None:
+        for note in result.notes:
+            self.log_line(note)
+        self.log_line(f"imported: {', '.join(str(p) for p in result.open_paths)}")
+        if result.open_paths:  # after this job has finished, so the window is free to open them
+            QTimer.singleShot(0, lambda: self.open_paths(result.open_paths))
 
     # --- jobs ----------------------------------------------------------------------------------
     def _alive(self) -> bool:
@@ -447,6 +488,7 @@ class MainWindow(QMainWindow):
         self.quantize_action.setEnabled(ready and has_outputs)
         self.validate_action.setEnabled(ready)
         self.open_action.setEnabled(not self.busy)
+        self.import_action.setEnabled(not self.busy)
         self.cancel_action.setEnabled(self.busy)
 
     def log_line(self, text: str) -> None:

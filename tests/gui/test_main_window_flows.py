@@ -1,0 +1,54 @@
+"""Flows that start in the window and end in the core: requantize from the report, PyTorch import."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from onnxport.gui.export_dialog import ExportChoices
+
+pytestmark = pytest.mark.gui
+
+
+def test_requantize_keeps_the_chosen_nodes_in_float(qtbot, window, example, tmp_path):
+    from onnxport.core.quantize import quantize_info
+
+    with qtbot.waitSignal(window.loaded, timeout=20_000):
+        window.open_paths(example)
+    out = tmp_path / "model.onnx"
+    with qtbot.waitSignal(window.exportFinished, timeout=120_000):
+        window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
+    qtbot.waitUntil(lambda: window.job is None, timeout=10_000)
+    assert window.last_quantized is not None and window.last_quantized.exists()
+    node = next(n.name for n in onnx.load(out).graph.node if n.op_type == "Gemm")
+    with qtbot.waitSignal(window.jobEnded, timeout=120_000) as ended:
+        window.report_view.requantizeRequested.emit([node])  # what the report's button emits
+    assert ended.args == ["requantize", "returned"]
+    info = quantize_info(window.last_quantized)
+    assert node in info["excluded_nodes"] + info["kept_float_nodes"]
+
+
+@pytest.mark.torch
+def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tmp_path):
+    pytest.importorskip("torch")
+    from onnxport.core.torch_sources import InputSpec
+    from onnxport.gui.import_dialog import ImportDialog
+
+    from ..core import torch_builders as builders
+
+    source = builders.save_torchscript(builders.bn_net(), tmp_path / "net.pt")
+    errors = []
+    window.errorShown.connect(errors.append)
+    window.import_source(source)
+    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=60_000)
+    dialog = window.findChild(ImportDialog)
+    dialog.inputs_table.setRowCount(0)  # a TorchScript file does not say its inputs: the user types them
+    dialog.add_input_row(InputSpec("image", "float32", ("batch", 1, 6, 6)))
+    dialog.out_edit.setText(str(tmp_path / "net.onnx"))
+    qtbot.waitUntil(lambda: window.job is None, timeout=10_000)
+    dialog.accept()
+    qtbot.waitUntil(lambda: bool(errors) or window.sources is not None, timeout=120_000)
+    assert not errors
+    assert (tmp_path / "net.onnx").exists()
+    assert window.sources.model_path == tmp_path / "net.onnx"
+    assert window.model.checked_outputs()
