@@ -26,6 +26,7 @@ from .checkpoint import DATA_SUFFIX
 from .errors import OnnxportError
 from .params import ParamTensor, c_contiguous
 from .progress import Reporter
+from .writer import fsync_dir
 
 CHUNK = 64 << 20  # report progress / check for cancel every 64 MiB
 _COPY_FILE_RANGE = getattr(os, "copy_file_range", None)  # Linux only
@@ -72,7 +73,7 @@ def write_files(path: Path, meta: bytes, inline: list, external_items: list, ext
                 os.replace(temps[0], path.with_name(path.name + DATA_SUFFIX))
             os.replace(temps[-1], path)
             temps.clear()
-            _fsync_dir(folder)
+            fsync_dir(folder)
         except OSError as exc:
             raise OnnxportError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:
@@ -179,16 +180,3 @@ class _Sink:
             if n == 0:
                 raise OnnxportError(f"{label}: the file is shorter than its checkpoint says (changed on disk?)")
             offset, count, self.pos = offset + n, count - n, self.pos + n
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import OnnxportError
-from .writer import check_destination
+from .writer import check_destination, fsync_dir
 
 
 class Staging:
@@ -70,7 +70,7 @@ class Staging:
                 os.chmod(src, 0o644)
                 os.replace(src, dst)
                 written.append(dst)
-            _fsync_dir(self.folder)
+            fsync_dir(self.folder)
         except OSError as exc:
             raise OnnxportError(f"cannot write {self.out_path}: {exc.strerror or exc}") from None
         return written
@@ -80,19 +80,6 @@ def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)
 

@@ -224,7 +224,7 @@ def write_model(
         os.chmod(tmp_model, 0o644)
         os.replace(tmp_model, out_path)
         temps.clear()
-        _fsync_dir(folder)
+        fsync_dir(folder)
         return WriteResult(out_path, sink.pos, data_path, data_bytes)
     except OSError as exc:
         raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
@@ -238,7 +238,8 @@ def write_model(
                 pass
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable (best effort: some filesystems refuse a directory fsync)."""
     try:
         dfd = os.open(folder, os.O_RDONLY)
     except OSError:
