@@ -145,16 +145,24 @@ def measure(kind: str, prep: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _best_of(kind: str, prep: dict, repeats: int) -> dict:
-    """The fastest of `repeats` runs, as timeit reports: on this VM's disk, writeback and other
-    tenants add seconds to single runs at random (2.4 GB: 1.5 s or 6 s for the same copy); noise
-    only ever adds time. Every run's time is kept in `runs`."""
-    runs = [measure(kind, prep) for _ in range(repeats)]
-    if any("error" in r for r in runs):
-        return next(r for r in runs if "error" in r)
-    best = min(runs, key=lambda r: r["seconds"])
-    return dict(best, runs=[round(r["seconds"], 3) for r in runs],
-                peak_above_baseline=max(r["peak_above_baseline"] for r in runs))
+def _interleaved(prep: dict, repeats: int) -> dict:
+    """copy, onnxport, copy, onnxport...: both see the same disk state (this VM's writeback swings
+    single runs of either by 2-4x, in bursts), and the fastest of each is reported, as timeit
+    does (noise only adds time). Every run's time is kept in `runs`."""
+    runs: dict[str, list[dict]] = {"copy": [], "onnxport": []}
+    for _ in range(repeats):
+        for kind in runs:
+            runs[kind].append(measure(kind, prep))
+    out = {}
+    for kind, results in runs.items():
+        errors = [r for r in results if "error" in r]
+        if errors:
+            out[kind] = errors[0]
+            continue
+        best = min(results, key=lambda r: r["seconds"])
+        out[kind] = dict(best, runs=[round(r["seconds"], 3) for r in results],
+                         peak_above_baseline=max(r["peak_above_baseline"] for r in results))
+    return out
 
 
 def roundtrip(prep: dict) -> dict:
@@ -178,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default=",".join(SIZES))
     parser.add_argument("--skip-ort", action="store_true")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of copy and onnxport; the fastest is reported")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved runs of copy and onnxport; the fastest of each is reported")
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -187,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
             width, layers = SIZES[label]
             prep = prepare(label, width, layers, Path(tmp))
             row = {"size": label, "param_bytes": prep["param_bytes"], "external_checkpoint": prep["external"]}
-            for kind in ("copy", "onnxport") + (() if args.skip_ort else ("ort",)):
-                row[kind] = _best_of(kind, prep, 1 if kind == "ort" else args.repeats)
+            row.update(_interleaved(prep, args.repeats))
+            if not args.skip_ort:
+                row["ort"] = measure("ort", prep)
             row["roundtrip"] = roundtrip(prep)
             copy_s, ours = row["copy"].get("seconds"), row["onnxport"]
             if copy_s and "seconds" in ours:
