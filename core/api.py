@@ -5,6 +5,8 @@
 
 It opens the checkpoint(s) (several are merged, e.g. pipeline stages), exports, and in a
 torchrun/MPI job writes only on rank 0 (the other ranks return a result whose `skipped` says so).
+A PyTorch state_dict/safetensors/npz works too: its names are fitted to the graph's when they
+differ by a wrapper prefix (ORTModule's `_original_module.`, DDP's `module.`), as the app does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 
 from .distributed import skip_reason
 from .export import ExportResult, export_model
+from .model_io import load_graph
+from .name_alignment import align_if_better
 from .params import merge_parameter_sets
 from .progress import CancelToken, ProgressFn
 from .sources import read_parameters
@@ -42,5 +46,9 @@ def export_for_inference(
     else:
         paths = list(checkpoints)
     params = merge_parameter_sets([read_parameters(p) for p in paths]) if paths else None
+    model = None
+    if params is not None:
+        model = load_graph(eval_model)
+        params, _ = align_if_better(model, params)
     return export_model(eval_model, out_path, list(outputs), params, external_data=external_data,
-                        fold=fold, progress=progress, cancel=cancel)
+                        fold=fold, model=model, progress=progress, cancel=cancel)

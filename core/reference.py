@@ -25,6 +25,7 @@ from onnx import helper, numpy_helper
 from .errors import OnnxportError, UnknownOutputError
 from .index import infer_value_info
 from .match import match_parameters
+from .name_alignment import align_if_better
 from .params import ParameterSet
 from .prune import prune_model
 from .runtime import load_full
@@ -43,6 +44,7 @@ def reference_model(path: str | Path, outputs: list[str], params: ParameterSet |
             raise UnknownOutputError(f"{path}: the reference has no tensor '{name}' (an output of the model "
                                      "being validated); validate against the model it was made from")
     if params is not None:
+        params, _ = align_if_better(model, params)  # a state_dict named the PyTorch way (as the export did)
         match_parameters(model, params).raise_if_unusable()
         _initializers_to_inputs(model, set(params))
     typed = {vi.name for vi in list(graph.output) + list(graph.value_info) + list(graph.input)}

@@ -246,6 +246,8 @@ class MainWindow(QMainWindow):
         self.last_tree_seconds = time.perf_counter() - t0  # the GUI thread's share of opening (bench)
         self.log_line(f"loaded {loaded.model_path.name}: {len(loaded.index)} tensors"
                       f" (tree shown in {1000 * self.last_tree_seconds:.0f} ms)")
+        if loaded.alignment is not None:
+            self.log_line("parameter names fitted to the model: " + loaded.alignment.how())
         if loaded.match is not None:
             self.log_line("parameters: " + loaded.match.summary())
         self._checked_changed()

@@ -66,6 +66,10 @@ def sources_html(loaded: LoadedSources | None) -> str:
                     f"({human_bytes(_file_size(loaded.model_path))}; {detail})")
     else:
         rows.append(f"<span style='color:{BAD}'><b>No model</b>: add the eval model (.onnx)</span>")
+    if loaded.ortmodule is not None:
+        used = next((f"{s}_{m}" for (s, m), p in loaded.ortmodule.files.items() if p == loaded.model_path), "?")
+        rows.append(f"ORTModule graphs '{_esc(loaded.ortmodule.prefix)}': {len(loaded.ortmodule.files)} saved, "
+                    f"using {_esc(used)}")
     params = loaded.params
     for path in loaded.param_paths:
         rows.append(f"<b>Parameters</b> {_esc(path.name)} ({human_bytes(_file_size(path))})")
@@ -75,6 +79,8 @@ def sources_html(loaded: LoadedSources | None) -> str:
         if params.nominal:
             rows.append(f"<span style='color:{BAD}'><b>Nominal checkpoint</b>: it holds shapes only, "
                         "no trained values - export needs the real checkpoint</span>")
+    if loaded.alignment is not None:
+        rows.append(f"Parameter names fitted to the model: {_esc(loaded.alignment.how())}")
     match = loaded.match
     if match is not None:
         if match.ok:
@@ -86,8 +92,9 @@ def sources_html(loaded: LoadedSources | None) -> str:
             rows.append(f"<span style='color:{BAD}'><b>Shape/type mismatch</b>: "
                         "; ".join(f"{_esc(m.name)} (model {_esc(m.expected)}, checkpoint {_esc(m.got)})"
                                   for m in match.mismatched[:MAX_LISTED]) + "</span>")
-        if match.unexpected:
-            rows.append(f"<span style='color:{WARN}'>Not used by the model: {_names(match.unexpected)}</span>")
+        unused = loaded.alignment.unused if loaded.alignment is not None else match.unexpected  # as in the file
+        if unused:
+            rows.append(f"<span style='color:{WARN}'>Not used by the model: {_names(unused)}</span>")
     elif loaded.model_path is not None and params is None:
         rows.append("<i>No checkpoint: the model's own weights are kept.</i>")
     for path, kind in loaded.others:

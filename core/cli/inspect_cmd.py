@@ -97,6 +97,10 @@ def to_dict(loaded: LoadedSources, include_all: bool = True) -> dict:
         data["checkpoint"] = _params_dict(loaded.params)
     if loaded.match is not None:
         data["match"] = _match_dict(loaded.match)
+    if loaded.alignment is not None:
+        data["alignment"] = loaded.alignment.to_dict()
+    if loaded.ortmodule is not None:
+        data["ortmodule"] = {"prefix": loaded.ortmodule.prefix, "files": [str(p) for p in loaded.ortmodule.paths()]}
     if loaded.others:
         data["not_used"] = [{"path": str(p), "kind": k.value} for p, k in loaded.others]
     return data
@@ -162,6 +166,10 @@ def print_tables(loaded: LoadedSources, include_all: bool) -> None:
                   f"state for {len(g.states)} parameters")
         for key, value in params.properties.items():
             print(f"  property {key} = {value!r}")
+    if loaded.ortmodule is not None:
+        print(f"\nORTModule graphs {loaded.ortmodule.describe()}; using {Path(loaded.model_path).name}")
+    if loaded.alignment is not None:
+        print(f"\nParameter names fitted to the model: {loaded.alignment.how()}")
     if loaded.match is not None:
         m = loaded.match
         print(f"\nMatch: {m.summary()}")
