@@ -19,10 +19,11 @@ Known failures of ORT's builder, repaired here (each listed in `repairs`):
 - BatchNormalization in training form (training_mode=1, three outputs): ORT writes the eval graph
   with the three outputs and training_mode=0, which ORT itself then refuses to load ("number of op
   outputs should be 1 when Training_mode = False"); the eval graph gets the inference form.
-What still cannot work, and why: ORT's training graph computes the updated running statistics but
-never writes them back to the checkpoint, so BatchNorm's running mean/var stay as exported (see
-`notes`); an op without a gradient in ORT on the path to a trainable parameter fails generation,
-reported with ORT's own message.
+BatchNorm's running statistics, though frozen, are not constant: each training step of ORT's
+training graph (training_mode=1) updates them in place in the checkpoint state, as PyTorch's train()
+does, except that the running variance takes the biased batch variance where PyTorch takes the
+unbiased one (said in `notes`). What still cannot work: an op without a gradient in ORT on the path
+to a trainable parameter fails generation, reported with ORT's own message.
 """
 
 from __future__ import annotations
@@ -224,8 +225,9 @@ def generate_training_artifacts(
     stats = [s for s in running_statistics(model) if s in frozen_names]
     if stats and any(a.name == "training_mode" and a.i for n in model.graph.node
                      if n.op_type == "BatchNormalization" for a in n.attribute):
-        notes.append(f"BatchNormalization running statistics ({len(stats)} tensors) stay as exported: ORT's "
-                     "training graph computes updated ones but does not write them back to the checkpoint")
+        notes.append(f"BatchNormalization running statistics ({len(stats)} tensors) are frozen but each training "
+                     "step updates them, as PyTorch's train() does (running variance from the biased batch "
+                     "variance, where PyTorch uses the unbiased one)")
     unlisted = [c for c in parameter_candidates(model) if c not in set(train_names) | set(frozen_names)]
     if unlisted:
         notes.append(f"{len(unlisted)} float initializer(s) neither trainable nor frozen stay constants "
