@@ -203,3 +203,32 @@ def test_a_cancel_arriving_after_the_rename_does_not_report_cancelled(tmp_path):
 
     result = export_model(src, out, ["logits"], progress=progress, cancel=token)
     assert result.path == out and out.exists() and token.cancelled
+
+
+def test_big_tensors_land_page_aligned_like_their_source(tmp_path):
+    """Raw bytes start at the checkpoint's offset modulo 4096 (whole-page kernel copies); the
+    padding is a doc_string readers ignore, and the values are exact."""
+    from onnxport.core.checkpoint_writer import write_checkpoint
+    from onnxport.core.sources import read_parameters
+
+    weights = mlp_weights(d_in=1024, d_hidden=512)  # fc1.weight: 2 MiB
+    write_checkpoint(tmp_path / "checkpoint", weights)
+    params = read_parameters(tmp_path / "checkpoint")
+    src_offset = params["fc1.weight"].span.offset
+    model = eval_like_mlp(d_hidden=512)
+    for vi in model.graph.input:
+        if vi.name == "input":
+            vi.type.tensor_type.shape.dim[1].dim_value = 1024
+        if vi.name == "fc1.weight":
+            vi.type.tensor_type.shape.dim[1].dim_value = 1024
+    onnx.save(model, tmp_path / "eval_model.onnx")
+    out = tmp_path / "out.onnx"
+    export_model(tmp_path / "eval_model.onnx", out, ["logits"], params, fold=False)
+    data = out.read_bytes()
+    raw = weights["fc1.weight"].tobytes()
+    at = data.find(raw[:4096])
+    assert at > 0 and at % 4096 == src_offset % 4096
+    loaded = onnx.load(out)
+    init = {t.name: t for t in loaded.graph.initializer}
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(init["fc1.weight"]), weights["fc1.weight"])
+    ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
