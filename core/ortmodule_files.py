@@ -23,7 +23,7 @@ from .errors import OnnxportError
 
 STAGES = ("torch_exported", "post_processed", "optimized_pre_grad", "optimized", "execution_model")
 MODES = ("training", "inference")
-FILE_NAME = re.compile(r"^(?P<prefix>.*?)_(?P<stage>" + "|".join(STAGES) + r")_(?P<mode>training|inference)\.onnx$")
+FILE_NAME = re.compile(rf"^(?P<prefix>.*?)_(?P<stage>{'|'.join(STAGES)})_(?P<mode>{'|'.join(MODES)})\.onnx$")
 # Graphs worth exporting, best first. The training-mode optimized/execution_model graphs carry
 # the gradient graph and ORT-internal ops (YieldOp...) and are never picked.
 PREFERENCE = (("torch_exported", "inference"), ("torch_exported", "training"), ("post_processed", "inference"),

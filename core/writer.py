@@ -29,8 +29,8 @@ from .progress import Reporter
 
 PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_THRESHOLD = 1024  # with external data, tensors smaller than this stay inline
-EXTERNAL_ALIGN = 4096  # external tensors start page-aligned so runtimes can map them
 PAGE = 4096
+EXTERNAL_ALIGN = PAGE  # external tensors start page-aligned so runtimes can map them
 ALIGN_MIN_BYTES = 1 << 20  # tensors this big are copied page-aligned (see _alignment_padding)
 _DOC_STRING_TAG = bytes([(12 << 3) | 2])  # TensorProto.doc_string, length-delimited
 COPY_CHUNK = 64 << 20  # check for cancel and report progress every 64 MiB
@@ -287,9 +287,7 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
         header = _tensor_header(const.name, elem_type, dims)
         if payload is None and length >= ALIGN_MIN_BYTES:
             header += _alignment_padding(sink.pos, header, length, const.span.offset)
-        body_len = len(header) + len(_TENSOR_RAW_DATA_TAG) + len(varint(length)) + length
-        sink.write(_GRAPH_INITIALIZER_TAG + varint(body_len))
-        sink.write(header + _TENSOR_RAW_DATA_TAG + varint(length))
+        sink.write(_inline_prefix(header, length))
         target = sink
     if payload is None:
         src = sources.get(const.span.path)
@@ -300,6 +298,13 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
         target.write(payload)
         done[0] += length
         report(done[0] / total, "writing parameters")
+
+
+def _inline_prefix(header: bytes, length: int) -> bytes:
+    """The bytes of an inline initializer before its `length` raw bytes: graph field tag and
+    length, the tensor's other fields (`header`), raw_data's tag and length."""
+    body_len = len(header) + len(_TENSOR_RAW_DATA_TAG) + len(varint(length)) + length
+    return _GRAPH_INITIALIZER_TAG + varint(body_len) + header + _TENSOR_RAW_DATA_TAG + varint(length)
 
 
 def _alignment_padding(pos: int, header: bytes, length: int, source_offset: int) -> bytes:
@@ -313,10 +318,7 @@ def _alignment_padding(pos: int, header: bytes, length: int, source_offset: int)
         return _DOC_STRING_TAG + varint(size) + b" " * size
 
     def start(size: int) -> int:
-        pad_len = len(_DOC_STRING_TAG) + len(varint(size)) + size
-        body_len = len(header) + pad_len + len(_TENSOR_RAW_DATA_TAG) + len(varint(length)) + length
-        return (pos + len(_GRAPH_INITIALIZER_TAG) + len(varint(body_len)) + len(header) + pad_len
-                + len(_TENSOR_RAW_DATA_TAG) + len(varint(length)))
+        return pos + len(_inline_prefix(header + pad_of(size), length))
 
     # The start grows by one per padding byte, except where a varint gains a byte: so the size is
     # the gap itself or a few bytes less (checked exactly, a handful of candidates, not a scan).
