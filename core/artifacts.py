@@ -3,8 +3,12 @@
 Contract: `generate_training_artifacts(forward, out_dir, trainable=..., frozen=..., loss=...,
 optimizer=...)` writes `training_model.onnx`, `eval_model.onnx`, `optimizer_model.onnx` and
 `checkpoint` into `out_dir` through `onnxruntime.training.artifacts.generate_artifacts`, and returns
-an `ArtifactsResult`. Needs onnxruntime-training (Python < 3.12); without it `UnavailableError`.
-Nothing is written into `out_dir` unless generation succeeds (a temp folder beside it is renamed).
+an `ArtifactsResult`. That API exists only in onnxruntime-training 1.19.2, which lives in a
+separate training environment (see `training/environment.py`): the graph is repaired here, handed
+to a child process there as a file, and its files come back the same way (progress and cancel
+carried across; cancel kills the child). Without a training environment: `UnavailableError`, one
+line saying how to get one. Nothing is written into `out_dir` unless generation succeeds (a temp
+folder beside it is renamed).
 
 Parameters are the forward graph's float initializers. By default every one is trainable except
 BatchNormalization running statistics, which are frozen (they have no gradient). `trainable` /
@@ -28,12 +32,10 @@ to a trainable parameter fails generation, reported with ORT's own message.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import fnmatch
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -42,8 +44,13 @@ from pathlib import Path
 
 import onnx
 
-from .errors import OnnxportError, UnavailableError
+from .errors import OnnxportError
 from .progress import CancelToken, ProgressFn, Reporter
+from .training.process import TrainingProcess
+
+# onnxruntime-training 1.19.2 ships with onnx < 1.18, which refuses IR versions above 10.
+TRAINING_MAX_IR = 10
+BIG_MODEL_BYTES = 1536 << 20  # above this, the forward graph goes to the child with external data
 
 LOSSES = {"crossentropy": "CrossEntropyLoss", "mse": "MSELoss", "bcewithlogits": "BCEWithLogitsLoss",
           "l1": "L1Loss", "none": None}
@@ -75,15 +82,6 @@ class ArtifactsResult:
                 "checkpoint": str(self.checkpoint), "trainable": len(self.trainable), "frozen": len(self.frozen),
                 "loss": self.loss, "optimizer": self.optimizer, "loss_input": self.loss_input,
                 "repairs": self.repairs, "notes": self.notes, "seconds": round(self.seconds, 3)}
-
-
-def import_training_artifacts():
-    try:
-        from onnxruntime.training import artifacts
-    except ImportError:
-        raise UnavailableError("training artifacts need onnxruntime-training (onnxruntime-training-cpu==1.19.2, "
-                               "Python < 3.12); it is not installed here") from None
-    return artifacts
 
 
 def running_statistics(model: onnx.ModelProto) -> list[str]:
@@ -196,15 +194,21 @@ def generate_training_artifacts(
     nominal: bool = False,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    training: TrainingProcess | None = None,
 ) -> ArtifactsResult:
-    """Generate ORT training artifacts into `out_dir`. See the module docstring."""
+    """Generate ORT training artifacts into `out_dir`. See the module docstring.
+
+    `training`: a live `TrainingProcess` to reuse (e.g. a test session's); by default one is
+    started for this call and stopped after it.
+    """
     started = time.perf_counter()
     report = Reporter(progress, cancel)
     if loss not in LOSSES:
         raise OnnxportError(f"unknown loss '{loss}'; choose one of: {', '.join(LOSSES)}")
     if optimizer not in OPTIMIZERS:
         raise OnnxportError(f"unknown optimizer '{optimizer}'; choose one of: {', '.join(OPTIMIZERS)}")
-    artifacts = import_training_artifacts()
+    own_process = training is None
+    training = training or TrainingProcess()  # UnavailableError here, before any work, without one
     out_dir = Path(out_dir)
     parent = out_dir.parent if str(out_dir.parent) else Path(".")
     if out_dir.exists() and not out_dir.is_dir():
@@ -232,23 +236,29 @@ def generate_training_artifacts(
     if unlisted:
         notes.append(f"{len(unlisted)} float initializer(s) neither trainable nor frozen stay constants "
                      f"of the graphs (e.g. {unlisted[0]})")
+    if model.ir_version > TRAINING_MAX_IR:
+        notes.append(f"IR version {model.ir_version} lowered to {TRAINING_MAX_IR} for onnxruntime-training 1.19")
+        model.ir_version = TRAINING_MAX_IR
     report.check()
-    report(0.1, "building the gradient graph (onnxruntime.training)")
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
     try:
-        _generate(artifacts, model, tmp, train_names, frozen_names, loss, optimizer, loss_input, nominal)
+        report(0.05, "handing the graph to the training environment")
+        generated = _generate(training, model, tmp, train_names, frozen_names, loss, optimizer, loss_input,
+                              nominal, report.sub(0.1, 0.8), cancel)
         report.check()
         report(0.8, "repairing the eval graph")
-        eval_path = tmp / "eval_model.onnx"
+        eval_path = generated / "eval_model.onnx"
         eval_model = onnx.load(str(eval_path))
         eval_repairs = repair_eval(eval_model)
         if eval_repairs:
             onnx.save(eval_model, str(eval_path))
             repairs += eval_repairs
         report(0.9, "writing")
-        _install(tmp, out_dir)
+        _install(generated, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if own_process:
+            training.close()
     opt_path = out_dir / "optimizer_model.onnx" if OPTIMIZERS[optimizer] else None
     report.finished("artifacts written")
     return ArtifactsResult(out_dir, out_dir / "training_model.onnx", out_dir / "eval_model.onnx", opt_path,
@@ -256,42 +266,21 @@ def generate_training_artifacts(
                            repairs, notes, time.perf_counter() - started)
 
 
-def _generate(artifacts, model, folder: Path, trainable, frozen, loss, optimizer, loss_input, nominal) -> None:
-    import onnxruntime
-
-    onnxruntime.set_default_logger_severity(3)  # the gradient builder logs every transformer at INFO
-    loss_type = getattr(artifacts.LossType, LOSSES[loss]) if LOSSES[loss] else None
-    opt_type = getattr(artifacts.OptimType, OPTIMIZERS[optimizer]) if OPTIMIZERS[optimizer] else None
-    try:
-        with quiet_native_stderr():
-            artifacts.generate_artifacts(
-                model, requires_grad=list(trainable), frozen_params=list(frozen) or None, loss=loss_type,
-                optimizer=opt_type, artifact_directory=str(folder),
-                loss_input_names=[loss_input] if loss_input and loss_type else None, nominal_checkpoint=nominal)
-    except Exception as exc:  # ORT raises RuntimeError/Fail/InvalidGraph... with C++ file:line prefixes
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise OnnxportError(f"onnxruntime.training could not build the training graph: {text[:400]}") from None
-
-
-@contextlib.contextmanager
-def quiet_native_stderr():
-    """Send file descriptor 2 to a scratch file meanwhile (not just sys.stderr).
-
-    ORT's gradient builder logs every graph transformer at INFO from C++, ignoring the logger
-    severity set from Python; the core never prints. (Other threads' stderr output in this window
-    is dropped too; it lasts as long as the gradient build.)
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with tempfile.TemporaryFile() as sink:
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
+def _generate(training: TrainingProcess, model: onnx.ModelProto, tmp: Path, trainable: list[str],
+              frozen: list[str], loss: str, optimizer: str, loss_input: str | None, nominal: bool,
+              report: Reporter, cancel: CancelToken | None) -> Path:
+    """Write the forward graph into `tmp`, have the child generate into `tmp/artifacts`."""
+    forward = tmp / "forward.onnx"
+    big = model.ByteSize() > BIG_MODEL_BYTES
+    onnx.save_model(model, str(forward), save_as_external_data=big, location="forward.onnx.data")
+    out = tmp / "artifacts"
+    out.mkdir()
+    training.call("artifacts", {
+        "forward": str(forward), "out_dir": str(out), "requires_grad": list(trainable), "frozen": list(frozen),
+        "loss": LOSSES[loss], "optimizer": OPTIMIZERS[optimizer],
+        "loss_input": loss_input, "nominal": nominal,
+    }, progress=report, cancel=cancel)
+    return out
 
 
 def _install(tmp: Path, out_dir: Path) -> None:

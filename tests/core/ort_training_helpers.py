@@ -1,9 +1,13 @@
 """Build ONNX Runtime training artifacts with ORT's own training API, train a few steps, save.
 
-Shared by the tests that compare onnxport against onnxruntime-training (import it with
-`helpers = pytest.importorskip("tests.core.ort_training_helpers")`: it skips the importing module
-where onnxruntime.training is absent). Every model is built with onnx.helper (no torch) and is
-small enough that generate_artifacts + a few training steps take well under a second.
+ORT's training API (onnxruntime-training 1.19.2) lives in the training environment, reached
+through `onnxport.core.training` (a child process started once per test session). Shared by the
+tests that compare onnxport against it: import it with
+`helpers = pytest.importorskip("tests.core.ort_training_helpers")`; it skips the importing module
+where no training environment exists, with the reason, and fails instead when
+`ONNXPORT_REQUIRE_TRAINING=1` (set by `make test` where the Makefile built the environment), so
+CI cannot silently skip them. Every model is built with onnx.helper (no torch) and is small
+enough that generate_artifacts + a few training steps take well under a second.
 
 Models (each returns a `Spec`: the forward model, trainable/frozen parameter names, the output
 the loss reads, example feeds, the outputs an inference model keeps):
@@ -22,12 +26,14 @@ the loss reads, example feeds, the outputs an inference model keeps):
 Typical use:
     arts = make_trained_artifacts(tmp_path / "a", mlp_with_frozen(), properties={"epoch": 3})
     arts.eval_model, arts.checkpoint       # paths
-    arts.state, arts.module                # the live ORT CheckpointState and Module
+    ort_export(arts, ["logits"], out)      # ORT's own export_model_for_inferencing
     ort_parameters(arts.checkpoint)        # {name: (values, requires_grad)} as ORT loads them
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,20 +43,41 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-pytest.importorskip("onnxruntime.training")
-import onnxruntime  # noqa: E402
-from onnxruntime.training import artifacts  # noqa: E402
-from onnxruntime.training.api import CheckpointState, Module, Optimizer  # noqa: E402
+from onnxport.core.training.environment import HOW_TO_GET, find_training_python
+from onnxport.core.training.ort_api import (
+    TrainingFiles,
+    read_ort_checkpoint,
+    train_steps,
+)
+from onnxport.core.training.ort_api import (
+    ort_export as _ort_export,
+)
+from onnxport.core.training.process import TrainingProcess
 
-onnxruntime.set_default_logger_severity(3)  # (generate_artifacts' gradient builder logs at INFO anyway)
+if find_training_python() is None:
+    if os.environ.get("ONNXPORT_REQUIRE_TRAINING") == "1":
+        raise RuntimeError(f"ONNXPORT_REQUIRE_TRAINING=1 but no training environment: {HOW_TO_GET}")
+    pytest.skip(f"no training environment (onnxruntime-training 1.19.2): {HOW_TO_GET}", allow_module_level=True)
+
+_PROCESS: TrainingProcess | None = None
+
+
+def training_process() -> TrainingProcess:
+    """The test session's one child in the training environment (started on first use)."""
+    global _PROCESS
+    if _PROCESS is None:
+        _PROCESS = TrainingProcess()
+        atexit.register(_PROCESS.close)
+    return _PROCESS
+
 
 OPSET = 17
 BATCH = 4
 
 __all__ = [
-    "Artifacts", "CheckpointState", "Module", "Optimizer", "Spec", "artifacts", "batchnorm_model",
-    "batchnorm_training_mode_model", "embedding_classifier", "make_nominal_checkpoint", "make_trained_artifacts",
-    "mlp_two_outputs", "mlp_with_frozen", "ort_parameters", "regression_mlp", "small_cnn",
+    "Artifacts", "Spec", "TrainingFiles", "batchnorm_model", "batchnorm_training_mode_model", "embedding_classifier",
+    "make_nominal_checkpoint", "make_trained_artifacts", "mlp_two_outputs", "mlp_with_frozen", "ort_export",
+    "ort_parameters", "regression_mlp", "small_cnn", "train_steps", "training_process",
 ]
 
 
@@ -69,18 +96,20 @@ class Spec:
 
 @dataclass
 class Artifacts:
-    """What `make_trained_artifacts` produced: paths, and the live ORT objects."""
+    """What `make_trained_artifacts` produced: paths (ORT's state lives in the checkpoint file)."""
 
     folder: Path
     training_model: Path
     eval_model: Path
     optimizer_model: Path
     checkpoint: Path
-    state: CheckpointState
-    module: Module
-    optimizer: Optimizer | None = None
+    with_eval: bool = True
     steps: int = 0
     properties: dict = field(default_factory=dict)
+
+    @property
+    def files(self) -> TrainingFiles:
+        return TrainingFiles(self.training_model, self.optimizer_model, self.eval_model if self.with_eval else None)
 
 
 def _init(rng, name: str, shape: tuple[int, ...], scale: float = 0.5) -> onnx.TensorProto:
@@ -220,13 +249,14 @@ def regression_mlp(seed: int = 5) -> Spec:
 
 
 def _generate(folder: Path, spec: Spec, nominal: bool = False, optimizer: bool = True) -> None:
-    folder.mkdir(parents=True, exist_ok=True)  # generate_artifacts does not create it
-    loss = artifacts.LossType.CrossEntropyLoss if spec.loss == "ce" else artifacts.LossType.MSELoss
-    artifacts.generate_artifacts(
-        spec.model, requires_grad=spec.trainable, frozen_params=spec.frozen or None, loss=loss,
-        optimizer=artifacts.OptimType.AdamW if optimizer else None, artifact_directory=folder,
-        loss_input_names=[spec.loss_input], nominal_checkpoint=nominal,
-    )
+    """ORT's generate_artifacts on the spec's forward graph as it is (no onnxport repairs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    forward = folder / "forward.onnx"
+    onnx.save(spec.model, forward)
+    training_process().call("artifacts", {
+        "forward": str(forward), "out_dir": str(folder), "requires_grad": spec.trainable, "frozen": spec.frozen,
+        "loss": "CrossEntropyLoss" if spec.loss == "ce" else "MSELoss", "optimizer": "AdamW" if optimizer else None,
+        "loss_input": spec.loss_input, "nominal": nominal})
 
 
 def _labels(spec: Spec, rng: np.random.Generator) -> np.ndarray:
@@ -248,25 +278,15 @@ def make_trained_artifacts(folder: Path, spec: Spec, steps: int = 3, seed: int =
     """
     _generate(folder, spec)
     checkpoint = folder / "checkpoint"
-    state = CheckpointState.load_checkpoint(str(checkpoint))
-    eval_model = str(folder / "eval_model.onnx") if with_eval else None
-    module = Module(str(folder / "training_model.onnx"), state, eval_model)
-    optimizer = Optimizer(str(folder / "optimizer_model.onnx"), module)
+    arts = Artifacts(folder, folder / "training_model.onnx", folder / "eval_model.onnx",
+                     folder / "optimizer_model.onnx", checkpoint, with_eval, steps, dict(properties or {}))
     rng = np.random.default_rng(seed)
-    module.train()
+    batches = []
     for _ in range(steps):
         feeds = [v + rng.standard_normal(v.shape).astype(np.float32) * 0.1 for v in spec.inputs.values()]
-        module(*feeds, _labels(spec, rng))
-        optimizer.step()
-        module.lazy_reset_grad()
-    if with_eval:
-        module.eval()
-    for key, value in (properties or {}).items():
-        state.properties[key] = value
-    CheckpointState.save_checkpoint(state, str(checkpoint), include_optimizer_state=True)
-    return Artifacts(folder, folder / "training_model.onnx", folder / "eval_model.onnx",
-                     folder / "optimizer_model.onnx", checkpoint, state, module, optimizer, steps,
-                     dict(properties or {}))
+        batches.append([*feeds, _labels(spec, rng)])
+    train_steps(training_process(), arts.files, checkpoint, batches, checkpoint, properties=properties)
+    return arts
 
 
 def make_nominal_checkpoint(folder: Path, spec: Spec) -> Path:
@@ -281,5 +301,17 @@ def make_nominal_checkpoint(folder: Path, spec: Spec) -> Path:
 
 def ort_parameters(checkpoint: Path) -> dict[str, tuple[np.ndarray, bool]]:
     """{name: (values, requires_grad)} as ORT's CheckpointState.load_checkpoint sees them."""
-    state = CheckpointState.load_checkpoint(str(checkpoint))
-    return {name: (np.array(p.data), bool(p.requires_grad)) for name, p in state.parameters}
+    state = read_ort_checkpoint(training_process(), checkpoint)
+    return {name: (state.values[name], state.requires_grad[name]) for name in state.requires_grad}
+
+
+def ort_checkpoint(checkpoint: Path):
+    """The whole `OrtCheckpoint` (properties, a nominal checkpoint's refusal...)."""
+    return read_ort_checkpoint(training_process(), checkpoint)
+
+
+def ort_export(arts: Artifacts, outputs: list[str], out: Path, checkpoint: Path | None = None) -> Path:
+    """ORT's own Module.export_model_for_inferencing of the trained state (its Module always
+    loads the eval graph for that: `OnnxportError` with ORT's message where it cannot)."""
+    files = TrainingFiles(arts.training_model, arts.optimizer_model, arts.eval_model)
+    return _ort_export(training_process(), files, checkpoint or arts.checkpoint, outputs, out)

@@ -1,9 +1,10 @@
 """The whole on-device training chain, for real: PyTorch -> training-mode ONNX -> ORT training
 artifacts -> a few AdamW steps in onnxruntime.training -> onnxport's inference export.
 
-Each test exports with `onnxport.core.torch_export` (training mode), builds the artifacts with
-`onnxport.core.artifacts.generate_training_artifacts`, trains with ORT's own `Module`/`Optimizer`,
-saves the checkpoint, and then holds onnxport's export (eval graph + saved checkpoint) against
+Each test exports with `onnxport.core.torch_export` (training mode) in onnxport's environment,
+builds the artifacts with `onnxport.core.artifacts.generate_training_artifacts` and trains with
+ORT's own `Module`/`Optimizer` in the training environment (across `onnxport.core.training`'s
+process boundary), saves the checkpoint, and then holds onnxport's export (eval graph + saved checkpoint) against
 ONNX Runtime's own `Module.export_model_for_inferencing`: same inputs and outputs, a model the
 ONNX checker accepts, and results equal to <= 1e-6 on the same feeds. Where PyTorch can run the
 same trained weights, the export is also checked against the PyTorch model in eval mode (<= 1e-5:
@@ -30,12 +31,12 @@ from onnxport.core.params import ParameterSet
 from onnxport.core.sources import read_parameters
 from onnxport.core.torch_export import export_torch
 from onnxport.core.torch_sources import InputSpec
+from onnxport.core.training.ort_api import TrainingFiles, ort_export, train_steps
 
 pytestmark = [pytest.mark.training, pytest.mark.torch]
-pytest.importorskip("onnxruntime.training")
+helpers = pytest.importorskip("tests.core.ort_training_helpers")
 torch = pytest.importorskip("torch")
 builders = pytest.importorskip("tests.core.torch_builders")
-from onnxruntime.training.api import CheckpointState, Module, Optimizer  # noqa: E402
 
 ORT_TOLERANCE = 1e-6  # onnxport vs ORT's own export: same graph, same weights, same runtime
 TORCH_TOLERANCE = 1e-5  # onnxport's export in ORT vs PyTorch eval(): different float kernels
@@ -68,14 +69,17 @@ def text_feeds(rng: np.random.Generator) -> list[np.ndarray]:
 
 @dataclass
 class Trained:
-    """One run of the chain: the artifacts, ORT's live Module, the saved trained checkpoint."""
+    """One run of the chain: the artifacts, the saved trained checkpoint."""
 
     forward: Path
     artifacts: ArtifactsResult
-    state: CheckpointState
-    module: Module
     checkpoint: Path
     initial: dict[str, np.ndarray]  # the forward graph's initializers before training
+
+    @property
+    def files(self) -> TrainingFiles:
+        return TrainingFiles(self.artifacts.training_model, self.artifacts.optimizer_model,
+                             self.artifacts.eval_model)
 
 
 def train_chain(tmp_path: Path, source: Path, feeds: Feeds, *, inputs: list[InputSpec] | None = None,
@@ -87,24 +91,20 @@ def train_chain(tmp_path: Path, source: Path, feeds: Feeds, *, inputs: list[Inpu
     """
     forward = tmp_path / "forward.onnx"
     export_torch(source, forward, mode="training", inputs=inputs, opset=opset)
-    arts = generate_training_artifacts(forward, tmp_path / "artifacts", frozen=frozen)
-    state = CheckpointState.load_checkpoint(str(arts.checkpoint))
-    module = Module(str(arts.training_model), state, str(arts.eval_model))
-    optimizer = Optimizer(str(arts.optimizer_model), module)
+    arts = generate_training_artifacts(forward, tmp_path / "artifacts", frozen=frozen,
+                                       training=helpers.training_process())
     rng = np.random.default_rng(1)
-    module.train()
+    batches = []
     for _ in range(STEPS):
         batch = feeds(rng)
-        labels = rng.integers(0, classes, batch[0].shape[0]).astype(np.int64)
-        loss = module(*batch, labels)
-        assert np.isfinite(loss)
-        optimizer.step()
-        module.lazy_reset_grad()
-    module.eval()
+        batches.append([*batch, rng.integers(0, classes, batch[0].shape[0]).astype(np.int64)])
     checkpoint = tmp_path / "trained_checkpoint"
-    CheckpointState.save_checkpoint(state, str(checkpoint))
+    files = TrainingFiles(arts.training_model, arts.optimizer_model, arts.eval_model)
+    losses = train_steps(helpers.training_process(), files, arts.checkpoint, batches, checkpoint,
+                         include_optimizer_state=False)
+    assert len(losses) == STEPS and all(np.isfinite(losses))
     initial = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(forward)).graph.initializer}
-    return Trained(forward, arts, state, module, checkpoint, initial)
+    return Trained(forward, arts, checkpoint, initial)
 
 
 def assert_trained(run: Trained, updated: tuple[str, ...] = ()) -> ParameterSet:
@@ -113,9 +113,10 @@ def assert_trained(run: Trained, updated: tuple[str, ...] = ()) -> ParameterSet:
     params = read_parameters(run.checkpoint)
     assert sorted(params.trainable) == sorted(run.artifacts.trainable)
     assert sorted(params.frozen) == sorted(run.artifacts.frozen)
+    theirs = helpers.ort_parameters(run.checkpoint)
     for name in params:
         value = params[name].array()
-        np.testing.assert_array_equal(value, np.asarray(run.state.parameters[name].data), err_msg=name)
+        np.testing.assert_array_equal(value, theirs[name][0], err_msg=name)
         if name in run.artifacts.trainable or name in updated:
             assert not np.array_equal(value, run.initial[name]), f"training left {name} unchanged"
         else:
@@ -129,7 +130,7 @@ def export_both(run: Trained, outputs: list[str], folder: Path) -> tuple[Path, P
     ours, theirs = folder / "onnxport.onnx", folder / "ort.onnx"
     result = export_for_inference(run.artifacts.eval_model, run.checkpoint, outputs, ours)
     assert result.outputs == outputs
-    run.module.export_model_for_inferencing(str(theirs), outputs)
+    ort_export(helpers.training_process(), run.files, run.checkpoint, outputs, theirs)
     return ours, theirs
 
 
@@ -235,28 +236,27 @@ def test_batchnorm_running_statistics_follow_pytorch_train_mode(tmp_path):
     model = builders.bn_net()
     source = builders.save_torchscript(model, tmp_path / "bn.pt")
     export_torch(source, tmp_path / "forward.onnx", mode="training", inputs=IMAGE)
-    arts = generate_training_artifacts(tmp_path / "forward.onnx", tmp_path / "artifacts")
-    state = CheckpointState.load_checkpoint(str(arts.checkpoint))
-    module = Module(str(arts.training_model), state, str(arts.eval_model))
-    optimizer = Optimizer(str(arts.optimizer_model), module)
-    optimizer.set_learning_rate(0.0)
+    arts = generate_training_artifacts(tmp_path / "forward.onnx", tmp_path / "artifacts",
+                                       training=helpers.training_process())
     bn = model[1]
     momentum = bn.momentum
     biased_var = bn.running_var.numpy().copy()
     rng = np.random.default_rng(3)
-    module.train()
-    model.train()
+    batches = []
     for _ in range(STEPS):
         (images,) = image_feeds(rng)
-        module(images, rng.integers(0, 3, 4).astype(np.int64))
-        optimizer.step()
-        module.lazy_reset_grad()
+        batches.append([images, rng.integers(0, 3, 4).astype(np.int64)])
+    files = TrainingFiles(arts.training_model, arts.optimizer_model, arts.eval_model)
+    trained = tmp_path / "trained"
+    train_steps(helpers.training_process(), files, arts.checkpoint, batches, trained, learning_rate=0.0)
+    model.train()
+    for images, _ in batches:
         with torch.no_grad():
             conv = model[0](torch.from_numpy(images)).numpy()
             model(torch.from_numpy(images))
         biased_var = (1 - momentum) * biased_var + momentum * conv.var(axis=(0, 2, 3))
-    running_mean = np.asarray(state.parameters["1.running_mean"].data)
-    running_var = np.asarray(state.parameters["1.running_var"].data)
+    state = helpers.ort_parameters(trained)
+    running_mean, running_var = state["1.running_mean"][0], state["1.running_var"][0]
     np.testing.assert_allclose(running_mean, bn.running_mean.numpy(), atol=1e-6)
     np.testing.assert_allclose(running_var, biased_var, atol=1e-5)
     assert np.abs(running_var - bn.running_var.numpy()).max() > 1e-4  # not PyTorch's unbiased update

@@ -13,6 +13,7 @@ import pytest
 
 from onnxport.core.checkpoint import read_checkpoint
 from onnxport.core.cli import main as cli_main
+from onnxport.core.errors import OnnxportError
 
 pytestmark = pytest.mark.training
 helpers = pytest.importorskip("tests.core.ort_training_helpers")
@@ -38,7 +39,7 @@ def test_same_as_ort_export(tmp_path, case, fold):
     spec = make_spec()
     arts = helpers.make_trained_artifacts(tmp_path / "artifacts", spec)
     theirs = tmp_path / "ort.onnx"
-    arts.module.export_model_for_inferencing(str(theirs), outputs)
+    helpers.ort_export(arts, outputs, theirs)
     ours = tmp_path / "onnxport.onnx"
     args = ["export", str(arts.eval_model), "--checkpoint", str(arts.checkpoint), "--outputs", ",".join(outputs),
             "-o", str(ours), "-q"] + ([] if fold else ["--no-fold"])
@@ -68,8 +69,9 @@ def test_trained_values_are_embedded(tmp_path):
     params = read_checkpoint(arts.checkpoint)
     initial = {t.name: onnx.numpy_helper.to_array(t) for t in spec.model.graph.initializer}
     assert any(not np.array_equal(params[n].array(), initial[n]) for n in initial), "training changed nothing?"
+    theirs = helpers.ort_parameters(arts.checkpoint)
     for name in initial:
-        np.testing.assert_array_equal(params[name].array(), np.asarray(arts.state.parameters[name].data))
+        np.testing.assert_array_equal(params[name].array(), theirs[name][0])
 
 
 def test_batchnorm_model_exports_and_matches_reference(tmp_path):
@@ -86,7 +88,7 @@ def test_batchnorm_model_exports_and_matches_reference(tmp_path):
     onnx.checker.check_model(onnx.load(ours), full_check=True)
     _, (mine,) = run(ours, spec.inputs)
     theirs = tmp_path / "ort.onnx"
-    arts.module.export_model_for_inferencing(str(theirs), ["logits"])
+    helpers.ort_export(arts, ["logits"], theirs)
     _, (ref,) = run(theirs, spec.inputs)
     assert np.abs(mine - ref).max() <= 1e-6
 
@@ -95,8 +97,8 @@ def test_training_mode_batchnorm_that_ort_cannot_export(tmp_path):
     """ORT's Module refuses this eval graph; onnxport exports it, equal to the trained forward model."""
     spec = helpers.batchnorm_training_mode_model()
     arts = helpers.make_trained_artifacts(tmp_path / "bn", spec, with_eval=False)
-    with pytest.raises(RuntimeError, match="should be 1 when Training_mode = False"):
-        helpers.Module(str(arts.training_model), arts.state, str(arts.eval_model))
+    with pytest.raises(OnnxportError, match="should be 1 when Training_mode = False"):
+        helpers.ort_export(arts, ["logits"], tmp_path / "ort.onnx")
     ours = tmp_path / "bn.onnx"
     assert cli_main(["export", str(arts.eval_model), "--checkpoint", str(arts.checkpoint),
                      "--outputs", "logits", "-o", str(ours), "-q"]) == 0
