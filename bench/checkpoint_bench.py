@@ -8,7 +8,9 @@ one with external data, as ORT itself writes checkpoints past ~1.8 GiB). Measure
   (copy + fsync, the disk's speed);
 - rewrite: `write_checkpoint` of a `read_checkpoint` result (bytes copied file-to-file);
 - open: `read_checkpoint` (metadata only, tensors memory-mapped), and reading every tensor once;
-- ORT: `CheckpointState.load_checkpoint` in its own process (it copies every tensor).
+- ORT: `CheckpointState.load_checkpoint` in its own process (it copies every tensor), run by the
+  training environment's Python (onnxruntime-training 1.19.2 lives only there, see
+  `onnxport.core.training`); "n/a (no training environment)" without one.
 Bars: opening takes milliseconds (not seconds) and is far faster than ORT's load; writing and
 rewriting stay within 1.5x of a copy. The page cache is warm; disk times are the best of
 `--repeats` runs (the disks here are shared and noisy).
@@ -32,9 +34,12 @@ from onnx import TensorProto
 from onnxport.core.checkpoint import read_checkpoint
 from onnxport.core.checkpoint_writer import write_checkpoint
 from onnxport.core.params import ParamTensor
+from onnxport.core.training.environment import find_training_python
+from onnxport.core.training.process import ISOLATED
 
 SIZES = {"400MB": (4096, 6, 1), "2.4GB": (8192, 9, 1), "100k-tensors": (4, 1, 100_000)}  # width, layers, repeat
 OUT = Path("build/bench")
+NO_TRAINING = "n/a (no training environment)"
 ORT_LOAD = """
 import sys, time, onnxruntime
 onnxruntime.set_default_logger_severity(3)
@@ -87,10 +92,7 @@ def run(label: str, root: Path, skip_ort: bool, repeats: int) -> dict:
         touch_s, _ = _timed(lambda: [float(t.array().reshape(-1)[:: 1024].sum()) for t in loaded.values()])
         rewrite_s = min(_timed(lambda: write_checkpoint(folder / "rewritten", loaded, external_data=external))[0]
                         for _ in range(repeats))
-        ort_s = None
-        if not skip_ort:
-            proc = subprocess.run([sys.executable, "-c", ORT_LOAD, str(path)], capture_output=True, text=True)
-            ort_s = float(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
+        ort_s = ort_load_seconds(path) if not skip_ort else None
         return {"size": label, "bytes": nbytes, "tensors": len(loaded), "external_data": external,
                 "write_s": write_s, "copy_s": copy_s, "rewrite_s": rewrite_s, "open_s": open_s, "touch_all_s": touch_s,
                 "ort_load_s": ort_s}
@@ -98,8 +100,23 @@ def run(label: str, root: Path, skip_ort: bool, repeats: int) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def ort_load_seconds(path: Path) -> float | str | None:
+    """ORT's load time in the training environment's Python; NO_TRAINING without one, None if it failed."""
+    python = find_training_python()
+    if python is None:
+        return NO_TRAINING
+    env = {k: v for k, v in os.environ.items() if k not in ISOLATED}
+    proc = subprocess.run([str(python), "-c", ORT_LOAD, str(path)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        print(f"ORT load failed: {(proc.stderr.strip().splitlines() or ['?'])[-1][:300]}", file=sys.stderr)
+        return None
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
 def _print_row(r: dict) -> None:
-    ort = f"{r['ort_load_s']:.2f}s ({r['ort_load_s'] / r['open_s']:.0f}x onnxport's open)" if r["ort_load_s"] else "-"
+    ort_s = r["ort_load_s"]
+    ort = (f"{ort_s:.2f}s ({ort_s / r['open_s']:.0f}x onnxport's open)" if isinstance(ort_s, float)
+           else ort_s or "-")
     disk = "" if r["tensors"] >= 1000 else (
         f"write {r['write_s']:.2f}s = {r['write_s'] / r['copy_s']:.2f}x copy | "
         f"rewrite {r['rewrite_s']:.2f}s = {r['rewrite_s'] / r['copy_s']:.2f}x copy | ")

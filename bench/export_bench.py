@@ -8,7 +8,12 @@ ORT-loadable checkpoint with random weights is written. Three runs, each in its 
 with warm page cache for all:
 - copy: copy the checkpoint file(s) to a new file and fsync (the disk's speed);
 - onnxport: `onnxport.core.api.export_for_inference`;
-- ort: `CheckpointState.load_checkpoint` + `Module` + `export_model_for_inferencing`.
+- ort: `CheckpointState.load_checkpoint` + `Module` + `export_model_for_inferencing`, run by the
+  training environment's Python (onnxruntime-training 1.19.2 lives only there, see
+  `onnxport.core.training`); the artifacts come from `generate_training_artifacts` through the
+  same boundary. Without a training environment the eval graph is written by hand the way ORT
+  writes it (parameters and labels as inputs, SoftmaxCrossEntropyLoss), and the ORT column says
+  "n/a (no training environment)".
 Reported: wall time, peak RSS above the process's baseline, ratios. Bars: onnxport <= 1.5x copy,
 peak RSS <= 1.3x parameter bytes; the > 2 GB case writes external data and runs in ORT.
 """
@@ -16,6 +21,7 @@ peak RSS <= 1.3x parameter bytes; the > 2 GB case writes external data and runs 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -25,6 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from onnxport.core.training.environment import find_training_python
+from onnxport.core.training.process import ISOLATED, TrainingProcess
+
+NO_TRAINING = "n/a (no training environment)"
 SIZES = {  # label -> (width, layers): parameter bytes ~ layers * width^2 * 4
     "10MB": (512, 10),
     "400MB": (4096, 6),
@@ -70,18 +80,41 @@ def _widen(path: Path, width: int) -> None:
     onnx.save(model, path)
 
 
-def prepare(label: str, width: int, layers: int, root: Path) -> dict:
-    from onnxruntime.training import artifacts
+def eval_graph_like_ort(layers: int, width: int):
+    """The eval graph ORT's generate_artifacts writes for `forward_model` (when ORT is not here):
+    parameters and `labels` become inputs, SoftmaxCrossEntropyLoss on `logits` is the only output."""
+    from onnx import TensorProto as T
+    from onnx import helper
 
+    model = forward_model(layers, width)
+    graph = model.graph
+    params = [helper.make_tensor_value_info(t.name, T.FLOAT, list(t.dims)) for t in graph.initializer]
+    del graph.initializer[:]
+    graph.input.extend([helper.make_tensor_value_info("labels", T.INT64, ["batch"]), *params])
+    graph.node.append(helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss", "log_prob"],
+                                       reduction="mean"))
+    del graph.output[:]
+    graph.output.append(helper.make_tensor_value_info("loss", T.FLOAT, []))
+    return model
+
+
+def prepare(label: str, width: int, layers: int, root: Path, training: TrainingProcess | None) -> dict:
+    import onnx
+
+    from onnxport.core.artifacts import generate_training_artifacts
     from onnxport.core.checkpoint_writer import write_checkpoint
 
     folder = (root / label).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    params = [f"layer{i}.{k}" for i in range(layers) for k in ("weight", "bias")]
-    artifacts.generate_artifacts(forward_model(layers, SMALL), requires_grad=params,
-                                 loss=artifacts.LossType.CrossEntropyLoss, artifact_directory=folder,
-                                 optimizer=artifacts.OptimType.AdamW)
-    for name in ("training_model.onnx", "eval_model.onnx"):
+    if training is not None:
+        generate_training_artifacts(forward_model(layers, SMALL), folder, loss="crossentropy", optimizer="adamw",
+                                    training=training)
+        training.close()  # the child (torch and all) holds no memory while the runs are measured
+        graphs = ("training_model.onnx", "eval_model.onnx")
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        onnx.save(eval_graph_like_ort(layers, SMALL), folder / "eval_model.onnx")
+        graphs = ("eval_model.onnx",)
+    for name in graphs:
         _widen(folder / name, width)
     rng = np.random.default_rng(0)
     weights = {}
@@ -98,7 +131,6 @@ def prepare(label: str, width: int, layers: int, root: Path) -> dict:
 
 RUNNER = r"""
 import json, os, shutil, sys, time
-import psutil
 task = json.loads(sys.argv[1])
 folder = task["folder"]
 kind = task["kind"]
@@ -115,7 +147,9 @@ for name in os.listdir(folder):
     if name.startswith(mine):
         os.unlink(name)
 os.sync()
-baseline = psutil.Process().memory_info().rss
+def status(key):  # from /proc (no psutil: the training environment has none)
+    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(key))
+baseline = status("VmRSS")
 t0 = time.perf_counter()
 if kind == "copy":
     for src in task["files"]:
@@ -130,16 +164,24 @@ else:
     module.export_model_for_inferencing("ort.onnx", ["logits"])
 seconds = time.perf_counter() - t0
 # VmHWM is this address space's peak RSS (ru_maxrss would carry the parent's peak across exec)
-peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM"))
+peak = status("VmHWM")
 print(json.dumps({"seconds": seconds, "peak_above_baseline": peak - baseline}))
 """
 
 
 def measure(kind: str, prep: dict) -> dict:
+    """One run in its own process: ORT's in the training environment's Python, the others in ours."""
+    python = sys.executable
+    env = dict(os.environ, ORT_LOGGING_LEVEL="3")
+    if kind == "ort":
+        training_python = find_training_python()
+        if training_python is None:
+            return {"skipped": NO_TRAINING}
+        python = str(training_python)
+        env = {k: v for k, v in env.items() if k not in ISOLATED}
     os.sync()  # start each run with no dirty pages left by the previous one (writeback throttling is noise)
     task = json.dumps({"kind": kind, "folder": prep["folder"], "files": prep["files"]})
-    env = dict(os.environ, ORT_LOGGING_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-c", RUNNER, task], capture_output=True, text=True, env=env)
+    proc = subprocess.run([python, "-c", RUNNER, task], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:300]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -190,10 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
-    with tempfile.TemporaryDirectory(dir=OUT, prefix="export-") as tmp:
+    training = TrainingProcess() if find_training_python() is not None else None
+    if training is None:
+        print(f"ORT column: {NO_TRAINING}", flush=True)
+    with training or contextlib.nullcontext(), tempfile.TemporaryDirectory(dir=OUT, prefix="export-") as tmp:
         for label in args.sizes.split(","):
             width, layers = SIZES[label]
-            prep = prepare(label, width, layers, Path(tmp))
+            prep = prepare(label, width, layers, Path(tmp), training)
             row = {"size": label, "param_bytes": prep["param_bytes"], "external_checkpoint": prep["external"]}
             row.update(_interleaved(prep, args.repeats))
             if not args.skip_ort:
@@ -218,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_row(r: dict) -> None:
     def sec(k):
-        return f"{r[k]['seconds']:.2f}s" if "seconds" in r.get(k, {}) else r.get(k, {}).get("error", "-")
+        v = r.get(k, {})
+        return f"{v['seconds']:.2f}s" if "seconds" in v else v.get("error") or v.get("skipped") or "-"
 
     def mem(k):
         v = r.get(k, {}).get("peak_above_baseline")
