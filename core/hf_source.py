@@ -5,7 +5,9 @@ parameters of the model class the task loads, the tasks on offer); `load_hf(fold
 pooling)` -> `LoadedProgram` whose module takes the inputs positionally and returns the task
 preset's outputs (see presets.py). Loading never touches the network (HF_HUB_OFFLINE=1,
 `local_files_only=True`), never runs code from the folder (`trust_remote_code=False`), and reads
-weights from safetensors when present (a `.bin` is read with torch.load weights-only).
+weights from safetensors when present (a `.bin` is read with torch.load weights-only: a pickled
+object in it is refused in one line, its code never runs). A folder is data, not a program: it
+needs no `trust_code`.
 
 Attention is loaded as the "eager" implementation: its dropout is an ordinary Dropout that a
 training-mode export keeps (the SDPA kernel's dropout exports without a training flag, i.e. as
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import pickle
 from pathlib import Path
 
 from .errors import OnnxportError, UnavailableError
@@ -144,7 +147,12 @@ def load_hf(folder: str | Path, *, mode: str = "inference", task: str | None = N
     try:
         with weights_only_loads():
             model, loading = auto.from_pretrained(str(folder), **kwargs)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+    except pickle.UnpicklingError:  # the weights-only unpickler met something other than tensors
+        bins = ", ".join(w.name for w in weights if w.suffix == ".bin")
+        raise OnnxportError(f"{folder}: {bins} holds pickled Python objects besides tensors; onnxport reads .bin "
+                            "weights with weights_only=True and never runs pickled code",
+                            hint="convert the weights to safetensors") from None
+    except Exception as exc:  # transformers raises many kinds for a folder it cannot use
         raise OnnxportError(f"{folder}: transformers could not load the model ({_first_line(exc)})") from None
     notes = list(info.notes)
     missing = list(loading.get("missing_keys") or []) + [

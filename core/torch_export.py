@@ -1,7 +1,8 @@
 """PyTorch -> ONNX, in training mode (seed 002) or inference mode with task presets (seed 003).
 
-Contract: `export_torch(source, out_path, mode=..., task=..., opset=..., inputs=...)` loads a
-TorchScript `.pt`, a `torch.export` `.pt2` or a Hugging Face folder (torch_sources / hf_source),
+Contract: `export_torch(source, out_path, mode=..., task=..., opset=..., inputs=..., trust_code=...)`
+loads a TorchScript `.pt`, a `torch.export` `.pt2` (programs: only with `trust_code=True`) or a
+Hugging Face folder (torch_sources / hf_source),
 traces it with torch's TorchScript-based exporter (`dynamo=False`, the one that honours
 `training=TrainingMode.TRAINING`; the dynamo exporter would also need onnxscript) and writes
 `out_path` atomically. Returns a `TorchExportResult`.
@@ -32,6 +33,7 @@ import onnx
 
 from .errors import OnnxportError
 from .eval_mode import to_inference_form
+from .program_trust import require_trust
 from .progress import CancelToken, ProgressFn, Reporter
 from .torch_sources import (
     InputSpec,
@@ -40,6 +42,7 @@ from .torch_sources import (
     example_inputs,
     import_torch,
     load_program,
+    program_kind,
     shape_text_inputs,
 )
 from .writer import check_destination
@@ -98,18 +101,22 @@ def export_torch(
     verify: bool = True,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    trust_code: bool = False,
 ) -> TorchExportResult:
-    """Export a PyTorch source to ONNX at `out_path`. See the module docstring."""
+    """Export a PyTorch source to ONNX at `out_path`. See the module docstring.
+
+    `trust_code=True` allows a TorchScript/.pt2 program to run (it executes its author's code)."""
     started = time.perf_counter()
     report = Reporter(progress, cancel)
     opset = resolve_opset(mode, opset)
+    require_trust(source, program_kind(source), trust_code)  # before any progress is shown
     out_path = Path(out_path)
     folder = check_destination(out_path)
     if quantize and mode == "training":
         raise OnnxportError("quantization applies to inference exports; a training-mode graph is for training")
     torch = import_torch()
     report(0.02, f"loading {Path(source).name}")
-    program = load_program(source, mode=mode, task=task, pooling=pooling)
+    program = load_program(source, mode=mode, task=task, pooling=pooling, trust_code=trust_code)
     specs = _input_specs(program, inputs)
     names = [s.name for s in specs]
     examples = _examples(program, specs, seed=0)

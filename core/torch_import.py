@@ -40,6 +40,7 @@ class TorchImportOptions:
     frozen: list[str] | None = None
     loss: str = "crossentropy"
     optimizer: str = "adamw"
+    trust_code: bool = False  # the user trusts a TorchScript/.pt2 program to run (program_trust.py)
 
 
 @dataclass
@@ -58,7 +59,7 @@ def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
     exported = export_torch(options.source, options.out_path, mode=options.mode, task=options.task,
                             opset=options.opset, inputs=options.inputs, output_names=options.output_names,
                             quantize=options.quantize, pooling=options.pooling, progress=export_part,
-                            cancel=cancel)
+                            cancel=cancel, trust_code=options.trust_code)
     result = TorchImportResult(exported, notes=list(exported.notes))
     if not with_artifacts:
         result.open_paths = [exported.path]

@@ -1,16 +1,19 @@
 """PyTorch programs as export sources: TorchScript `.pt`, `torch.export` `.pt2`, Hugging Face folders.
 
-Contract: `describe_source(path, task=None) -> SourceInfo` says what the source is, which inputs it
-takes (names, dtypes, shapes with dynamic dims, and whether the source really knows them or the
-user must say), and which parameters/buffers it holds (for the trainable/frozen choice).
-`load_program(path, mode=..., task=...) -> LoadedProgram` gives the torch module to trace.
+Contract: `describe_source(path, task=None, *, trust_code=False) -> SourceInfo` says what the
+source is, which inputs it takes (names, dtypes, shapes with dynamic dims, and whether the source
+really knows them or the user must say), and which parameters/buffers it holds (for the
+trainable/frozen choice). `load_program(path, mode=..., task=..., trust_code=False) -> LoadedProgram`
+gives the torch module to trace.
 
-Nothing here runs an untrusted pickle:
-- TorchScript is read by `torch.jit.load`, whose unpickler builds TorchScript types only and runs
-  TorchScript code, never arbitrary Python;
-- `.pt2` archives are read by `torch.export.load` with every `torch.load` forced to
-  `weights_only=True` (TORCH_FORCE_WEIGHTS_ONLY_LOAD); archives holding pickled opaque/custom
-  objects or compiled AOTInductor code are refused before loading;
+TorchScript and `.pt2` files are programs: loading and running them executes their author's code,
+so both functions refuse them unless `trust_code=True` (program_trust.py); the CLI's
+`--trust-model-code` and the app's question set it. Hugging Face folders are data and need no trust.
+Nothing here unpickles outside `weights_only`, trusted or not:
+- TorchScript is read by `torch.jit.load`, whose unpickler builds TorchScript types only;
+- `.pt2` archives are checked member by member before torch opens them (pt2_archive_check.py:
+  any pickled object, wherever it sits, is refused), then read by `torch.export.load` with every
+  `torch.load` forced to `weights_only=True` (TORCH_FORCE_WEIGHTS_ONLY_LOAD) as a second guard;
 - Hugging Face folders load offline (`local_files_only=True`, HF_HUB_OFFLINE=1) with
   `trust_remote_code=False`, from safetensors when present (`.bin` weights also weights-only).
 torch and transformers are imported lazily; without them `UnavailableError` says what to install.
@@ -23,12 +26,13 @@ import json
 import os
 import threading
 import types
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import OnnxportError, UnavailableError
 from .presets import TEXT_INPUTS, TaskPreset, default_task, get_preset, wrap_for_task
+from .program_trust import require_trust
+from .pt2_archive_check import check_pt2_archive
 from .sources import SourceKind, sniff
 
 TORCH_HINT = "needs torch: pip install 'onnxport[torch]'"
@@ -155,22 +159,25 @@ def program_kind(path: str | Path) -> SourceKind:
     return kind
 
 
-def describe_source(path: str | Path, task: str | None = None) -> SourceInfo:
-    """What the source is, its inputs and parameters (loads TorchScript/.pt2; HF: config only)."""
+def describe_source(path: str | Path, task: str | None = None, *, trust_code: bool = False) -> SourceInfo:
+    """What the source is, its inputs and parameters (loads a trusted TorchScript/.pt2; HF: config only)."""
     path = Path(path)
     kind = program_kind(path)
     if kind == SourceKind.HF_FOLDER:
         from .hf_source import describe_hf
 
         return describe_hf(path, task)
-    return load_program(path).info
+    return load_program(path, trust_code=trust_code).info
 
 
 def load_program(path: str | Path, *, mode: str = "inference", task: str | None = None,
-                 pooling: str = "mean") -> LoadedProgram:
-    """Load the source as a torch module for `mode` ("training" or "inference")."""
+                 pooling: str = "mean", trust_code: bool = False) -> LoadedProgram:
+    """Load the source as a torch module for `mode` ("training" or "inference").
+
+    A TorchScript/.pt2 program is opened only with `trust_code=True` (`UntrustedProgramError`)."""
     path = Path(path)
     kind = program_kind(path)
+    require_trust(path, kind, trust_code)
     if kind == SourceKind.HF_FOLDER:
         from .hf_source import load_hf
 
@@ -209,31 +216,15 @@ def _load_torchscript(path: Path) -> LoadedProgram:
     return LoadedProgram(module, info)
 
 
-def _check_pt2_archive(path: Path) -> None:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise OnnxportError(f"{path}: not a readable .pt2 archive ({exc})") from None
-    for name in names:
-        base = name.rsplit("/", 1)[-1]
-        if "/data/constants/" in f"/{name}" and base.startswith(("opaque_obj_", "custom_obj_")):
-            raise OnnxportError(f"{path}: holds pickled Python objects ({name}); onnxport does not unpickle them "
-                                "(re-export the program without script/opaque object constants)")
-        if "/data/aotinductor/" in f"/{name}":
-            raise OnnxportError(f"{path}: is an AOTInductor package (compiled native code); "
-                                "save the program with torch.export.save instead")
-
-
 def _load_pt2(path: Path) -> LoadedProgram:
     torch = import_torch()
-    _check_pt2_archive(path)
+    check_pt2_archive(path, torch)
     try:
         with weights_only_loads():
             ep = torch.export.load(str(path))
+        module = ep.module()
     except Exception as exc:
         raise OnnxportError(f"{path}: not a loadable torch.export program ({_first_line(exc)})") from None
-    module = ep.module()
 
     # An ExportedProgram's train/eval behaviour was fixed when it was captured; its module()
     # refuses train()/eval(). The exporter calls them, so make them only set the flag.

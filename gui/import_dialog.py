@@ -9,6 +9,9 @@ when the task changes (their names depend on the model class the task loads).
 Parameters form a tree by module path with tri-state checkboxes: checked = trainable, unchecked =
 frozen. Float buffers (BatchNorm running statistics) are always frozen and cannot be checked;
 non-float buffers are not parameters and are not shown.
+
+A TorchScript or `.pt2` source is a program: the dialog's `trust_code` (by default what the user
+answered gui/trust_prompt.py's question for the file) goes into `TorchImportOptions.trust_code`.
 """
 
 from __future__ import annotations
@@ -47,16 +50,21 @@ from onnxport.core.torch_export import DEFAULT_OPSET, OPSET_RANGE
 from onnxport.core.torch_import import TorchImportOptions
 from onnxport.core.torch_sources import DTYPES, InputSpec, SourceInfo, describe_source, parse_input_spec
 
+from .trust_prompt import SESSION_TRUST
+
 NAME_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 class ImportDialog(QDialog):
     def __init__(self, info: SourceInfo, parent: QWidget | None = None, *, out_path: Path | None = None,
-                 describe: Callable[[Path, str | None], SourceInfo] | None = None) -> None:
+                 describe: Callable[[Path, str | None], SourceInfo] | None = None,
+                 trust_code: bool | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Import {info.path.name}")
         self._info = info
-        self._describe = describe or describe_source
+        # None: as the user answered `trust_for_import` for this file in this session
+        self.trust_code = info.path in SESSION_TRUST if trust_code is None else trust_code
+        self._describe = describe or (lambda path, task: describe_source(path, task, trust_code=self.trust_code))
         self._opset_touched = False
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel(f"<b>{info.path}</b> ({info.kind.value})"))
@@ -314,7 +322,7 @@ class ImportDialog(QDialog):
             artifacts_dir=Path(self.artifacts_edit.text().strip())
             if training and self.artifacts_check.isChecked() else None,
             trainable=trainable, frozen=frozen, loss=self.loss_combo.currentText(),
-            optimizer=self.optimizer_combo.currentText())
+            optimizer=self.optimizer_combo.currentText(), trust_code=self.trust_code)
 
     def accept(self) -> None:
         try:

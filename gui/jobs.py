@@ -103,11 +103,11 @@ def requantize_job(quantized: Path, reference: Path, exclude_more: list[str]):
     return run
 
 
-def describe_job(source: Path):
+def describe_job(source: Path, trust_code: bool = False):
     def run(progress, cancel):
         from onnxport.core.torch_sources import describe_source
 
-        return describe_source(source)
+        return describe_source(source, trust_code=trust_code)
 
     return run
 

@@ -392,8 +392,15 @@ class MainWindow(QMainWindow):
             self.import_source(Path(path))
 
     def import_source(self, source: Path) -> None:
-        """Describe the source in the worker, then ask how to export it (gui/import_dialog.py)."""
-        self.run_job("describe", jobs.describe_job(source), self._described)
+        """Ask before running a program's code (once per file), describe the source in the worker,
+        then ask how to export it (gui/import_dialog.py)."""
+        from .trust_prompt import trust_for_import
+
+        trust = trust_for_import(self, source)
+        if trust is None:
+            self.log_line(f"not imported: {source.name} (its code was not trusted)")
+            return
+        self.run_job("describe", jobs.describe_job(source, trust), self._described)
 
     def _described(self, info) -> None:
         from .import_dialog import ImportDialog

@@ -2,6 +2,7 @@
 
     onnxport torch-export SOURCE -o OUT --mode training|inference [--task T] [--opset N]
             [--input NAME:DTYPE:DIMS ...] [--output-names A,B] [--quantize] [--artifacts DIR]
+            [--trust-model-code]
     onnxport artifacts FORWARD.onnx -o DIR [--trainable ...] [--frozen ...] [--loss L] [--optimizer O]
     onnxport embed GRAPH_OR_ORTMODULE_FOLDER STATE_DICT -o OUT [--outputs A,B] [--prefix P]
 """
@@ -16,6 +17,8 @@ from ..artifacts import LOSSES, OPTIMIZERS
 from ..presets import POOLING_MODES, TASKS
 from .export_cmd import split_names
 from .progress_line import StderrProgress
+
+TRUST_HINT = "pass --trust-model-code if you trust where it came from"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--quantize", action="store_true", help="also write a dynamic int8 model, <stem>.int8.onnx")
     p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime vs PyTorch check")
     p.add_argument("--artifacts", metavar="DIR", help="training mode: also generate training artifacts into DIR")
+    p.add_argument("--trust-model-code", action="store_true",
+                   help="run a TorchScript/.pt2 program: loading and running it executes its author's code "
+                        "(not needed for Hugging Face folders)")
     _common(p)
     p.set_defaults(func=run_torch_export)
 
@@ -87,6 +93,7 @@ def _print(report: dict, args: argparse.Namespace, lines: list[str]) -> None:
 def run_torch_export(args: argparse.Namespace) -> int:
     from ..artifacts import generate_training_artifacts
     from ..errors import OnnxportError
+    from ..program_trust import UntrustedProgramError
     from ..torch_export import export_torch
     from ..torch_sources import parse_input_spec
 
@@ -94,9 +101,13 @@ def run_torch_export(args: argparse.Namespace) -> int:
         raise OnnxportError("--artifacts needs --mode training")
     progress = StderrProgress(quiet=args.quiet)
     specs = [parse_input_spec(s) for s in args.input] or None
-    result = export_torch(args.source, args.out, mode=args.mode, task=args.task, opset=args.opset, inputs=specs,
-                          output_names=_names(args.output_names), quantize=args.quantize, pooling=args.pooling,
-                          verify=not args.no_verify, progress=progress)
+    try:
+        result = export_torch(args.source, args.out, mode=args.mode, task=args.task, opset=args.opset,
+                              inputs=specs, output_names=_names(args.output_names), quantize=args.quantize,
+                              pooling=args.pooling, verify=not args.no_verify, progress=progress,
+                              trust_code=args.trust_model_code)
+    except UntrustedProgramError as exc:
+        raise OnnxportError(str(exc), hint=TRUST_HINT) from None
     report = {"torch_export": result.to_dict()}
     diff = f", max |ORT - PyTorch| {result.max_abs_diff:.2e}" if result.max_abs_diff is not None else ""
     lines = [f"wrote {result.path} ({result.mode}, opset {result.opset}{', task ' + result.task if result.task else ''}):"

@@ -90,7 +90,7 @@ def train_chain(tmp_path: Path, source: Path, feeds: Feeds, *, inputs: list[Inpu
     graph onnxport repaired; it is left in eval mode for `export_model_for_inferencing`.
     """
     forward = tmp_path / "forward.onnx"
-    export_torch(source, forward, mode="training", inputs=inputs, opset=opset)
+    export_torch(source, forward, mode="training", inputs=inputs, opset=opset, trust_code=True)
     arts = generate_training_artifacts(forward, tmp_path / "artifacts", frozen=frozen,
                                        training=helpers.training_process())
     rng = np.random.default_rng(1)
@@ -235,7 +235,7 @@ def test_batchnorm_running_statistics_follow_pytorch_train_mode(tmp_path):
     the running variance uses the biased batch variance (PyTorch: unbiased)."""
     model = builders.bn_net()
     source = builders.save_torchscript(model, tmp_path / "bn.pt")
-    export_torch(source, tmp_path / "forward.onnx", mode="training", inputs=IMAGE)
+    export_torch(source, tmp_path / "forward.onnx", mode="training", inputs=IMAGE, trust_code=True)
     arts = generate_training_artifacts(tmp_path / "forward.onnx", tmp_path / "artifacts",
                                        training=helpers.training_process())
     bn = model[1]

@@ -53,7 +53,7 @@ def test_torchscript_training_mode(tmp_path):
     model = builders.bn_net()
     source = builders.save_torchscript(model, tmp_path / "net.pt")
     out = tmp_path / "forward.onnx"
-    result = export_torch(source, out, mode="training", inputs=IMAGE)
+    result = export_torch(source, out, mode="training", inputs=IMAGE, trust_code=True)
     graph = onnx.load(out).graph
     assert result.opset == 16 and result.inputs == ["image"] and result.outputs == ["output"]
     bn = next(n for n in graph.node if n.op_type == "BatchNormalization")
@@ -75,7 +75,7 @@ def test_torchscript_inference_mode(tmp_path):
     model = builders.bn_net()
     source = builders.save_torchscript(model, tmp_path / "net.pt")
     out = tmp_path / "model.onnx"
-    result = export_torch(source, out, mode="inference", inputs=IMAGE, output_names=["logits"])
+    result = export_torch(source, out, mode="inference", inputs=IMAGE, output_names=["logits"], trust_code=True)
     assert result.opset == 14 and result.outputs == ["logits"]
     assert result.max_abs_diff is not None and result.max_abs_diff <= 1e-5
     assert not any(n.op_type == "Dropout" for n in onnx.load(out).graph.node)
@@ -92,7 +92,7 @@ def test_pt2_inputs_come_from_the_program(tmp_path):
     from onnxport.core.torch_sources import describe_source
 
     source = builders.save_pt2(builders.ln_net(), (torch.randn(3, 8),), tmp_path / "ln.pt2")
-    info = describe_source(source)
+    info = describe_source(source, trust_code=True)
     assert info.inputs_known and [s.text() for s in info.inputs] == ["input:float32:batch,8"]
     assert info.example_sizes == {"batch": 3}
     assert [p.name for p in info.parameters][:2] == ["0.weight", "0.bias"]
@@ -104,7 +104,7 @@ def test_pt2_training_mode(tmp_path):
     model = builders.ln_net()
     source = builders.save_pt2(model, (torch.randn(3, 8),), tmp_path / "ln.pt2", train=True)
     out = tmp_path / "forward.onnx"
-    result = export_torch(source, out, mode="training")
+    result = export_torch(source, out, mode="training", trust_code=True)
     ops = [n.op_type for n in onnx.load(out).graph.node]
     assert "Dropout" in ops and "LayerNormalization" not in ops  # opset 16 decomposes LayerNorm
     inits = initializers(out)
@@ -119,13 +119,13 @@ def test_pt2_inference_mode_from_an_eval_capture(tmp_path):
     model = builders.bn_net()
     source = builders.save_pt2(model, (torch.randn(3, 1, 6, 6),), tmp_path / "bn.pt2", train=False)
     out = tmp_path / "model.onnx"
-    result = export_torch(source, out, mode="inference")
+    result = export_torch(source, out, mode="inference", trust_code=True)
     assert result.max_abs_diff <= 1e-5
     x = torch.randn(6, 1, 6, 6)
     with torch.no_grad():
         expected = model.eval()(x).numpy()
     np.testing.assert_allclose(run(out, {"input": x.numpy()})[0], expected, atol=1e-5)
-    training = export_torch(source, tmp_path / "fw.onnx", mode="training")
+    training = export_torch(source, tmp_path / "fw.onnx", mode="training", trust_code=True)
     assert any("captured in eval() mode" in n for n in training.notes)
 
 
@@ -135,7 +135,7 @@ def test_pt2_inference_mode_from_a_train_capture_uses_inference_form(tmp_path):
     model = builders.bn_net()
     source = builders.save_pt2(model, (torch.randn(3, 1, 6, 6),), tmp_path / "bn.pt2", train=True)
     out = tmp_path / "model.onnx"
-    result = export_torch(source, out, mode="inference")
+    result = export_torch(source, out, mode="inference", trust_code=True)
     assert any("captured in train() mode" in n for n in result.notes) and result.max_abs_diff is None
     graph = onnx.load(out).graph
     assert not any(n.op_type == "Dropout" for n in graph.node)
@@ -155,7 +155,7 @@ def test_pt2_with_pickled_objects_is_refused_before_loading(tmp_path):
     with zipfile.ZipFile(source, "a") as zf:
         zf.writestr(f"{root}/data/constants/opaque_obj_0", b"\x80\x04N.")
     with pytest.raises(OnnxportError, match="pickled Python objects"):
-        export_torch(source, tmp_path / "x.onnx")
+        export_torch(source, tmp_path / "x.onnx", trust_code=True)
     assert not (tmp_path / "x.onnx").exists()
 
 
@@ -226,7 +226,7 @@ def test_cli_torch_export_json(tmp_path, capsys):
     source = builders.save_torchscript(builders.bn_net(), tmp_path / "net.pt")
     out = tmp_path / "m.onnx"
     code = cli_main(["torch-export", str(source), "-o", str(out), "--mode", "inference", "--input",
-                     "image:float32:batch,1,6,6", "--opset", "17", "--json", "-q"])
+                     "image:float32:batch,1,6,6", "--opset", "17", "--json", "-q", "--trust-model-code"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)["torch_export"]
     assert report["opset"] == 17 and report["inputs"] == ["image"] and report["max_abs_diff"] <= 1e-5
@@ -243,7 +243,8 @@ def test_cli_errors_leave_the_output_untouched(tmp_path, capsys, args, message):
     source = builders.save_torchscript(builders.bn_net(), tmp_path / "net.pt")
     out = tmp_path / "m.onnx"
     out.write_bytes(b"precious")
-    code = cli_main(["torch-export", str(source), "-o", str(out), "--mode", "inference", "-q", *args])
+    code = cli_main(["torch-export", str(source), "-o", str(out), "--mode", "inference", "-q",
+                     "--trust-model-code", *args])
     err = capsys.readouterr().err
     assert code == 2 and "onnxport: error:" in err and message in err and "Traceback" not in err
     assert out.read_bytes() == b"precious"

@@ -29,8 +29,12 @@ def test_requantize_keeps_the_chosen_nodes_in_float(qtbot, window, example, tmp_
 
 
 @pytest.mark.torch
-def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tmp_path):
+def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tmp_path, monkeypatch):
     pytest.importorskip("torch")
+    from PySide6.QtWidgets import QMessageBox
+
+    # the user trusts the program's code when asked (gui/trust_prompt.py)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     from onnxport.core.torch_sources import InputSpec
     from onnxport.gui.import_dialog import ImportDialog
 
