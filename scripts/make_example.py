@@ -3,9 +3,12 @@
     python scripts/make_example.py resources/examples
 
 A small classifier (two Linear layers with Dropout, 3 classes on synthetic 2-D "moons" data) is
-exported from PyTorch in training mode (seed 002), turned into training artifacts with
-`onnxruntime.training.artifacts.generate_artifacts`, trained for a few hundred steps with
-`onnxruntime.training.api`, and saved: `eval_model.onnx` + `checkpoint` are what the app opens.
+exported from PyTorch in training mode (seed 002, in onnxport's own environment), turned into
+training artifacts with `onnxruntime.training.artifacts.generate_artifacts`, trained for a few
+hundred steps with `onnxruntime.training.api`, and saved: `eval_model.onnx` + `checkpoint` are what
+the app opens. ORT's training API runs in the training environment (onnxruntime-training 1.19.2,
+see `onnxport.core.training`): this script runs under onnxport's `.venv` Python and reaches it
+through `generate_training_artifacts`, `train_steps` and `ort_export`.
 The eval graph's only output is the loss; the forward outputs `logits` and `probabilities` are
 inside it, which is exactly what onnxport's export is for.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,55 +52,64 @@ def export_forward(path: Path) -> None:
 
     torch.manual_seed(0)
     model = Classifier().train()
-    torch.onnx.export(
-        model, (torch.randn(4, 8),), str(path), export_params=True, do_constant_folding=False,
-        training=torch.onnx.TrainingMode.TRAINING, opset_version=16, dynamo=False,
-        input_names=["input"], output_names=["logits", "probabilities"],
-        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}, "probabilities": {0: "batch"}},
-    )
+    with warnings.catch_warnings():  # the legacy exporter is deprecated, but it is the one honouring training mode
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            model, (torch.randn(4, 8),), str(path), export_params=True, do_constant_folding=False,
+            training=torch.onnx.TrainingMode.TRAINING, opset_version=16, dynamo=False,
+            input_names=["input"], output_names=["logits", "probabilities"],
+            dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}, "probabilities": {0: "batch"}},
+        )
 
 
 def build(out_dir: Path, steps: int = 300) -> None:
     import onnx
-    from onnxruntime.training import artifacts
-    from onnxruntime.training.api import CheckpointState, Module, Optimizer
+    import onnxruntime as ort
 
+    from onnxport.core.artifacts import generate_training_artifacts
+    from onnxport.core.training.ort_api import TrainingFiles, ort_export, train_steps
+    from onnxport.core.training.process import TrainingProcess
+
+    training = TrainingProcess()  # UnavailableError (how to get one) without a training environment
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    with training, tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         export_forward(work / "forward.onnx")
         forward = onnx.load(work / "forward.onnx")
         params = [t.name for t in forward.graph.initializer if t.name.endswith(("weight", "bias"))]
-        artifacts.generate_artifacts(
-            forward, requires_grad=params, frozen_params=[], loss=artifacts.LossType.CrossEntropyLoss,
-            optimizer=artifacts.OptimType.AdamW, artifact_directory=work, loss_input_names=["logits"],
-        )
-        state = CheckpointState.load_checkpoint(str(work / "checkpoint"))
-        module = Module(str(work / "training_model.onnx"), state, str(work / "eval_model.onnx"))
-        optimizer = Optimizer(str(work / "optimizer_model.onnx"), module)
-        optimizer.set_learning_rate(0.01)
+        arts = generate_training_artifacts(forward, work / "artifacts", trainable=params, frozen=[],
+                                           loss="crossentropy", optimizer="adamw", loss_input="logits",
+                                           training=training)
+        files = TrainingFiles(arts.training_model, arts.optimizer_model, arts.eval_model)
         x, y = synthetic_data(2048)
-        module.train()
+        batches = []
         for step in range(steps):
             batch = slice((step * 64) % 2048, (step * 64) % 2048 + 64)
-            loss = module(x[batch], y[batch])
-            optimizer.step()
-            module.lazy_reset_grad()
-        module.eval()
-        xt, yt = synthetic_data(512, seed=1)
-        state.properties["epoch_steps"] = steps
-        state.properties["final_train_loss"] = float(loss)
-        state.properties["dataset"] = "synthetic three-arcs (scripts/make_example.py)"
-        CheckpointState.save_checkpoint(state, str(work / "checkpoint"), include_optimizer_state=True)
+            batches.append((x[batch], y[batch]))
+        losses = train_steps(training, files, arts.checkpoint, batches, arts.checkpoint, learning_rate=0.01)
+        # The properties name the final loss, known only now: a second, step-less call sets them.
+        properties = {"epoch_steps": steps, "final_train_loss": losses[-1],
+                      "dataset": "synthetic three-arcs (scripts/make_example.py)"}
+        train_steps(training, files, arts.checkpoint, [], arts.checkpoint, properties=properties)
         for name in ("eval_model.onnx", "checkpoint"):
-            shutil.copyfile(work / name, out_dir / name)
-        module.export_model_for_inferencing(str(work / "ort_inference.onnx"), ["probabilities"])
-        import onnxruntime as ort
-
+            shutil.copyfile(work / "artifacts" / name, out_dir / name)
+        ort_export(training, files, arts.checkpoint, ["probabilities"], work / "ort_inference.onnx")
+        xt, yt = synthetic_data(512, seed=1)
         probs = ort.InferenceSession(str(work / "ort_inference.onnx")).run(None, {"input": xt})[0]
         accuracy = float((probs.argmax(1) == yt).mean())
-        print(f"trained {steps} steps, final loss {float(loss):.3f}, held-out accuracy {accuracy:.2%}")
+        print(f"trained {steps} steps, final loss {losses[-1]:.3f}, held-out accuracy {accuracy:.2%}")
+
+
+def main() -> int:
+    from onnxport.core.errors import OnnxportError
+
+    try:
+        build(Path(sys.argv[1] if len(sys.argv) > 1 else "resources/examples"))
+    except OnnxportError as exc:
+        print(f"make_example: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1] if len(sys.argv) > 1 else "resources/examples"))
+    sys.exit(main())
