@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import OnnxportError
 from .feeds import FeedsLike, generate_feeds, input_specs, open_feeds
-from .model_io import load_graph
+from .model_io import check_model_file, load_graph
 from .progress import CancelToken, ProgressFn, Reporter
 from .runtime import adapt_feed, model_size, session
 
@@ -103,6 +103,8 @@ def benchmark(
         raise OnnxportError("bench takes one or two models")
     report = Reporter(progress, cancel)
     specs = input_specs(load_graph(paths[0]))
+    for path in paths[1:]:
+        check_model_file(path)  # before ORT reads its external data (and outside the timed load)
     if inputs is None:
         feed = generate_feeds(specs, 1, dim_sizes=dim_sizes, batch=batch)[0]
         described = "generated inputs"
@@ -114,7 +116,7 @@ def benchmark(
     for i, path in enumerate(paths):
         report(0.02 + 0.03 * i, f"loading {path.name}")
         t0 = time.perf_counter()
-        sessions.append(session(path, threads=threads))
+        sessions.append(session(path, threads=threads, checked=True))
         loads.append(time.perf_counter() - t0)
     model_feeds = []
     for path, sess in zip(paths, sessions):

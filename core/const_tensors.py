@@ -9,7 +9,6 @@ A `ConstTensor` is one initializer of the model being written. Its bytes come fr
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import CorruptFileError
+from .external_data import external_reference
 from .model_io import tensor_nbytes
 from .params import FileSpan, ParamTensor, np_dtype_for
 
@@ -41,7 +41,12 @@ class ConstTensor:
         if self.span is not None:
             return read_span(self.span, self.elem_type, self.shape or ())
         if self.proto is not None:
-            return numpy_helper.to_array(self.proto)
+            if self.proto.data_location == onnx.TensorProto.EXTERNAL:
+                raise CorruptFileError(f"tensor '{self.name}': external data not resolved against its folder")
+            try:
+                return numpy_helper.to_array(self.proto)
+            except (ValueError, TypeError, KeyError) as exc:  # dims that do not fit the data held
+                raise CorruptFileError(f"tensor '{self.name}': its data does not fit its dims ({exc})") from None
         raise CorruptFileError(f"tensor '{self.name}' has no data")
 
 
@@ -67,17 +72,10 @@ def from_initializer(t: onnx.TensorProto, model_dir: Path | None) -> ConstTensor
     """An initializer of the source model: inline (proto) or in external data (span)."""
     shape = tuple(int(d) for d in t.dims)
     if t.data_location == onnx.TensorProto.EXTERNAL:
-        info = {e.key: e.value for e in t.external_data}
-        location = info.get("location", "")
-        base = model_dir or Path(".")
-        path = (base / location).resolve()
-        if not location or not path.is_file():
-            raise CorruptFileError(f"tensor '{t.name}': external data file '{location}' not found next to the model")
-        offset = int(info.get("offset", 0))
-        length = int(info.get("length", tensor_nbytes(t)))
-        if offset + length > os.path.getsize(path):
-            raise CorruptFileError(f"tensor '{t.name}': external data in '{location}' is truncated")
-        return ConstTensor(t.name, t.data_type, shape, length, span=FileSpan(path, offset, length),
+        if model_dir is None:
+            raise CorruptFileError(f"tensor '{t.name}': refers to external data but the model has no folder")
+        ref = external_reference(t, model_dir)  # confined to the folder, offset/length checked
+        return ConstTensor(t.name, t.data_type, shape, ref.length, span=FileSpan(ref.path, ref.offset, ref.length),
                            doc_string=t.doc_string)
     return ConstTensor(t.name, t.data_type, shape, tensor_nbytes(t), proto=t)
 

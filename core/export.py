@@ -21,7 +21,9 @@ from . import __version__
 from .const_tensors import ConstTensor, from_initializer, from_param
 from .errors import OnnxportError
 from .eval_mode import to_inference_form
+from .external_data import inline_nested_external
 from .fold import fold_constants
+from .graph_check import check_graph
 from .index import TensorIndex, infer_value_info
 from .match import match_parameters
 from .model_io import load_graph
@@ -142,9 +144,11 @@ def export_model(
         match_parameters(model, params).raise_if_unusable()
         param_names = set(params)
     report(0.02, "pruning")
+    check_graph(model.graph, str(model_path))  # a cycle or a tensor made twice: refuse before writing
     plan = plan_prune(model, outputs, param_names)
     value_info = infer_value_info(model, model_path) if _needs_types(model, plan.outputs) else None
     skeleton = pruned_skeleton(model, plan, value_info)
+    inline_nested_external(skeleton, model_path.parent)  # sub-graph/attribute tensors: confined reads
     changes = to_inference_form(skeleton.graph)
     report.check()
 

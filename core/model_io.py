@@ -1,23 +1,34 @@
 """Reading ONNX models without materialising their weights.
 
-`load_graph` loads the protobuf with external data left on disk; `strip_weights` gives a copy whose
-large initializers keep their dims/type but carry no bytes (for shape inference and previews).
+`load_graph` loads the protobuf with external data left on disk, after checking every tensor's
+references and sizes (external_data.py: nothing outside the model's folder, nothing declared
+bigger than the file holds); `check_model_file` does only that check, for paths handed to ONNX
+Runtime. `strip_weights` gives a copy whose large initializers keep their dims/type but carry no
+bytes (for shape inference and previews).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
 
 from .errors import CorruptFileError, OnnxportError
+from .external_data import check_model_tensors, declared_nbytes
 
 SMALL_TENSOR_BYTES = 4096  # initializers at most this big stay in stripped copies (shape constants)
 
 
+FIRST_IR_WITH_OPSETS = 3  # since IR 3 a model must import at least one opset
+
+
 def load_graph(path: str | Path) -> onnx.ModelProto:
-    """Load an ONNX model; external data stays on disk (tensors refer to it by location)."""
+    """Load an ONNX model; external data stays on disk (tensors refer to it by location).
+
+    Every tensor is checked (see external_data.py) before the model is returned: a file whose
+    external data leaves its folder, or whose tensors declare more than they hold, is refused."""
     path = Path(path)
     if not path.exists():
         raise OnnxportError(f"{path}: no such file")
@@ -25,32 +36,26 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
         raise OnnxportError(f"{path}: is a folder, expected an .onnx model file")
     try:
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             model = onnx.load_model(f, load_external_data=False)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         raise CorruptFileError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise CorruptFileError(f"{path}: not an ONNX model (no graph)")
+    if model.ir_version >= FIRST_IR_WITH_OPSETS and not model.opset_import:
+        raise CorruptFileError(f"{path}: not a complete ONNX model (no opset imports; truncated?)")
+    check_model_tensors(model, path, file_bytes=size)
     return model
+
+
+def check_model_file(path: str | Path) -> None:
+    """Check a model file's tensors before a path is handed to a reader we do not control (ORT)."""
+    load_graph(path)
 
 
 def tensor_nbytes(t: onnx.TensorProto) -> int:
     """Bytes of a tensor's values, from dims and type (0 for strings)."""
-    if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
-        return 0
-    n = 1
-    for d in t.dims:
-        n *= d
-    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-    if t.data_type in _SUBBYTE:
-        return (n * _SUBBYTE[t.data_type] + 7) // 8
-    return n * itemsize
-
-
-_SUBBYTE = {
-    getattr(onnx.TensorProto, name): 4
-    for name in ("INT4", "UINT4")
-    if hasattr(onnx.TensorProto, name)
-}
+    return declared_nbytes(t)
 
 
 def strip_weights(model: onnx.ModelProto, keep_bytes: int = SMALL_TENSOR_BYTES) -> onnx.ModelProto:

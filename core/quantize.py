@@ -83,7 +83,7 @@ def quantize(
     report(0.0, f"loading {model_path.name}")
     source = load_graph(model_path)
     specs = input_specs(source)
-    session(model_path)  # a model ORT cannot run cannot be quantized meaningfully: say so first
+    session(model_path, checked=True)  # a model ORT cannot run cannot be quantized meaningfully: say so first
     source_bytes = model_size(model_path)
     big = source_bytes > modes.SAVE_EXTERNAL_BYTES
     notes: list[str] = []

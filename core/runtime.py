@@ -14,7 +14,8 @@ import numpy as np
 import onnx
 
 from .errors import OnnxportError
-from .model_io import load_graph
+from .external_data import has_external
+from .model_io import check_model_file, load_graph
 
 SESSION_BYTES_LIMIT = (2**31 - 1) - (64 << 20)
 
@@ -43,8 +44,11 @@ def session_options(threads: int | None = None, optimize: bool = True):
 
 
 def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, threads: int | None = None,
-            workdir: Path | None = None, optimize: bool = True):
-    """An `InferenceSession` on the CPU provider; `OnnxportError` if ONNX Runtime refuses the model."""
+            workdir: Path | None = None, optimize: bool = True, checked: bool = False):
+    """An `InferenceSession` on the CPU provider; `OnnxportError` if ONNX Runtime refuses the model.
+
+    ORT reads a model path's external data itself: the file's references are checked first
+    (confined to its folder, see external_data.py) unless the caller just did (`checked`)."""
     ort = _ort()
     so = session_options(threads, optimize)
     source: str | bytes
@@ -62,6 +66,8 @@ def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, th
         label = label or str(model)
         if not Path(model).is_file():
             raise OnnxportError(f"{model}: no such file")
+        if not checked:
+            check_model_file(model)
         source = str(model)
     try:
         return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
@@ -74,7 +80,7 @@ def load_full(path: str | Path) -> onnx.ModelProto:
     """Load a model with its external data (for tools that need the weights in memory)."""
     path = Path(path)
     model = load_graph(path)
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+    if has_external(model):  # references already confined to the folder by load_graph
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
         except (OSError, ValueError) as exc:

@@ -101,7 +101,7 @@ def validate(
     graph = load_graph(model_path)
     precision = precision_of(graph)
     feeds = open_feeds(inputs, input_specs(graph), batch_size=VALIDATION_BATCH)
-    sess = session(model_path)
+    sess = session(model_path, checked=True)  # load_graph checked its references
     out_names = [o.name for o in sess.get_outputs()]
     report(0.05, f"loading reference {reference_path.name}")
     ref_model, param_feeds = reference_model(reference_path, out_names, params)

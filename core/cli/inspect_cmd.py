@@ -12,10 +12,11 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import OnnxportError
 from ..index import TensorIndex, TensorInfo
 from ..match import ParamMatch
 from ..params import ParameterSet
-from ..sources import LoadedSources, open_sources
+from ..sources import TORCH_PROGRAM_KINDS, LoadedSources, open_sources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = open_sources([args.source, *args.checkpoint])
+    if loaded.index is None and loaded.params is None:
+        raise nothing_readable(args.source, loaded)
     data = to_dict(loaded, include_all=args.all or args.json)
     if args.json:
         json.dump(data, sys.stdout, indent=2)
@@ -38,6 +41,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_tables(loaded, include_all=args.all)
     return 0
+
+
+def nothing_readable(source: str, loaded: LoadedSources) -> OnnxportError:
+    """The error for a source holding no model and no parameters (a folder of other files...)."""
+    kinds = {k for _, k in loaded.others}
+    shown = ", ".join(f"{Path(p).name} ({k.value})" for p, k in loaded.others[:5])
+    more = f" and {len(loaded.others) - 5} more" if len(loaded.others) > 5 else ""
+    found = f"; found {shown}{more}" if shown else ""
+    hint = ("import PyTorch programs with 'onnxport torch-export'" if kinds & TORCH_PROGRAM_KINDS
+            else "give an .onnx model, a checkpoint or a folder holding them")
+    return OnnxportError(f"{source}: no ONNX model or parameter file onnxport can read{found}", hint=hint)
 
 
 def _tensor_dict(t: TensorInfo) -> dict:
