@@ -29,6 +29,7 @@ import onnx
 from onnx import helper
 
 from .errors import OnnxportError
+from .npz_reader import NpzMember, list_npz, read_member
 
 Dim = int | str | None
 BATCH_SIZE = 2
@@ -192,44 +193,14 @@ def _npy_file(path: Path) -> _LazyArray:
 
 
 def _npz_members(path: Path) -> dict[str, _LazyArray]:
-    """Members of an .npz; stored (uncompressed) ones are memory-mapped in place."""
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise OnnxportError(f"{path}: not a readable .npz file ({exc})") from None
-    members: dict[str, _LazyArray] = {}
-    with zf, open(path, "rb") as raw:
-        for info in zf.infolist():
-            if not info.filename.endswith(".npy"):
-                continue
-            key = info.filename[:-4]
-            try:
-                with zf.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    shape, fortran, dtype = _read_npy_header(f, version)
-                    header_len = f.tell()
-            except (ValueError, OSError) as exc:
-                raise OnnxportError(f"{path}: member {info.filename} is not a .npy array ({exc})") from None
-            if dtype.hasobject:
-                raise OnnxportError(f"{path}: array '{key}' holds Python objects; only numeric arrays are read")
-            if info.compress_type == zipfile.ZIP_STORED:
-                raw.seek(info.header_offset)
-                local = raw.read(30)
-                name_len, extra_len = int.from_bytes(local[26:28], "little"), int.from_bytes(local[28:30], "little")
-                offset = info.header_offset + 30 + name_len + extra_len + header_len
-                members[key] = _LazyArray(tuple(shape), dtype, lambda o=offset, s=tuple(shape), d=dtype,
-                                          fo=fortran: np.memmap(path, d, "r", o, s, "F" if fo else "C"))
-            else:
-                members[key] = _LazyArray(tuple(shape), dtype, lambda k=key: np.load(path, allow_pickle=False)[k])
-    return members
+    """Members of an .npz (read by `npz_reader`, bounded by the file); stored ones are memory-mapped."""
+    return {m.name: _LazyArray(m.shape, m.dtype, _member_opener(path, m)) for m in list_npz(path)}
 
 
-def _read_npy_header(f, version: tuple[int, int]):
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(f)
-    if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(f)
-    return np.lib.format._read_array_header(f, version)  # 3.0 (utf-8 field names) has no public reader
+def _member_opener(path: Path, m: NpzMember):
+    if m.data_offset is not None and m.nbytes:
+        return lambda: np.memmap(path, m.dtype, "r", m.data_offset, m.shape, "F" if m.fortran else "C")
+    return lambda: read_member(path, m)
 
 
 @dataclass

@@ -15,6 +15,10 @@ registered in `sources.PARAM_READERS` when this module is imported.
   with a clear error. When torch's zip layout allows it, tensors get spans into the file too.
   Needs torch (the `onnxport[torch]` extra); this module itself imports without it.
 
+Sizes are checked against the file before anything is allocated from them (`budgets`): the
+.npz reader is `npz_reader` (shared with input data), zip archives pass `archive_bounds`, a
+safetensors header's value count is bounded before it is parsed.
+
 Every problem raises `OnnxportError` (usually `CorruptFileError`) with one line naming the file.
 """
 
@@ -30,14 +34,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from .archive_bounds import open_zip
+from .budgets import SAFETENSORS_MAX_HEADER, SAFETENSORS_MAX_HEADER_TOKENS, TORCH_PICKLE_MAX, human_bytes
 from .checkpoint import map_file, view_loader
 from .errors import CorruptFileError, OnnxportError, UnavailableError
-from .params import FileSpan, ParameterSet, ParamTensor
+from .npz_reader import NpzMember, list_npz, read_member
+from .params import FileSpan, ParameterSet, ParamTensor, c_contiguous
 from .sources import PARAM_READERS, SourceKind
 
 T = onnx.TensorProto
 TORCH_HINT = "needs torch: pip install 'onnxport[torch]'"
-MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 
 # safetensors dtype -> (ONNX element type, numpy dtype of the raw little-endian bytes)
 SAFETENSORS_DTYPES: dict[str, tuple[int, str]] = {
@@ -67,14 +73,9 @@ def read_safetensors(path: str | Path) -> ParameterSet:
     if size < 8:
         raise CorruptFileError(f"{path}: not a safetensors file (too short)")
     (header_len,) = struct.unpack_from("<Q", mm, 0)
-    if header_len > min(MAX_HEADER, size - 8):
+    if header_len > min(SAFETENSORS_MAX_HEADER, size - 8):
         raise CorruptFileError(f"{path}: not a safetensors file (header length {header_len} past the end)")
-    try:
-        header = json.loads(bytes(mm[8:8 + header_len]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise CorruptFileError(f"{path}: not a safetensors file (header is not JSON)") from None
-    if not isinstance(header, dict):
-        raise CorruptFileError(f"{path}: not a safetensors file (header is not a JSON object)")
+    header = _safetensors_header(path, bytes(mm[8:8 + header_len]))
     base = 8 + header_len
     metadata = header.pop("__metadata__", None) or {}
     params: dict[str, ParamTensor] = {}
@@ -83,6 +84,21 @@ def read_safetensors(path: str | Path) -> ParameterSet:
     properties = {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {}
     return ParameterSet(params=params, sources=[path], kind="safetensors", properties=properties,
                         keepalive=[mm])
+
+
+def _safetensors_header(path: Path, raw: bytes) -> dict:
+    """The JSON header, its value count bounded before parsing (see budgets)."""
+    tokens = sum(raw.count(c) for c in (b",", b":", b"[", b"{"))
+    if tokens > SAFETENSORS_MAX_HEADER_TOKENS:
+        raise CorruptFileError(f"{path}: safetensors header holds {tokens} JSON values, over onnxport's "
+                               f"limit of {SAFETENSORS_MAX_HEADER_TOKENS}; refused")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CorruptFileError(f"{path}: not a safetensors file (header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise CorruptFileError(f"{path}: not a safetensors file (header is not a JSON object)")
+    return header
 
 
 def _safetensors_tensor(path: Path, mm: mmap.mmap, base: int, size: int, name: str, entry) -> ParamTensor:
@@ -120,84 +136,34 @@ def _safetensors_tensor(path: Path, mm: mmap.mmap, base: int, size: int, name: s
 def read_npz(path: str | Path) -> ParameterSet:
     """Open a numpy .npz: stored entries memory-mapped with spans, compressed ones on demand."""
     path = Path(path)
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise CorruptFileError(f"{path}: not a readable .npz ({exc})") from None
+    members = list_npz(path)  # headers checked against the file before anything is read
     mm = map_file(path)
-    params: dict[str, ParamTensor] = {}
-    with zf:
-        for info in zf.infolist():
-            if not info.filename.endswith(".npy"):
-                continue
-            name = info.filename[: -len(".npy")]
-            params[name] = _npz_entry(path, zf, info, mm, name)
+    params = {m.name: _npz_param(path, m, mm) for m in members}
     return ParameterSet(params=params, sources=[path], kind="npz", keepalive=[mm])
 
 
-def _npz_entry(path: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, mm: mmap.mmap, name: str) -> ParamTensor:
-    where = f"{path}: array '{name}'"
+def _npz_param(path: Path, member: NpzMember, mm: mmap.mmap) -> ParamTensor:
+    where = f"{path}: array '{member.name}'"
     try:
-        with zf.open(info) as f:
-            version = np.lib.format.read_magic(f)
-            shape, fortran, dtype = _read_npy_header(f, version)
-            header_end = f.tell()
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise CorruptFileError(f"{where}: not a readable .npy entry ({exc})") from None
-    if dtype.hasobject:
-        raise CorruptFileError(f"{where}: holds Python objects; onnxport reads numeric arrays only")
-    try:
-        elem_type = onnx.helper.np_dtype_to_tensor_dtype(dtype.newbyteorder("="))
+        elem_type = onnx.helper.np_dtype_to_tensor_dtype(member.dtype.newbyteorder("="))
     except (KeyError, TypeError, ValueError):
-        raise CorruptFileError(f"{where}: unsupported dtype {dtype}") from None
-    shape = tuple(int(d) for d in shape)
-    count = _numel(shape)
-    nbytes = count * dtype.itemsize
-    data_at = _stored_data_offset(mm, info)
-    raw_ok = data_at is not None and not fortran and (dtype.byteorder in "<|=" or dtype.itemsize == 1)
-    if data_at is not None:
-        data_at += header_end
-        if data_at + nbytes > len(mm):
-            raise CorruptFileError(f"{where}: data past the end of the file (truncated?)")
-    if raw_ok:
-        loader = view_loader(mm, where, dtype.newbyteorder("<"), data_at, count, shape)
-        span = FileSpan(path, data_at, nbytes)
+        raise CorruptFileError(f"{where}: unsupported dtype {member.dtype}") from None
+    if member.raw_little_c and member.data_offset is not None:
+        loader = view_loader(mm, where, member.dtype.newbyteorder("<"), member.data_offset, member.count,
+                             member.shape)
+        span = FileSpan(path, member.data_offset, member.nbytes)
     else:
-        loader = _npz_array_loader(path, info.filename, where, shape)
-        span = None
-    return ParamTensor(name=name, elem_type=elem_type, shape=shape, loader=loader, source=str(path), span=span)
+        loader, span = _npz_array_loader(path, member), None
+    return ParamTensor(name=member.name, elem_type=elem_type, shape=member.shape, loader=loader,
+                       source=str(path), span=span)
 
 
-def _read_npy_header(f, version: tuple[int, int]):
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(f)
-    if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(f)
-    return np.lib.format._read_array_header(f, version)  # 3.0 (utf-8 field names): no public reader
-
-
-def _stored_data_offset(mm: mmap.mmap, info: zipfile.ZipInfo) -> int | None:
-    """File offset of an uncompressed entry's bytes (None when compressed/encrypted)."""
-    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
-        return None
-    at = info.header_offset
-    if at + 30 > len(mm) or mm[at:at + 4] != b"PK\x03\x04":
-        return None
-    name_len, extra_len = struct.unpack_from("<HH", mm, at + 26)
-    return at + 30 + name_len + extra_len
-
-
-def _npz_array_loader(path: Path, member: str, where: str, shape: tuple[int, ...]) -> Callable[[], np.ndarray]:
+def _npz_array_loader(path: Path, member: NpzMember) -> Callable[[], np.ndarray]:
     def load() -> np.ndarray:
-        try:
-            with zipfile.ZipFile(path) as zf, zf.open(member) as f:
-                array = np.lib.format.read_array(f, allow_pickle=False)
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-            raise CorruptFileError(f"{where}: cannot read ({exc})") from None
-        array = np.ascontiguousarray(array)
+        array = c_contiguous(read_member(path, member))
         if array.dtype.byteorder == ">":
             array = array.astype(array.dtype.newbyteorder("<"))
-        return array.reshape(shape)
+        return array
 
     return load
 
@@ -211,8 +177,10 @@ STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "
 def read_state_dict(path: str | Path) -> ParameterSet:
     """Load a PyTorch state_dict with `torch.load(weights_only=True)`; refuse anything else."""
     path = Path(path)
-    torch = _import_torch()
     is_zip = zipfile.is_zipfile(path)
+    if is_zip:
+        _check_torch_zip(path)
+    torch = _import_torch()
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=is_zip)
     except FileNotFoundError:
@@ -233,6 +201,16 @@ def read_state_dict(path: str | Path) -> ParameterSet:
     for name, tensor in tensors.items():
         params[name] = _torch_param(path, name, tensor, torch, spans.get(name))
     return ParameterSet(params=params, sources=[path], kind="state_dict", keepalive=[tensors])
+
+
+def _check_torch_zip(path: Path) -> None:
+    """Declared sizes first: torch reads data.pkl whole (inflating it if compressed) and runs it
+    through a pure-Python unpickler (~2 MB/s), so its size is bounded too (see budgets)."""
+    with open_zip(path, "PyTorch file") as zf:
+        for info in zf.infolist():
+            if info.filename.endswith("data.pkl") and info.file_size > TORCH_PICKLE_MAX:
+                raise CorruptFileError(f"{path}: member '{info.filename}' is {human_bytes(info.file_size)}, over "
+                                       f"onnxport's limit of {human_bytes(TORCH_PICKLE_MAX)} for a state_dict's pickle")
 
 
 def _import_torch():

@@ -1,0 +1,76 @@
+"""Memory and work budgets: how much a file may make onnxport allocate, write or compute.
+
+Why: a crafted file must never exhaust memory (DESIGN: "Bars"). Every budget here is derived from
+the file at hand - its size on disk, the bytes its headers declare, the model's own parameter
+bytes - with a small absolute floor so tiny legitimate files are never refused. Readers check
+their budget from headers *before* they allocate; folding checks from shapes before it computes.
+
+Archives (.npz, PyTorch zip state_dicts): a compressed member legitimately inflates past its
+compressed size (np.savez_compressed), so members are bounded by the zip's declared uncompressed
+size (zipfile never returns more than that), and that declared size is bounded here:
+- one member may inflate to max(INFLATE_FLOOR, MAX_INFLATE_RATIO x its compressed bytes);
+- all members together to max(ARCHIVE_TOTAL_FLOOR, MAX_INFLATE_RATIO x the file's size).
+Real weights deflate about 1.1:1 and token ids about 4:1; only runs of one value (zeros, masks of
+ones) go past 32:1, and deflate bombs sit at its ~1030:1 limit. An archive over budget is refused
+with one line that says to save it uncompressed (np.savez), which has no limit beyond the file.
+
+Folding (core/fold.py) never fails on a budget; it leaves the node unfolded:
+- one folded output <= max(FOLD_OUTPUT_FLOOR, FOLD_OUTPUT_FACTOR x its distinct inputs' bytes)
+  (Cast int8 -> float64 is 8x; a Concat of one weight 4,096 times is not);
+- total growth of the model's constants <= max(FOLD_GROWTH_FLOOR, FOLD_GROWTH_FACTOR x the
+  model's constant bytes) (folded outputs minus the inputs they replace);
+- total work (bytes read or computed at fold time and at write time)
+  <= max(FOLD_WORK_FLOOR, FOLD_WORK_FACTOR x the model's constant bytes), so chains of folds that
+  re-read their inputs cannot take exponential time.
+"""
+
+from __future__ import annotations
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+# --- archives: .npz and PyTorch zip files ---
+INFLATE_FLOOR = 64 * MiB
+MAX_INFLATE_RATIO = 32
+ARCHIVE_TOTAL_FLOOR = 256 * MiB
+
+# --- safetensors ---
+SAFETENSORS_MAX_HEADER = 100_000_000  # the format's own limit on the JSON header
+# JSON parsing costs ~10-60 bytes of Python objects per value; a header's values are bounded by
+# counting its separators (, : [ {) before parsing. Real headers use ~11 per tensor: this allows
+# ~190,000 tensors and keeps parsing under ~200 MB (a 100 MB header of `1e5,` took 1.3 GB).
+SAFETENSORS_MAX_HEADER_TOKENS = 1 << 21
+
+# --- PyTorch zip state_dicts: torch unpickles data.pkl in pure Python (~2 MB/s measured here,
+# 8 MB in 5 s); real ones hold ~150 bytes per tensor, so this allows ~100,000 tensors.
+TORCH_PICKLE_MAX = 16 * MiB
+
+# --- constant folding ---
+FOLD_OUTPUT_FLOOR = 1 * MiB
+FOLD_OUTPUT_FACTOR = 8
+FOLD_GROWTH_FLOOR = 16 * MiB
+FOLD_GROWTH_FACTOR = 1
+FOLD_WORK_FLOOR = 256 * MiB
+FOLD_WORK_FACTOR = 16
+FOLD_VALUE_MAX = 1 * MiB  # shape/axes/index inputs whose values folding reads to infer shapes
+FOLD_EAGER_MAX = 64 * KiB  # small folded outputs are computed at once (read by later folds)
+FOLD_EAGER_TOTAL = 64 * MiB  # ... up to this much in memory in all
+
+
+def archive_member_limit(compressed_bytes: int) -> int:
+    """The most one compressed archive member may declare (uncompressed)."""
+    return max(INFLATE_FLOOR, MAX_INFLATE_RATIO * compressed_bytes)
+
+
+def archive_total_limit(file_bytes: int) -> int:
+    """The most all members of an archive of `file_bytes` may declare together (uncompressed)."""
+    return max(ARCHIVE_TOTAL_FLOOR, MAX_INFLATE_RATIO * file_bytes)
+
+
+def human_bytes(n: int) -> str:
+    """'4.0 GiB', '12.5 MiB', '300 bytes': sizes in one-line messages."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
