@@ -16,7 +16,10 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.budgets import FOLD_GROWTH_FLOOR, FOLD_OUTPUT_FLOOR, MiB
 from onnxport.core.export import export_model
+from onnxport.core.fold import fold_constants
 from onnxport.core.fold_budget import FoldBudget, output_allowed
+from onnxport.core.fold_ops import FOLDERS
+from onnxport.core.fold_shapes import RULES
 
 from .crafted_files import run_bounded
 
@@ -112,6 +115,20 @@ def test_invalid_nodes_are_left_for_ort_to_report(tmp_path):
     src = save_model(tmp_path / "src.onnx", nodes, inits)
     result = export_model(src, tmp_path / "out.onnx", ["y"])
     assert result.folded == 0 and ops(onnx.load(tmp_path / "out.onnx")) == ["Reshape", "Gather", "Add"]
+
+
+def test_constant_claiming_4_tib_is_never_decoded():
+    """(Model loading refuses such a file too; folding does not rely on it.)"""
+    lying = onnx.TensorProto(name="c", data_type=T.FLOAT, dims=[1 << 40], raw_data=b"\0\0\0\0")
+    nodes = [helper.make_node("Constant", [], ["C"], value=lying), helper.make_node("Transpose", ["C"], ["Ct"]),
+             helper.make_node("Add", ["x", "Ct"], ["y"])]
+    left, needed, folded = fold_constants(nodes, {}, {"y"})
+    assert folded == [] and [n.op_type for n in left] == ["Constant", "Transpose", "Add"] and needed == {}
+
+
+def test_every_folded_op_has_a_shape_rule():
+    """A new entry in FOLDERS without a rule in fold_shapes would never fold (no unchecked ops)."""
+    assert set(FOLDERS) == set(RULES)
 
 
 def test_weights_captured_by_subgraphs_survive_folding(tmp_path):
