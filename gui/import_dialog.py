@@ -49,6 +49,7 @@ from onnxport.core.presets import POOLING_MODES, get_preset
 from onnxport.core.torch_export import DEFAULT_OPSET, OPSET_RANGE
 from onnxport.core.torch_import import TorchImportOptions
 from onnxport.core.torch_sources import DTYPES, InputSpec, SourceInfo, describe_source, parse_input_spec
+from onnxport.core.training.environment import HOW_TO_GET, find_training_python
 
 from .trust_prompt import SESSION_TRUST
 
@@ -163,8 +164,16 @@ class ImportDialog(QDialog):
         v = QVBoxLayout(self.training_box)
         row = QHBoxLayout()
         self.artifacts_check = QCheckBox("Generate training artifacts into:")
-        self.artifacts_check.setChecked(True)
         self.artifacts_edit = QLineEdit(str(self._info.path.with_name(self._info.path.stem + "_artifacts")))
+        # ORT's training API runs in a separate training environment: without one, say so here.
+        available = find_training_python() is not None
+        self.artifacts_check.setChecked(available)
+        self.artifacts_check.setEnabled(available)
+        self.artifacts_edit.setEnabled(available)
+        if not available:
+            why = f"Needs the training environment (onnxruntime-training 1.19.2): {HOW_TO_GET}"
+            self.artifacts_check.setToolTip(why)
+            self.artifacts_edit.setToolTip(why)
         row.addWidget(self.artifacts_check)
         row.addWidget(self.artifacts_edit, 1)
         v.addLayout(row)

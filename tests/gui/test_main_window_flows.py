@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import onnx
 import pytest
 
@@ -56,3 +59,30 @@ def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tm
     assert (tmp_path / "net.onnx").exists()
     assert window.sources.model_path == tmp_path / "net.onnx"
     assert window.model.checked_outputs()
+
+
+@pytest.mark.torch
+def test_import_dialog_without_training_environment_says_why(qtbot, tmp_path, monkeypatch):
+    """No training environment: "Generate training artifacts" is off, greyed, and says how to get one."""
+    pytest.importorskip("torch")
+    from onnxport.core.torch_sources import describe_source
+    from onnxport.core.training.environment import ENV_VARIABLE
+    from onnxport.gui.import_dialog import ImportDialog
+
+    from ..core import torch_builders as builders
+
+    source = builders.save_torchscript(builders.bn_net(), tmp_path / "net.pt")
+    info = describe_source(source, trust_code=True)
+    monkeypatch.setenv(ENV_VARIABLE, str(tmp_path / "no-python"))
+    dialog = ImportDialog(info, trust_code=True)
+    qtbot.addWidget(dialog)
+    dialog.training_radio.setChecked(True)
+    assert dialog.training_box.isEnabled()
+    assert not dialog.artifacts_check.isChecked() and not dialog.artifacts_check.isEnabled()
+    assert "make training-env" in dialog.artifacts_check.toolTip()
+    monkeypatch.delenv(ENV_VARIABLE)
+    if (Path(sys.prefix).parent / ".venv-training" / "bin" / "python").exists():
+        available = ImportDialog(info, trust_code=True)
+        qtbot.addWidget(available)
+        available.training_radio.setChecked(True)
+        assert available.artifacts_check.isChecked() and available.artifacts_check.isEnabled()
