@@ -94,7 +94,10 @@ def test_quantized_model_against_float32_ranks_nodes(tmp_path):
     fp32 = tmp_path / "fp32.onnx"
     export_model(forward, fp32, ["logits"])  # the forward graph's Dropout is in training mode: random
     q = tmp_path / "int8.onnx"
-    quantize(fp32, q, "dynamic", accuracy_target=None)
+    # 7-bit weights (reduce_range) pin the int8 path: ORT's u8s8 kernels compute exactly on every x86
+    # CPU (AVX2's vpmaddubsw sums pairs of u8 x s7 products, 2 x 255 x 63 < 32767, so it cannot
+    # saturate as it does with 8-bit weights on CPUs without VNNI); the verdict never depends on the CPU.
+    quantize(fp32, q, "dynamic", accuracy_target=None, reduce_range=True)
     report = validate(q, fp32)
     assert report.precision == "quantized" and report.thresholds == LOSSY
     assert report.reference_kind == "model"
