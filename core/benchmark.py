@@ -114,6 +114,7 @@ def benchmark(
     samples = next((int(v.shape[0]) for v in feed.values() if v.ndim), 1)
     sessions, loads = [], []
     for i, path in enumerate(paths):
+        report.check()
         report(0.02 + 0.03 * i, f"loading {path.name}")
         t0 = time.perf_counter()
         sessions.append(session(path, threads=threads, checked=True))

@@ -34,6 +34,7 @@ def _reader_class():
             self._done = 0
 
         def get_next(self):
+            self._report.check()
             self._report(self._done / self._total, f"calibrating (batch {self._done + 1}/{self._total})")
             feed = next(self._iter, None)
             if feed is None:

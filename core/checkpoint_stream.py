@@ -6,9 +6,10 @@ uint32 length and the tensor's bytes; with `external`, the external items' bytes
 `<path>.data` at `item.raw.pos`. Bytes come from a `ParamTensor`'s file span (copied by the
 kernel with copy_file_range, never entering Python memory), else from its loader or the numpy
 array, one tensor at a time, in 64 MiB chunks with progress and cancel checks. Temp files live in
-the destination folder; they are fsynced and renamed over `path` (the `.data` first) only when
-everything is written. On any failure or cancel they are removed and existing files stay as
-they were. OS errors become `OnnxportError` naming the file.
+the destination folder (`atomic.AtomicWrite`); they are fsynced and renamed over `path` (the
+`.data` first: ORT finds it by that fixed name) only when everything is written, under a lock on
+the folder so two writers never interleave their renames. On any failure or cancel they are
+removed and existing files stay as they were. OS errors become `OnnxportError` naming the file.
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ import errno
 import os
 import struct
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .atomic import AtomicWrite
 from .checkpoint import DATA_SUFFIX
 from .errors import OnnxportError
 from .params import ParamTensor, c_contiguous
 from .progress import Reporter
-from .writer import fsync_dir
 
 CHUNK = 64 << 20  # report progress / check for cancel every 64 MiB
 _COPY_FILE_RANGE = getattr(os, "copy_file_range", None)  # Linux only
@@ -45,45 +45,37 @@ def check_destination(path: Path) -> Path:
 def write_files(path: Path, meta: bytes, inline: list, external_items: list, external: bool,
                 total: int, report: Reporter) -> Path:
     """Write the files (see the module docstring); `inline`/`external_items` are the writer's items."""
-    folder = check_destination(path)
-    temps: list[str] = []
+    check_destination(path)
     sources: dict[Path, int] = {}
     done = [0]
     try:
         try:
-            if external:
-                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.data.", suffix=".tmp")
-                temps.append(tmp)
+            with AtomicWrite(path) as tx:
+                moves = []
+                if external:
+                    fd, tmp = tx.new_file()
+                    with _Sink(fd) as sink:
+                        for item in external_items:
+                            sink.zeros(item.raw.pos - sink.pos)
+                            _write_values(sink, item, sources, report, done, total)
+                    moves.append((tmp, path.with_name(path.name + DATA_SUFFIX)))
+                fd, tmp = tx.new_file()
                 with _Sink(fd) as sink:
-                    for item in external_items:
+                    sink.write(meta)
+                    for item in inline:
                         sink.zeros(item.raw.pos - sink.pos)
+                        sink.write(struct.pack("<I", item.nbytes))
                         _write_values(sink, item, sources, report, done, total)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-            temps.append(tmp)
-            with _Sink(fd) as sink:
-                sink.write(meta)
-                for item in inline:
-                    sink.zeros(item.raw.pos - sink.pos)
-                    sink.write(struct.pack("<I", item.nbytes))
-                    _write_values(sink, item, sources, report, done, total)
-            report(1.0, "saving checkpoint")  # the last chance to cancel: nothing is replaced yet
-            for tmp in temps:
-                os.chmod(tmp, 0o644)
-            if external:
-                os.replace(temps[0], path.with_name(path.name + DATA_SUFFIX))
-            os.replace(temps[-1], path)
-            temps.clear()
-            fsync_dir(folder)
+                moves.append((tmp, path))
+                report(1.0, "saving checkpoint")
+                report.check()  # the last chance to cancel: nothing is replaced yet
+                report.commit()
+                tx.commit(moves)
         except OSError as exc:
             raise OnnxportError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:
         for fd in sources.values():
             os.close(fd)
-        for tmp in temps:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     return path
 
 
@@ -103,6 +95,7 @@ def _write_values(sink: _Sink, item, sources: dict[Path, int], report: Reporter,
             sink.copy_from(src, span.offset + start, n, span.path)
             done[0] += n
             report(done[0] / total, "writing checkpoint")
+            report.check()
         return
     array = value.array() if isinstance(value, ParamTensor) else np.asarray(value)
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
@@ -117,6 +110,7 @@ def _write_values(sink: _Sink, item, sources: dict[Path, int], report: Reporter,
         sink.write(chunk)
         done[0] += len(chunk)
         report(done[0] / total, "writing checkpoint")
+        report.check()
 
 
 class _Sink:

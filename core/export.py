@@ -136,6 +136,7 @@ def export_model(
     if out_path.resolve() == model_path.resolve():
         raise OnnxportError(f"{out_path}: the output would overwrite the source model; choose another name")
     check_destination(out_path)
+    report.check()
     report(0.0, f"loading {model_path.name}")
     if model is None:
         model = load_graph(model_path)
@@ -143,6 +144,7 @@ def export_model(
     if params is not None:
         match_parameters(model, params).raise_if_unusable()
         param_names = set(params)
+    report.check()
     report(0.02, "pruning")
     check_graph(model.graph, str(model_path))  # a cycle or a tensor made twice: refuse before writing
     plan = plan_prune(model, outputs, param_names)

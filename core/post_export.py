@@ -67,12 +67,14 @@ def post_export(
     export = export_result.to_dict() if hasattr(export_result, "to_dict") else {"path": str(out)}
     validation = quantized = bench = None
     if validate:
+        report.check()
         report(0.0, "validating the export")
         validation = run_validate(out, model_path, params=_params(checkpoints), inputs=inputs,
                                   progress=report.sub(0.0, 0.2), cancel=cancel)
     if quantize:
         quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
                                  validation_inputs=inputs, progress=report.sub(0.2, 0.85), cancel=cancel)
+        report.check()
         report(0.85, "benchmarking float32 vs quantized")
         bench = benchmark([out, quantized.path], inputs=inputs, seconds=POST_BENCH_SECONDS,
                           progress=report.sub(0.85, 1.0), cancel=cancel)

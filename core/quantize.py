@@ -80,6 +80,7 @@ def quantize(
     check_destination(out_path)
     report = Reporter(progress, cancel)
     _quiet_onnxruntime()
+    report.check()
     report(0.0, f"loading {model_path.name}")
     source = load_graph(model_path)
     specs = input_specs(source)
@@ -97,6 +98,7 @@ def quantize(
     with Staging(out_path) as stage:
         prepared = model_path
         if mode != "fp16" and preprocess:
+            report.check()
             report(0.02, "pre-processing (ONNX Runtime optimizer, shape inference)")
             prepared = stage.path("prepared.onnx")
             notes += _preprocess(model_path, prepared)
@@ -136,13 +138,15 @@ def quantize(
                 f"{model_path.name}: quantized model misses the accuracy target (cosine {last['min_cosine']:.4f} "
                 f"< {accuracy_target} on '{last['worst_output']}') even with {len(kept)} node(s) kept in float; "
                 "nothing written", hint="lower the target, or validate with representative inputs")
+        report.check()
         report(0.93, "validating against the float32 model")
         thresholds = Thresholds(min_cosine=accuracy_target) if accuracy_target is not None else LOSSY
         final = validate(dst, model_path, inputs=val_feeds, thresholds=thresholds, layers=True)
         final.model = str(out_path)
         _stamp(dst, {**options, "excluded_nodes": excluded, "kept_float_nodes": kept, "source": model_path.name})
+        report.check()
         report(0.98, f"writing {out_path.name}")
-        written = stage.commit(dst)
+        written = stage.commit(dst, report)
     size = sum(p.stat().st_size for p in written)
     report.finished()
     return QuantizeResult(
@@ -160,6 +164,7 @@ def _accuracy_loop(attempt, stage: Staging, name: str, prepared: Path, val_feeds
     attempts: list[dict] = []
     previous: Path | None = None
     for round_ in range(MAX_ROUNDS + 1):
+        report.check()
         report(round_ / (MAX_ROUNDS + 1), "quantizing" if round_ == 0 else
                f"quantizing again with {len(kept)} node(s) kept in float")
         folder = stage.path(f"attempt{round_}")

@@ -251,16 +251,19 @@ def open_sources(
     model_path, param_paths = found.model, found.params
     loaded = LoadedSources(model_path=model_path, param_paths=param_paths, others=found.others,
                            ortmodule=found.ortmodule)
+    report.check()
     report(0.05, "reading parameters")
     if param_paths:
         sets = [read_parameters(p) for p in param_paths]
         loaded.params = merge_parameter_sets(sets)
     report.check()
     if model_path is not None:
+        report.check()
         report(0.3, f"loading {model_path.name}")
         loaded.model = load_graph(model_path)
         if loaded.params is not None:
             loaded.params, loaded.alignment = align_if_better(loaded.model, loaded.params)
+        report.check()
         report(0.6, "indexing tensors")
         names = loaded.params.params.keys() if loaded.params else ()
         loaded.index = build_index(loaded.model, model_path, parameter_names=names)

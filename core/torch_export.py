@@ -21,9 +21,6 @@ named exactly as the model's state_dict.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -31,10 +28,12 @@ from pathlib import Path
 
 import onnx
 
+from .atomic import AtomicWrite
 from .errors import OnnxportError
 from .eval_mode import to_inference_form
 from .program_trust import require_trust
 from .progress import CancelToken, ProgressFn, Reporter
+from .staging import Staging
 from .torch_sources import (
     InputSpec,
     LoadedProgram,
@@ -111,10 +110,11 @@ def export_torch(
     opset = resolve_opset(mode, opset)
     require_trust(source, program_kind(source), trust_code)  # before any progress is shown
     out_path = Path(out_path)
-    folder = check_destination(out_path)
+    check_destination(out_path)
     if quantize and mode == "training":
         raise OnnxportError("quantization applies to inference exports; a training-mode graph is for training")
     torch = import_torch()
+    report.check()
     report(0.02, f"loading {Path(source).name}")
     program = load_program(source, mode=mode, task=task, pooling=pooling, trust_code=trust_code)
     specs = _input_specs(program, inputs)
@@ -127,8 +127,10 @@ def export_torch(
     axes = _dynamic_axes(program, specs, outputs, module, examples, torch)
     _restore(torch, module, before)
     notes = list(program.notes)
+    report.check()
     report(0.2, "tracing and converting to ONNX")
-    tmpdir = Path(tempfile.mkdtemp(dir=folder, prefix=f".{out_path.name}.", suffix=".tmp"))
+    scratch = AtomicWrite(out_path).start()  # the tracer's work folder: a temp like any other
+    tmpdir = scratch.new_dir()
     try:
         traced = tmpdir / "model.onnx"
         _trace(torch, module, examples, traced, mode, opset, names, outputs, axes, program, before)
@@ -151,7 +153,7 @@ def export_torch(
         missing = [n for n in names if n not in {i.name for i in model.graph.input}]
         if missing:
             notes.append(f"the model does not use input(s) {', '.join(missing)}: the exporter dropped them")
-        save_atomic(model, out_path)
+        save_atomic(model, out_path, report)
         params = [t.name for t in model.graph.initializer
                   if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
                                      onnx.TensorProto.DOUBLE)]
@@ -160,7 +162,7 @@ def export_torch(
                                    [o.name for o in model.graph.output], axes, params, notes=notes)
         del model
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        scratch.discard()
     if mode == "inference" and verify:
         report(0.75, "checking against PyTorch in ONNX Runtime")
         result.max_abs_diff = _verify(torch, program, specs, out_path, notes)
@@ -304,28 +306,22 @@ def _annotate(model: onnx.ModelProto, program: LoadedProgram, mode: str) -> None
         prop.key, prop.value = key, value
 
 
-def save_atomic(model: onnx.ModelProto, out_path: Path) -> None:
-    """Write `model` to a temp file beside `out_path`, fsync, rename (external data over 2 GB)."""
-    folder = out_path.parent if str(out_path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{out_path.name}.", suffix=".tmp")
-    os.close(fd)
-    data_tmp = None
-    try:
-        if model.ByteSize() > PROTOBUF_LIMIT - (64 << 20):
-            data_tmp = folder / (out_path.name + ".data")
-            onnx.save_model(model, tmp, save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=data_tmp.name, size_threshold=1024)
-        else:
-            onnx.save_model(model, tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out_path)
-    except OSError as exc:
-        raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def save_atomic(model: onnx.ModelProto, out_path: Path, report: Reporter | None = None) -> None:
+    """Write `model` to `out_path` through a staging folder, committed with `report`'s commit
+    point (over 2 GB: external data in a file named for this run, in place before the model)."""
+    with Staging(out_path) as stage:
+        staged = stage.path(out_path.name)
+        data_files = []
+        try:
+            if model.ByteSize() > PROTOBUF_LIMIT - (64 << 20):
+                data_files = [stage.data_name]
+                onnx.save_model(model, str(staged), save_as_external_data=True, all_tensors_to_one_file=True,
+                                location=stage.data_name, size_threshold=1024)
+            else:
+                onnx.save_model(model, str(staged))
+        except OSError as exc:
+            raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+        stage.commit(staged, report, data_files=data_files)
 
 
 def _verify(torch, program: LoadedProgram, specs: list[InputSpec], path: Path, notes: list[str]) -> float | None:
@@ -359,22 +355,19 @@ def quantize_dynamic_int8(path: Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     target = path.with_name(path.stem + ".int8.onnx")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            logging.disable(logging.WARNING)  # quantize_dynamic logs advice on the root logger
-            try:
-                quantize_dynamic(str(path), tmp, weight_type=QuantType.QInt8)
-            finally:
-                logging.disable(logging.NOTSET)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise OnnxportError(f"cannot write {target}: {exc.strerror or exc}") from None
-    except Exception as exc:
-        raise OnnxportError(f"{path}: dynamic quantization failed ({_first_line(exc)})") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with Staging(target) as stage:
+        staged = stage.path(target.name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                logging.disable(logging.WARNING)  # quantize_dynamic logs advice on the root logger
+                try:
+                    quantize_dynamic(str(path), str(staged), weight_type=QuantType.QInt8)
+                finally:
+                    logging.disable(logging.NOTSET)
+        except OSError as exc:
+            raise OnnxportError(f"cannot write {target}: {exc.strerror or exc}") from None
+        except Exception as exc:
+            raise OnnxportError(f"{path}: dynamic quantization failed ({_first_line(exc)})") from None
+        stage.commit(staged)
     return target

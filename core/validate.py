@@ -97,12 +97,14 @@ def validate(
     started = time.perf_counter()
     report = Reporter(progress, cancel)
     model_path, reference_path = Path(model_path), Path(reference_path)
+    report.check()
     report(0.0, f"loading {model_path.name}")
     graph = load_graph(model_path)
     precision = precision_of(graph)
     feeds = open_feeds(inputs, input_specs(graph), batch_size=VALIDATION_BATCH)
     sess = session(model_path, checked=True)  # load_graph checked its references
     out_names = [o.name for o in sess.get_outputs()]
+    report.check()
     report(0.05, f"loading reference {reference_path.name}")
     ref_model, param_feeds = reference_model(reference_path, out_names, params)
     ref_sess = session(ref_model, label=str(reference_path))
@@ -116,6 +118,7 @@ def validate(
     total = max(len(feeds), 1)
     batches = 0
     for i, feed in enumerate(feeds):
+        report.check()
         report(0.1 + 0.7 * i / total, f"comparing outputs (batch {i + 1}/{total})")
         got = sess.run(out_names, adapt_feed(feed, sess))
         want = ref_sess.run(out_names, {**adapt_feed(feed, ref_sess), **param_feeds})
@@ -129,6 +132,7 @@ def validate(
     outputs = [stats[n].result(thresholds) for n in out_names]
     ranked: list[LayerError] = []
     if layers or (layers is None and precision != "float32" and params is None):
+        report.check()
         report(0.85, "comparing intermediate tensors")
         ranked = layer_errors(model_path, ref_model, {**feeds.first(), **param_feeds})
     report(1.0, "validated")

@@ -1,28 +1,33 @@
 """Write a model whose initializers are `ConstTensor`s, streaming, atomically.
 
 Contract: in, a model *skeleton* (everything but initializers) and the constants; out, the file
-(and with external data, `<file>.data`), bit-for-bit what `onnx.save` would store, written:
+(and with external data, `<file>.<run id>.data`), bit-for-bit what `onnx.save` would store, written:
 - without building the serialized model in memory: the protobuf is written field by field; the
   graph's length prefix is a padded 5-byte varint patched at the end (parsers accept padded
   varints), so no size needs to be known up front;
 - with parameter bytes copied file-to-file by the kernel (`copy_file_range`) where they already
   sit in a file (checkpoints, external data), so they never enter Python memory;
-- atomically: temp files in the destination folder, fsync, then `os.replace`. A failure or a
-  cancel removes the temp files and leaves any existing destination untouched.
+- atomically, through `atomic.AtomicWrite`: temp files in the destination folder, fsync, then
+  renames. A failure or a cancel removes the temp files and leaves any existing destination
+  untouched. With external data, the model and its data file are replaced as one unit: the data
+  file is named for this run (`<file>.<run id>.data`, 8 hex digits), is in place before the
+  model is renamed, and the data file the previous model named is deleted after that rename;
+  so two runs writing one path never leave a model next to the other run's data.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from .atomic import AtomicWrite
 from .const_tensors import ConstTensor
+from .data_files import previous_data_files
 from .errors import CorruptFileError, OnnxportError
 from .params import FileSpan, c_contiguous
 from .progress import Reporter
@@ -110,6 +115,7 @@ class _FdSink:
             self.pos += n
             done[0] += n
             report(done[0] / total if total else None, "writing parameters")
+            report.check()
 
 
 def _copy(src_fd: int, dst_fd: int, count: int, offset: int) -> int:
@@ -174,85 +180,66 @@ def write_model(
 ) -> WriteResult:
     out_path = Path(out_path)
     report = report or Reporter()
-    folder = check_destination(out_path)
-    data_name = out_path.name + ".data"
-    temps: list[str] = []
+    check_destination(out_path)
     sources: dict[Path, int] = {}
+    fds: list[int] = []
     try:
-        fd, tmp_model = tempfile.mkstemp(dir=folder, prefix=f".{out_path.name}.", suffix=".tmp")
-        temps.append(tmp_model)
-        data_sink = None
-        if external_data:
-            dfd, tmp_data = tempfile.mkstemp(dir=folder, prefix=f".{data_name}.", suffix=".tmp")
-            temps.append(tmp_data)
-            data_sink = _FdSink(dfd)
-        sink = _FdSink(fd)
-        graph_bytes = skeleton.graph.SerializeToString()
-        head = onnx.ModelProto()
-        head.CopyFrom(skeleton)
-        head.ClearField("graph")
-        sink.write(head.SerializeToString())
-        sink.write(_MODEL_GRAPH_TAG)
-        sink.flush()
-        length_at = sink.pos
-        sink.write(padded_varint(0))
-        graph_start = sink.pos
-        sink.write(graph_bytes)
-        total = sum(c.nbytes for c in consts) or 1
-        done = [0]
-        for const in consts:
+        with AtomicWrite(out_path) as tx:
+            fd, tmp_model = tx.new_file()
+            fds.append(fd)
+            data_sink = tmp_data = data_path = None
+            if external_data:
+                data_path = tx.companion("data")  # unique to this run: see the module docstring
+                dfd, tmp_data = tx.new_file()
+                fds.append(dfd)
+                data_sink = _FdSink(dfd)
+            sink = _FdSink(fd)
+            graph_bytes = skeleton.graph.SerializeToString()
+            head = onnx.ModelProto()
+            head.CopyFrom(skeleton)
+            head.ClearField("graph")
+            sink.write(head.SerializeToString())
+            sink.write(_MODEL_GRAPH_TAG)
+            sink.flush()
+            length_at = sink.pos
+            sink.write(padded_varint(0))
+            graph_start = sink.pos
+            sink.write(graph_bytes)
+            total = sum(c.nbytes for c in consts) or 1
+            done = [0]
+            data_name = data_path.name if data_path is not None else ""
+            for const in consts:
+                report.check()
+                _write_const(const, sink, data_sink, data_name, sources, report, done, total)
+            sink.flush()
+            graph_len = sink.pos - graph_start
+            if not external_data and sink.pos > PROTOBUF_LIMIT:
+                raise OnnxportError(
+                    f"the model is {sink.pos / 2**30:.2f} GiB, over protobuf's 2 GiB limit",
+                    hint="use --external-data auto or always",
+                )
+            os.pwrite(fd, padded_varint(graph_len), length_at)
             report.check()
-            _write_const(const, sink, data_sink, data_name, sources, report, done, total)
-        sink.flush()
-        graph_len = sink.pos - graph_start
-        if not external_data and sink.pos > PROTOBUF_LIMIT:
-            raise OnnxportError(
-                f"the model is {sink.pos / 2**30:.2f} GiB, over protobuf's 2 GiB limit",
-                hint="use --external-data auto or always",
-            )
-        os.pwrite(fd, padded_varint(graph_len), length_at)
-        report(None, "syncing to disk")
-        os.fsync(fd)
-        os.close(fd)
-        data_path = None
-        data_bytes = 0
-        if data_sink is not None:
-            data_sink.flush()
-            os.fsync(data_sink.fd)
-            os.close(data_sink.fd)
-            data_bytes = data_sink.pos
-            data_path = out_path.with_name(data_name)
-            os.chmod(temps[1], 0o644)
-            os.replace(temps[1], data_path)
-        os.chmod(tmp_model, 0o644)
-        os.replace(tmp_model, out_path)
-        temps.clear()
-        fsync_dir(folder)
-        return WriteResult(out_path, sink.pos, data_path, data_bytes)
+            report(None, "syncing to disk")
+            os.fsync(fd)
+            data_bytes = 0
+            moves = [(tmp_model, out_path)]
+            if data_sink is not None:
+                data_sink.flush()
+                os.fsync(data_sink.fd)
+                data_bytes = data_sink.pos
+                moves.insert(0, (tmp_data, data_path))
+            while fds:
+                os.close(fds.pop())
+            report.check()  # the last chance to cancel: nothing is replaced yet
+            report.commit()
+            tx.commit(moves, obsolete=lambda: previous_data_files(out_path))
+            return WriteResult(out_path, sink.pos, data_path, data_bytes)
     except OSError as exc:
         raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     finally:
-        for fd_ in sources.values():
+        for fd_ in list(sources.values()) + fds:
             os.close(fd_)
-        for tmp in temps:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable (best effort: some filesystems refuse a directory fsync)."""
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
 
 
 def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, data_name: str,

@@ -448,7 +448,10 @@ class MainWindow(QMainWindow):
     def cancel_job(self) -> None:
         if self.job is not None:
             self.job.cancel()
-            self.status_text.setText(f"cancelling {self.job.name}…")
+            if self.job.committed:
+                self.status_text.setText(f"{self.job.name}: already written, finishing…")
+            else:
+                self.status_text.setText(f"cancelling {self.job.name}…")
 
     def _progress(self, fraction, message: str) -> None:
         if fraction is None:
@@ -459,6 +462,8 @@ class MainWindow(QMainWindow):
         self.status_text.setText(message)
 
     def _job_returned(self, job: Job, on_result, result) -> None:
+        if job.cancel_requested and job.committed:
+            self.log_line(f"{job.name}: the cancel came after the result was written; it is kept")
         try:
             on_result(result)
         except Exception as exc:  # noqa: BLE001 - a result the window cannot use is an error dialog

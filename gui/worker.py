@@ -13,6 +13,9 @@ emits, on the GUI thread (queued connections):
 
 Cancel is cooperative: `Job.cancel()` sets the core `CancelToken` the job checks between steps;
 the core then raises `Cancelled` and cleans up (no partial file: its writers use temp+rename).
+Once the job passes its commit point (a file is being renamed into place: `Job.committed`) a
+cancel is ignored and the job ends with `returned(result)`: its result was written, and the
+window must say so, never "cancelled".
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ class Job(QRunnable):
     @property
     def cancel_requested(self) -> bool:
         return self.token.cancelled
+
+    @property
+    def committed(self) -> bool:
+        """The job passed its commit point: its result is (being) written; cancel no longer applies."""
+        return self.token.committed
 
     def _progress(self, fraction: float | None, message: str) -> None:
         now = time.monotonic()

@@ -3,17 +3,30 @@
 Each sub-command lives in its own module exposing ``register(subparsers)``; the parser it adds
 sets ``func`` to a callable taking the parsed arguments and returning an exit code.
 User errors (`OnnxportError`) end with one line on stderr and exit code 2, never a traceback.
+
+Signals: this entry point (never the core) turns SIGTERM into a `Terminated` exception and SIGINT
+into `KeyboardInterrupt`, so the core's `finally`/`with` blocks remove the temps of a write in
+progress; the run ends with one line and exit 143 (SIGTERM) or 130 (SIGINT). A repeated signal
+is ignored while that cleanup runs. SIGKILL cannot be caught: the next write to the same path
+removes the dead run's temps (core/atomic.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from ..atomic import remove_live_temps
 from ..errors import OnnxportError
 
 EXIT_USER_ERROR = 2
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
 
 # Sub-command modules, in the order `onnxport --help` lists them.
 COMMAND_MODULES = [
@@ -41,24 +54,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived. A BaseException, like KeyboardInterrupt: no `except Exception` in the core
+    may swallow it, and every `finally` on the way up runs."""
+
+
+def _raise_on_signal(signum, frame) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # one signal is enough: let the cleanup finish
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGTERM/SIGINT raise in the main thread while the command runs; the handlers are restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # a signal the parent set to be ignored (`nohup`, `cmd &` in a script) stays ignored
+    previous = {sig: signal.signal(sig, _raise_on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USER_ERROR
-    try:
-        return int(args.func(args) or 0)
-    except OnnxportError as exc:
-        print(f"onnxport: error: {exc.one_line()}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except OSError as exc:  # disk full, permission denied... outside what the core anticipated
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"onnxport: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("onnxport: interrupted; nothing was written", file=sys.stderr)
-        return 130
+    with signals_raise():
+        try:
+            return int(args.func(args) or 0)
+        except OnnxportError as exc:
+            print(f"onnxport: error: {exc.one_line()}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except OSError as exc:  # disk full, permission denied... outside what the core anticipated
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"onnxport: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            remove_live_temps()  # the core's `finally` blocks did it; this is a safety net
+            print("onnxport: interrupted; unfinished files were removed", file=sys.stderr)
+            return EXIT_SIGINT
+        except Terminated:
+            remove_live_temps()
+            print("onnxport: terminated by SIGTERM; unfinished files were removed", file=sys.stderr)
+            return EXIT_SIGTERM
 
 
 def run() -> None:  # pragma: no cover - console entry point

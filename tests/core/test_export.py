@@ -6,6 +6,7 @@ These run without the training package (CI runs them again with current onnxrunt
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import onnx
@@ -144,7 +145,8 @@ def test_external_data_always(tmp_path):
     w = mlp_weights(d_hidden=64)
     out = tmp_path / "ext.onnx"
     result = export_model(eval_model, out, ["probabilities"], param_set(w), external_data="always")
-    assert result.data_path == tmp_path / "ext.onnx.data"
+    # the data file is named for its run (ext.onnx.<8 hex>.data), so a model never meets another run's data
+    assert result.data_path.parent == tmp_path and re.fullmatch(r"ext\.onnx\.[0-9a-f]{8}\.data", result.data_path.name)
     model = onnx.load(out, load_external_data=False)
     external = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
     assert external, "large tensors should live in the data file"

@@ -10,6 +10,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from onnxport.core.checkpoint_writer import write_checkpoint
+from onnxport.gui import jobs
 from onnxport.gui.export_dialog import ExportChoices, ExportDialog
 
 from .conftest import big_eval_model
@@ -31,6 +32,7 @@ def drop(window, paths) -> None:
 def open_example(qtbot, window, paths) -> None:
     with qtbot.waitSignal(window.loaded, timeout=20_000):
         drop(window, paths)
+    qtbot.waitUntil(lambda: not window.busy, timeout=10_000)  # the open job's `finished` comes after `loaded`
 
 
 def error_boxes() -> list[QMessageBox]:
@@ -99,6 +101,7 @@ def test_export_in_the_worker_writes_a_model_that_runs_and_validates(qtbot, wind
     assert window.tabs.currentWidget() is window.report_tab
     assert "validation passed" in window.result_panel.text() and "model.onnx" in window.result_panel.text()
     assert window.last_export == out
+    qtbot.waitUntil(lambda: not window.busy, timeout=10_000)  # the export job's `finished` comes after its result
     with qtbot.waitSignal(window.jobEnded, timeout=60_000) as ended:
         window.validate_last()
     assert ended.args == ["validate", "returned"]
@@ -118,7 +121,29 @@ def test_export_dialog_remembers_the_folder(qtbot, window, example, tmp_path, se
     assert settings.value("export/folder") == str(dest)
 
 
-def test_cancel_midway_leaves_nothing_and_keeps_the_old_file(qtbot, window, tmp_path):
+def clicking_cancel_when(monkeypatch, when):
+    """The export job the window runs, with the user's Cancel click landing exactly when
+    `when(message, token)` says, from inside the job's progress callback (in the worker thread,
+    so the moment is deterministic, unlike a click queued through the event loop)."""
+    real = jobs.export_job
+
+    def export_job(*args, **kwargs):
+        run = real(*args, **kwargs)
+
+        def wrapped(progress, cancel):
+            def progress_then_click(fraction, message):
+                progress(fraction, message)
+                if when(message, cancel):
+                    cancel.cancel()  # what Job.cancel() does
+
+            return run(progress_then_click, cancel)
+
+        return wrapped
+
+    monkeypatch.setattr(jobs, "export_job", export_job)
+
+
+def test_cancel_midway_leaves_nothing_and_keeps_the_old_file(qtbot, window, tmp_path, monkeypatch):
     paths = big_eval_model(tmp_path / "big")
     open_example(qtbot, window, paths)
     assert window.model.checked_outputs() == ["h39"]
@@ -127,20 +152,39 @@ def test_cancel_midway_leaves_nothing_and_keeps_the_old_file(qtbot, window, tmp_
     out = out_dir / "model.onnx"
     out.write_bytes(b"the user's previous export")
     seen = []
-
-    def on_progress(fraction, message):
-        seen.append(message)
-        if "writing" in message and window.job is not None:
-            window.cancel_job()
+    clicking_cancel_when(monkeypatch, lambda message, token: seen.append(message) or "writing" in message)
 
     window.status_text.setText("")
     with qtbot.waitSignal(window.jobEnded, timeout=60_000) as ended:
         window.start_export(ExportChoices(out, validate=False))
-        window.job.signals.progress.connect(on_progress)
     assert ended.args == ["export", "cancelled"], seen
     assert out.read_bytes() == b"the user's previous export"
     assert sorted(p.name for p in out_dir.iterdir()) == ["model.onnx"]  # no temp file left
     assert "cancelled" in window.log.toPlainText()
+
+
+def test_a_cancel_after_the_commit_point_reports_the_file_written(qtbot, window, tmp_path, monkeypatch):
+    """The click lands right after the commit point (the rename is under way): the job ignores
+    it and the window reports the new file as written, never "cancelled; nothing was written"."""
+    paths = big_eval_model(tmp_path / "big", tensors=4)
+    open_example(qtbot, window, paths)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "model.onnx"
+    out.write_bytes(b"the user's previous export")
+    clicks = []
+    clicking_cancel_when(monkeypatch, lambda message, token: token.committed and not clicks.append(message))
+
+    with qtbot.waitSignal(window.jobEnded, timeout=60_000) as ended:
+        window.start_export(ExportChoices(out, validate=False))
+    assert clicks, "the cancel was never clicked"
+    assert ended.args == ["export", "returned"]
+    assert window.last_export == out and out.read_bytes() != b"the user's previous export"
+    ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])  # the complete new model
+    assert sorted(p.name for p in out_dir.iterdir()) == ["model.onnx"]
+    log = window.log.toPlainText()
+    assert f"wrote {out}" in log and "the cancel came after the result was written" in log
+    assert "nothing was written" not in log
 
 
 def test_bad_file_is_an_error_dialog_not_a_crash(qtbot, window, tmp_path):
