@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="tensors to keep as outputs, in order (graph outputs or any intermediate tensor)")
     p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx", help="file to write")
     p.add_argument("--external-data", choices=EXTERNAL_DATA_CHOICES, default="auto",
-                   help="store weights in OUT.onnx.data: auto (above 2 GB), always, never")
+                   help="store weights in OUT.onnx.<run id>.data, beside OUT.onnx: auto (above 2 GB), always, never")
     p.add_argument("--no-fold", action="store_true",
                    help="do not fold parameter-only sub-graphs (write the graph as ONNX Runtime's export would)")
     p.add_argument("--quantize", choices=("dynamic", "static", "fp16"), help="quantize/convert after export")
