@@ -35,8 +35,6 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,6 +42,7 @@ from pathlib import Path
 
 import onnx
 
+from .atomic import AtomicWrite
 from .errors import OnnxportError
 from .progress import CancelToken, ProgressFn, Reporter
 from .training.process import TrainingProcess
@@ -215,6 +214,7 @@ def generate_training_artifacts(
         raise OnnxportError(f"cannot write artifacts to {out_dir}: it is a file")
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise OnnxportError(f"cannot write artifacts to {out_dir}: folder {parent} does not exist or is not writable")
+    report.check()
     report(0.02, "reading the forward graph")
     model = _load_forward(forward)
     train_names, frozen_names = split_parameters(model, trainable, frozen)
@@ -240,23 +240,25 @@ def generate_training_artifacts(
         notes.append(f"IR version {model.ir_version} lowered to {TRAINING_MAX_IR} for onnxruntime-training 1.19")
         model.ir_version = TRAINING_MAX_IR
     report.check()
-    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
     try:
-        report(0.05, "handing the graph to the training environment")
-        generated = _generate(training, model, tmp, train_names, frozen_names, loss, optimizer, loss_input,
-                              nominal, report.sub(0.1, 0.8), cancel)
-        report.check()
-        report(0.8, "repairing the eval graph")
-        eval_path = generated / "eval_model.onnx"
-        eval_model = onnx.load(str(eval_path))
-        eval_repairs = repair_eval(eval_model)
-        if eval_repairs:
-            onnx.save(eval_model, str(eval_path))
-            repairs += eval_repairs
-        report(0.9, "writing")
-        _install(generated, out_dir)
+        with AtomicWrite(out_dir) as write:
+            tmp = write.new_dir()
+            report(0.05, "handing the graph to the training environment")
+            generated = _generate(training, model, tmp, train_names, frozen_names, loss, optimizer, loss_input,
+                                  nominal, report.sub(0.1, 0.8), cancel)
+            report.check()
+            report(0.8, "repairing the eval graph")
+            eval_path = generated / "eval_model.onnx"
+            eval_model = onnx.load(str(eval_path))
+            eval_repairs = repair_eval(eval_model)
+            if eval_repairs:
+                onnx.save(eval_model, str(eval_path))
+                repairs += eval_repairs
+            report(0.9, "writing")
+            report.check()
+            report.commit()
+            _install(write, generated, out_dir)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
         if own_process:
             training.close()
     opt_path = out_dir / "optimizer_model.onnx" if OPTIMIZERS[optimizer] else None
@@ -283,16 +285,14 @@ def _generate(training: TrainingProcess, model: onnx.ModelProto, tmp: Path, trai
     return out
 
 
-def _install(tmp: Path, out_dir: Path) -> None:
-    """Move the generated files into `out_dir` (a fresh folder is renamed into place as a whole)."""
+def _install(write: AtomicWrite, generated: Path, out_dir: Path) -> None:
+    """Put the generated files in place: a new folder renamed as a whole, or the files one by one
+    into an existing folder (its other files are left alone)."""
     try:
         if not out_dir.exists():
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, out_dir)
-            return
-        for name in FILES:
-            src = tmp / name
-            if src.exists():
-                os.replace(src, out_dir / name)
+            os.chmod(generated, 0o755)
+            write.commit([(generated, out_dir)])
+        else:
+            write.commit([(generated / n, out_dir / n) for n in FILES if (generated / n).exists()])
     except OSError as exc:
         raise OnnxportError(f"cannot write artifacts to {out_dir}: {exc.strerror or exc}") from None
