@@ -3,15 +3,64 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
+
+# Chromium switches that keep the embedded preview from reaching out on its own (each checked to
+# exist in Qt WebEngine 6's Chromium; see `chromium_flags`). Values with spaces are quoted the way
+# Qt reads QTWEBENGINE_CHROMIUM_FLAGS.
+PRIVACY_SWITCHES = {
+    "--no-pings": "",
+    "--force-webrtc-ip-handling-policy": "disable_non_proxied_udp",
+    "--host-resolver-rules": '"MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"',
+}
+PRIVACY_DISABLED_FEATURES = (
+    "NetworkErrorLogging", "ConversionMeasurement", "BrowsingTopics", "Fledge", "AdInterestGroupAPI",
+    "SharedStorageAPI", "PrivateStateTokens", "FedCm", "AutofillServerCommunication",
+)
+_DISABLE_FEATURES = re.compile(r'(^|\s)--disable-features=("?)([^\s"]*)\2')
+
+
+def chromium_flags(current: str, as_root: bool) -> str:
+    """QTWEBENGINE_CHROMIUM_FLAGS for the app: what the user set (`current`), plus:
+
+    - `--no-sandbox` as root: Qt WebEngine refuses to start as root without it (containers, CI);
+    - `--no-pings`: no hyperlink-auditing pings (`<a ping>`);
+    - `--force-webrtc-ip-handling-policy=disable_non_proxied_udp`: WebRTC opens no UDP to STUN
+      servers and reveals no local addresses;
+    - `--host-resolver-rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"`: every host but 127.0.0.1 (the
+      preview server) fails to resolve inside Chromium, so nothing that slips past the page's
+      request interceptor (gui/netron_view.py) - a preconnect, a report the browser itself sends -
+      can look up a name or open a connection; kept as the user's if they set their own rules;
+    - `--disable-features=...`: web features whose reports or fetches the browser itself sends
+      (Network Error Logging, Attribution Reporting, Topics, Protected Audience, Shared Storage,
+      Private State Tokens, FedCM, autofill server queries), merged with the user's list (Chromium
+      keeps only the last `--disable-features`).
+    Chrome's own `--disable-background-networking`, `--disable-component-update`, `--disable-sync`,
+    `--disable-domain-reliability`, `--dns-prefetch-disable` do not exist in Qt WebEngine (none of
+    those services is built in; DNS prefetch is a QWebEngineSettings attribute, off by default).
+    What no switch stops: on a host lookup (127.0.0.1 included), at most once a second, Chromium's
+    resolver connect()s a UDP socket to [2001:4860:4860::8888]:443 to learn whether IPv6 is
+    routable; it reads the local address and closes it, sending nothing (a UDP connect() sends no
+    packet).
+    A switch the user already gave is left as they gave it."""
+    flags = current.strip()
+    if as_root and "--no-sandbox" not in flags.split():
+        flags += " --no-sandbox"
+    for switch, value in PRIVACY_SWITCHES.items():
+        if not re.search(rf"(^|\s){re.escape(switch)}(=|\s|$)", flags):
+            flags += f" {switch}={value}" if value else f" {switch}"
+    user_features = [f for m in _DISABLE_FEATURES.finditer(flags) for f in m.group(3).split(",") if f]
+    flags = _DISABLE_FEATURES.sub("", flags)
+    features = ",".join(dict.fromkeys(user_features + list(PRIVACY_DISABLED_FEATURES)))
+    return f"{flags.strip()} --disable-features={features}".strip()
 
 
 def prepare_environment() -> None:
-    """Qt WebEngine refuses to start as root without --no-sandbox (containers, CI)."""
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        flags = os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", "")
-        if "--no-sandbox" not in flags:
-            os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = (flags + " --no-sandbox").strip()
+    """Compose QTWEBENGINE_CHROMIUM_FLAGS (`chromium_flags`) before Qt starts: the entry point's
+    business, for this process (and what it starts) only."""
+    as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = chromium_flags(os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", ""), as_root)
 
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended

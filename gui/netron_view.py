@@ -1,10 +1,12 @@
 """The web view Netron runs in: its own private profile, loopback only, no consent banner.
 
-- `LoopbackOnly` (a QWebEngineUrlRequestInterceptor) blocks every http(s)/ws(s) request whose
-  host is not 127.0.0.1/localhost - Netron's page asks for an IP lookup and analytics - and keeps
-  the blocked URLs in `blocked` (tests assert nothing left the machine).
-- The profile is off the record (nothing written to disk) and gets Netron's `consent` cookie
-  before the first load, so the cookie banner never covers the graph.
+- `LoopbackOnly` (a QWebEngineUrlRequestInterceptor) blocks every request that names a host off
+  this machine (anything but localhost, 127/8, ::1) - Netron's page asks for an IP lookup and
+  analytics - and logs every request it saw, let through or blocked, in `log` (`RequestSeen`
+  records; `blocked`/`allowed` list the URLs): tests prove from it that nothing left the machine.
+- The profile is off the record (nothing written to disk), prefetches no DNS, sends no hyperlink
+  pings, and gets Netron's `consent` cookie before the first load, so the cookie banner never
+  covers the graph. (Chromium-wide switches against background traffic: gui/app.py.)
 - `NetronView.run(js, callback)` runs JavaScript in the page; `node_count()` counts the graph
   nodes Netron drew; `reopen()` opens the next model in the same page (no reload); `focus(node_name)` selects and scrolls to a node.
 - `release()` tears down in the order WebEngine needs: view and page first, then profile.
@@ -12,17 +14,28 @@
 
 from __future__ import annotations
 
+import collections
+import ipaddress
 import json
+import threading
 import time
+from dataclasses import dataclass
 
 import shiboken6
 from PySide6.QtCore import QDateTime, QUrl
 from PySide6.QtNetwork import QNetworkCookie
-from PySide6.QtWebEngineCore import QWebEnginePage, QWebEngineProfile, QWebEngineUrlRequestInterceptor
+from PySide6.QtWebEngineCore import (
+    QWebEnginePage,
+    QWebEngineProfile,
+    QWebEngineSettings,
+    QWebEngineUrlRequestInterceptor,
+)
 from PySide6.QtWebEngineWidgets import QWebEngineView
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-NETWORK_SCHEMES = {"http", "https", "ws", "wss", "ftp"}
+LOOPBACK_NAMES = {"localhost"}  # Chromium answers it itself (loopback), never asks DNS
+# schemes that never reach the network whatever host they name; any other scheme with a host is
+# judged by that host (an unknown scheme naming a remote host is blocked, not trusted)
+LOCAL_SCHEMES = {"data", "blob", "about", "qrc", "file", "chrome", "devtools", "chrome-error"}
 # operator nodes (not inputs/outputs), counted once Netron has laid the graph out (its view's
 # target is set at the end of layout; nodes exist in the DOM before they are placed). After an
 # in-page reopen (`reopen`), only once that model's open has finished (its marker is set).
@@ -46,19 +59,68 @@ FOCUS_JS = """(function (id) {
 })(%s)"""
 
 
+def is_loopback_host(host: str) -> bool:
+    """localhost, 127.0.0.0/8, ::1 (and ::ffff:127.x.x.x); QUrl gives IPv6 hosts without brackets."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False  # a name other than localhost: it would need DNS, i.e. the network
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+@dataclass(frozen=True)
+class RequestSeen:
+    """One request the interceptor saw, and what it decided."""
+    url: str
+    method: str
+    resource_type: str  # e.g. "ResourceTypeXhr", "ResourceTypeScript", "ResourceTypeMainFrame"
+    first_party: str  # the page the request came from
+    blocked: bool
+    at: float  # time.time() when seen
+
+
 class LoopbackOnly(QWebEngineUrlRequestInterceptor):
+    """Lets a request through only if it cannot leave the machine; logs every one in `log` (the
+    last LOG_LIMIT: a long session of previews does not grow it without end)."""
+
+    LOG_LIMIT = 10_000
+
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.blocked: list[str] = []
-        self.allowed: list[str] = []
+        self.log: collections.deque[RequestSeen] = collections.deque(maxlen=self.LOG_LIMIT)
+        self._lock = threading.Lock()  # requests may be intercepted off the GUI thread
+
+    @staticmethod
+    def allows(url: QUrl) -> bool:
+        host = url.host()
+        return url.scheme() in LOCAL_SCHEMES or not host or is_loopback_host(host)
 
     def interceptRequest(self, info) -> None:  # noqa: N802 - Qt override
         url = info.requestUrl()
-        if url.scheme() in NETWORK_SCHEMES and url.host() not in LOOPBACK:
+        blocked = not self.allows(url)
+        if blocked:
             info.block(True)
-            self.blocked.append(url.toString())
-        else:
-            self.allowed.append(url.toString())
+        seen = RequestSeen(url.toString(), bytes(info.requestMethod()).decode("latin-1"),
+                           info.resourceType().name, info.firstPartyUrl().toString(), blocked, time.time())
+        with self._lock:
+            self.log.append(seen)
+
+    def entries(self) -> list[RequestSeen]:
+        """A copy of the log, safe to read while requests keep coming."""
+        with self._lock:
+            return list(self.log)
+
+    @property
+    def blocked(self) -> list[str]:
+        return [r.url for r in self.entries() if r.blocked]
+
+    @property
+    def allowed(self) -> list[str]:
+        return [r.url for r in self.entries() if not r.blocked]
 
 
 def consent_cookie(origin: str) -> QNetworkCookie:
@@ -82,6 +144,9 @@ class NetronView(QWebEngineView):
             # after it (Qt deletes children in creation order); `release()` does it explicitly.
             self.profile = QWebEngineProfile(parent=self.parent())  # no storage name: off the record
             self.profile.setUrlRequestInterceptor(self.interceptor)
+            settings = self.profile.settings()  # off by default; said here so it stays so
+            for attribute in (QWebEngineSettings.DnsPrefetchEnabled, QWebEngineSettings.HyperlinkAuditingEnabled):
+                settings.setAttribute(attribute, False)
             self.profile.cookieStore().setCookie(consent_cookie(self.origin), QUrl(self.origin))
             self.setPage(QWebEnginePage(self.profile, self))
         super().load(url)

@@ -16,6 +16,12 @@ from onnxport.resources import example_files
 
 pytestmark = pytest.mark.gui
 
+# The app's own Chromium flags (privacy switches; gui/app.py composes them in main(), which these
+# tests bypass), added to what the environment already says (--no-sandbox), before Qt starts.
+from onnxport.gui.app import prepare_environment  # noqa: E402
+
+prepare_environment()
+
 # WebEngine must be loaded (and GL contexts shared) before pytest-qt creates the QApplication.
 from PySide6.QtCore import QCoreApplication, Qt  # noqa: E402
 
