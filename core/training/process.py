@@ -39,6 +39,7 @@ class TrainingProcess:
     def __init__(self, python: str | Path | None = None) -> None:
         self.python = Path(python) if python else require_training_python()
         self._child: subprocess.Popen | None = None
+        self._channel = None
         self._stderr = None
         self._buffer = b""
 
@@ -51,12 +52,22 @@ class TrainingProcess:
     def start(self) -> None:
         if self._child is not None and self._child.poll() is None:
             return
+        self.close()  # what is left of a child that ended
         env = {k: v for k, v in os.environ.items() if k not in ISOLATED}
         self._stderr = tempfile.TemporaryFile()
         self._buffer = b""
-        self._child = subprocess.Popen(
-            [str(self.python), "-u", str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, env=env, start_new_session=True, cwd=tempfile.gettempdir())
+        read_end, write_end = os.pipe()  # the protocol channel; the child's stdout joins its stderr
+        try:
+            self._child = subprocess.Popen(
+                [str(self.python), "-u", str(RUNNER), str(write_end)], stdin=subprocess.PIPE,
+                stdout=self._stderr, stderr=self._stderr, pass_fds=(write_end,), env=env,
+                start_new_session=True, cwd=tempfile.gettempdir())
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        self._channel = os.fdopen(read_end, "rb", buffering=0)
 
     def call(self, op: str, args: dict, *, progress: ProgressFn | None = None,
              cancel: CancelToken | None = None) -> dict:
@@ -95,6 +106,7 @@ class TrainingProcess:
                 child.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 self._kill(child)
+        self._close_channel()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -102,8 +114,8 @@ class TrainingProcess:
     # ---- internals -----------------------------------------------------------------------------
 
     def _next_message(self, cancel: CancelToken | None) -> dict:
-        assert self._child is not None and self._child.stdout is not None
-        fd = self._child.stdout.fileno()
+        assert self._child is not None and self._channel is not None
+        fd = self._channel.fileno()
         while True:
             if cancel is not None and cancel.cancelled:
                 raise Cancelled()
@@ -125,9 +137,16 @@ class TrainingProcess:
         child, self._child = self._child, None
         if child is not None:
             self._kill(child)
+        self._close_channel()
+
+    def _close_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def _died(self) -> None:
         child, self._child = self._child, None
+        self._close_channel()
         status = child.wait() if child is not None else None
         raise OnnxportError(f"the training environment's process ended unexpectedly "
                             f"(exit status {status}){self._last_stderr_line()}")

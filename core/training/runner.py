@@ -7,8 +7,8 @@ onnxruntime, so it must stay self-contained.
 
 Protocol (one request at a time, so one child can serve many calls):
 - stdin: one JSON object per line, `{"op": NAME, "args": {...}}`.
-- the protocol channel (the original stdout; fd 1 is pointed at stderr so native code that
-  prints cannot corrupt it): JSON lines `{"progress": f, "message": m}` while working, then
+- the protocol channel (a pipe the parent passes as the file descriptor named on the command
+  line, so native code printing to stdout cannot corrupt it): JSON lines `{"progress": f, "message": m}` while working, then
   exactly one of `{"result": {...}}` or `{"error": ONE_LINE, "kind": "user"|"internal"}`.
 Files are passed by path both ways; the parent owns every destination (it hands the child temp
 paths and renames them into place), so a killed child leaves nothing the parent cannot remove.
@@ -173,12 +173,9 @@ OPS = {"ping": op_ping, "artifacts": op_artifacts, "train": op_train, "export": 
        "checkpoint": op_checkpoint}
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     global _channel
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)  # native code that prints goes to stderr, never onto the protocol
-    sys.stdout = sys.stderr
-    _channel = os.fdopen(protocol_fd, "w", buffering=1, encoding="utf-8")
+    _channel = os.fdopen(int(argv[1]), "w", buffering=1, encoding="utf-8")
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -197,4 +194,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))
