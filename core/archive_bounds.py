@@ -9,8 +9,10 @@ The limits and their reasons are in `budgets`.
 
 from __future__ import annotations
 
+import lzma
 import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -20,7 +22,9 @@ from .errors import CorruptFileError
 LOCAL_HEADER_SIZE = 30
 READABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 # What zipfile may raise on a crafted archive (it does not always say BadZipFile).
-ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error, NotImplementedError, RuntimeError)
+# zlib.error / LZMAError: a corrupt compressed member; ValueError includes UnicodeDecodeError (a name).
+ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error, NotImplementedError, RuntimeError,
+              zlib.error, lzma.LZMAError)
 
 
 def open_zip(path: Path, what: str, hint: str = "") -> zipfile.ZipFile:

@@ -28,6 +28,7 @@ import onnx
 from .errors import CorruptFileError, NominalCheckpointError, OnnxportError
 from .flatbuf import FlatBuffer, Table
 from .params import FileSpan, OptimizerGroupState, ParameterSet, ParamTensor, dtype_name
+from .shape_limits import shape_problem
 from .sources import PARAM_READERS, SourceKind
 
 IDENTIFIER = b"ODTC"
@@ -134,6 +135,9 @@ class _Reader:
         self.nominal = False
         self.external = False
         self._data: tuple[Path, mmap.mmap] | None = None
+        # Tensors never share bytes in a real checkpoint: all of them together fit in their file.
+        # (Many tensors pointing at one region would multiply what an export writes.)
+        self.declared = {"inline": 0, "external": 0}
         self.data_label = ""
 
     def read(self) -> ParameterSet:
@@ -180,6 +184,9 @@ class _Reader:
             kind = _PACKED_4BIT.get(elem_type)
             raise self.bad(name, owner, f"has the 4-bit type {kind}, which onnxport does not read yet" if kind
                            else f"has an unknown data type ({elem_type})")
+        problem = shape_problem(dims, dtype.itemsize)
+        if problem:
+            raise self.bad(name, owner, problem)
         if self.nominal:
             return ParamTensor(name, elem_type, dims, nominal_loader(self.label, name), self.label, trainable)
         numel = 1
@@ -193,15 +200,23 @@ class _Reader:
             data_path, data_mm = self.data_file()
             if offset + nbytes > len(data_mm):
                 raise self.bad(name, owner, "lies past the end of the file (truncated?)", data_path)
+            self.count_bytes("external", nbytes, len(data_mm), name, owner, data_path)
             mm, span, label = data_mm, FileSpan(data_path, offset, nbytes), self.data_label
         else:
             start, length = t.vector(T_RAW_DATA, 1, "raw_data") or (0, -1)
             if length != nbytes:
                 detail = "has no data" if length < 0 else f"has {length} bytes of data, {nbytes} expected"
                 raise self.bad(name, owner, f"{detail} for {dtype_name(elem_type)}{list(dims)}")
+            self.count_bytes("inline", nbytes, len(self.mm), name, owner, self.path)
             mm, span, label = self.mm, FileSpan(self.path, start, nbytes), self.label
         return ParamTensor(name, elem_type, dims, view_loader(mm, label, dtype, span.offset, numel, dims),
                            self.label, trainable, span)
+
+    def count_bytes(self, where: str, nbytes: int, file_size: int, name: str, owner: str, file: Path) -> None:
+        self.declared[where] += nbytes
+        if self.declared[where] > file_size:
+            raise self.bad(name, owner, f"shares its bytes with other tensors (together they declare "
+                                        f"{self.declared[where]} bytes in a {file_size}-byte file)", file)
 
     def bad(self, name: str, owner: str, problem: str, file: Path | None = None) -> CorruptFileError:
         what = f"optimizer state '{name}' of '{owner}'" if owner else f"tensor '{name}'"

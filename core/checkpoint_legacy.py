@@ -27,6 +27,7 @@ from onnx import numpy_helper
 from .checkpoint import map_file, storage_dtype, view_loader
 from .errors import CorruptFileError
 from .params import FileSpan, OptimizerGroupState, ParameterSet, ParamTensor, dtype_name
+from .shape_limits import shape_problem
 from .sources import SourceKind
 
 SUFFIX = ".pbseq"
@@ -174,6 +175,9 @@ def _tensor(mm: mmap.mmap, pos: int, length: int, path: Path, label: str, traina
     if dtype is None or any(d < 0 for d in dims):
         raise CorruptFileError(f"{label}: tensor '{proto.name}' has an unsupported type or bad shape "
                                f"({proto.data_type}, {list(dims)})")
+    problem = shape_problem(dims, dtype.itemsize)
+    if problem:
+        raise CorruptFileError(f"{label}: tensor '{proto.name}' {problem}")
     numel = int(np.prod(dims, dtype=object)) if dims else 1
     if raw is None:  # typed fields (float_data, string_data...): small; decode them now
         values = _decode(_parse(mm[pos:end], label), label)

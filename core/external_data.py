@@ -36,6 +36,7 @@ from pathlib import Path
 import onnx
 
 from .errors import CorruptFileError
+from .shape_limits import shape_problem
 
 _T = onnx.TensorProto
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
@@ -64,6 +65,11 @@ _COMPLEX = {_T.COMPLEX64, _T.COMPLEX128}
 
 def element_count(t: _T) -> int:
     return math.prod(t.dims)
+
+
+def element_bits(data_type: int) -> int | None:
+    """Bits per element of an ONNX element type (strings: 0), None if this onnx does not know it."""
+    return _BITS.get(data_type)
 
 
 def declared_nbytes(t: _T) -> int:
@@ -234,9 +240,24 @@ def external_reference(t: _T, folder: Path, label: str | None = None) -> Externa
 
 # --- the whole model --------------------------------------------------------------------------------
 
+def _typed_fields() -> dict[int, str]:
+    """The typed field each element type's values are read from (float16 from int32_data...)."""
+    fields = {}
+    for value in _BITS:
+        try:
+            fields[value] = onnx.helper.tensor_dtype_to_field(value)
+        except (KeyError, ValueError, TypeError):
+            continue
+    return fields
+
+
+_TYPED_FIELDS = _typed_fields()
+
+
 def _typed_count(t: _T) -> int:
-    return (len(t.float_data) + len(t.int32_data) + len(t.int64_data) + len(t.double_data)
-            + len(t.uint64_data) + len(t.string_data))
+    """Values held in the field its type is read from: values in another field are not its data."""
+    field = _TYPED_FIELDS.get(t.data_type)
+    return len(getattr(t, field)) if field else 0
 
 
 def _expected_typed_count(data_type: int, bits: int, n: int) -> int:
@@ -260,7 +281,14 @@ def _check(t: _T, folder: Path | None, file_bytes: int | None, files: dict[str, 
         if folder is None:
             raise _Bad("refers to external data but the model has no folder")
         _reference(t, folder, files)
-        return
+    else:
+        _check_inline(t, dims, bits, file_bytes)
+    problem = shape_problem(dims, (bits + 7) // 8 or 8)  # holds no bytes, e.g. [0, 2**62]; strings: pointers
+    if problem:
+        raise _Bad(problem)
+
+
+def _check_inline(t: _T, dims, bits: int, file_bytes: int | None) -> None:
     n = math.prod(dims)
     if bits and t.HasField("raw_data"):
         declared = (n * bits + 7) // 8
@@ -271,7 +299,7 @@ def _check(t: _T, folder: Path | None, file_bytes: int | None, files: dict[str, 
             raise _Bad(f"dims {list(dims)} declare {declared} bytes but the tensor holds {len(t.raw_data)}")
         return
     held = _typed_count(t)
-    if held != _expected_typed_count(data_type, bits, n):
+    if held != _expected_typed_count(t.data_type, bits, n):
         raise _Bad(f"dims {list(dims)} declare {n} values but the tensor holds {held}")
 
 

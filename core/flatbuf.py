@@ -6,6 +6,10 @@ bounds-checked before it is read: anything out of range or malformed raises `Cor
 naming the file, never IndexError/struct.error/ValueError. Nothing is copied except strings.
 It does not use the `flatbuffers` package.
 
+Strings are the only copies, and many fields may point at one string: the bytes copied out are
+bounded by COPY_FACTOR x the buffer (+ COPY_FLOOR), which every real file is far below (each
+string is read once), so a small crafted file cannot copy one long string a million times.
+
 Layout reminders: the root table's uoffset is at byte 0 (a file identifier may follow at 4..8).
 A table starts with an int32 soffset to its vtable (vtable = table - soffset); the vtable holds
 uint16 [vtable size, table size, field offsets...], a field offset of 0 meaning "absent". Offsets
@@ -30,6 +34,8 @@ _F32 = struct.Struct("<f")
 
 
 _VTABLE_ENTRIES: dict[int, struct.Struct] = {}
+COPY_FACTOR = 2
+COPY_FLOOR = 1 << 20
 
 
 def _entries(count: int) -> struct.Struct:
@@ -42,13 +48,14 @@ def _entries(count: int) -> struct.Struct:
 class FlatBuffer:
     """Bounds-checked access to a little-endian flatbuffer; `label` (the file) names errors."""
 
-    __slots__ = ("data", "size", "label")
+    __slots__ = ("data", "size", "label", "copy_left")
 
     def __init__(self, data, label: str) -> None:
         view = data if isinstance(data, memoryview) else memoryview(data)
         self.data = view.cast("B") if view.format != "B" or view.ndim != 1 else view
         self.size = len(self.data)
         self.label = label
+        self.copy_left = COPY_FACTOR * self.size + COPY_FLOOR
 
     def error(self, what: str) -> CorruptFileError:
         return CorruptFileError(f"{self.label}: corrupt or truncated file ({what})")
@@ -102,8 +109,15 @@ class FlatBuffer:
                 return pos + 4, count
         raise self.error(f"{what} at offset {pos} runs past the end ({self.size} bytes)")
 
+    def _copy(self, count: int) -> None:
+        self.copy_left -= count
+        if self.copy_left < 0:
+            raise CorruptFileError(f"{self.label}: its strings are shared by so many fields that they add up to "
+                                   f"over {COPY_FACTOR}x the file's size; refused (a crafted file?)")
+
     def string(self, pos: int, what: str = "string") -> str:
         start, count = self.vector(pos, 1, what)
+        self._copy(count)
         try:
             return str(self.data[start:start + count], "utf-8")
         except UnicodeDecodeError:
@@ -111,6 +125,7 @@ class FlatBuffer:
 
     def raw_string(self, pos: int, what: str = "string") -> bytes:
         start, count = self.vector(pos, 1, what)
+        self._copy(count)
         return bytes(self.data[start:start + count])
 
 

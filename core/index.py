@@ -17,6 +17,7 @@ from pathlib import Path
 
 import onnx
 
+from .external_data import element_bits
 from .model_io import strip_weights, tensor_nbytes
 from .params import dtype_name
 from .shape_infer import OUT_OF_PROCESS_NODES, inferred_value_infos
@@ -232,8 +233,9 @@ def build_index(
         if vi.name in param_inputs or vi.name in init_by_name:
             parameters.append(vi.name)
             nbytes = None
-            if shape is not None and all(isinstance(d, int) for d in shape) and dtype not in (None, "string"):
-                nbytes = _numel(shape) * onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type).itemsize
+            bits = element_bits(vi.type.tensor_type.elem_type) if dtype is not None else None
+            if bits and shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
+                nbytes = (_numel(shape) * bits + 7) // 8
             add(vi.name, TensorKind.PARAMETER, dtype, shape, nbytes=nbytes)
         else:
             user_inputs.append(vi.name)

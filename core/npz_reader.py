@@ -22,6 +22,7 @@ import numpy as np
 from .archive_bounds import ZIP_ERRORS, open_zip, stored_data_offset
 from .budgets import MiB, human_bytes
 from .errors import CorruptFileError
+from .shape_limits import shape_problem
 
 NPZ_HINT = "if it is genuine, save it uncompressed with np.savez"
 READ_CHUNK = 16 * MiB
@@ -82,7 +83,14 @@ def _member(path: Path, zf: zipfile.ZipFile, raw, info: zipfile.ZipInfo, size: i
             shape, fortran, dtype = _read_npy_header(f, version)
             header_bytes = f.tell()
     except ZIP_ERRORS as exc:
-        raise CorruptFileError(f"{where}: not a readable .npy entry ({exc})") from None
+        raise CorruptFileError(f"{where}: not a readable .npy entry ({_first_line(exc)})") from None
+    except Exception as exc:  # numpy parses the header (<= 10,000 characters) with ast/tokenize: many types
+        raise CorruptFileError(f"{where}: not a readable .npy header ({type(exc).__name__})") from None
+    if any(d < 0 for d in shape):
+        raise CorruptFileError(f"{where}: its header declares negative dimensions {list(shape)}")
+    problem = shape_problem(shape, dtype.itemsize)
+    if problem:
+        raise CorruptFileError(f"{where} {problem}")
     if dtype.hasobject:
         raise CorruptFileError(f"{where}: holds Python objects; onnxport reads numeric arrays only")
     if dtype.kind not in NUMERIC_KINDS or dtype.names is not None or dtype.subdtype is not None:
@@ -97,6 +105,10 @@ def _member(path: Path, zf: zipfile.ZipFile, raw, info: zipfile.ZipInfo, size: i
         return member
     return NpzMember(member.name, member.member, member.shape, dtype, member.fortran, header_bytes,
                      start + header_bytes)
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _read_npy_header(f, version: tuple[int, int]):

@@ -40,6 +40,7 @@ from .checkpoint import map_file, view_loader
 from .errors import CorruptFileError, OnnxportError, UnavailableError
 from .npz_reader import NpzMember, list_npz, read_member
 from .params import FileSpan, ParameterSet, ParamTensor, c_contiguous
+from .shape_limits import shape_problem
 from .sources import PARAM_READERS, SourceKind
 
 T = onnx.TensorProto
@@ -81,6 +82,7 @@ def read_safetensors(path: str | Path) -> ParameterSet:
     params: dict[str, ParamTensor] = {}
     for name, entry in header.items():
         params[name] = _safetensors_tensor(path, mm, base, size, name, entry)
+    _refuse_overlaps(path, params)
     properties = {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {}
     return ParameterSet(params=params, sources=[path], kind="safetensors", properties=properties,
                         keepalive=[mm])
@@ -101,6 +103,16 @@ def _safetensors_header(path: Path, raw: bytes) -> dict:
     return header
 
 
+def _refuse_overlaps(path: Path, params: dict[str, ParamTensor]) -> None:
+    """safetensors tensors never share bytes; many entries on one region would multiply an export."""
+    spans = sorted((p.span.offset, p.span.offset + p.span.length, name) for name, p in params.items()
+                   if p.span is not None and p.span.length)
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
+        if begin < end:
+            raise CorruptFileError(f"{path}: tensor '{second}' overlaps tensor '{first}' "
+                                   f"(safetensors tensors never share bytes)")
+
+
 def _safetensors_tensor(path: Path, mm: mmap.mmap, base: int, size: int, name: str, entry) -> ParamTensor:
     where = f"{path}: tensor '{name}'"
     if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
@@ -109,13 +121,16 @@ def _safetensors_tensor(path: Path, mm: mmap.mmap, base: int, size: int, name: s
     if dtype not in SAFETENSORS_DTYPES:
         raise CorruptFileError(f"{where}: unsupported dtype {dtype!r}")
     shape, offsets = entry["shape"], entry["data_offsets"]
-    if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
+    if (not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape)  # JSON true is no dim
             or not isinstance(offsets, list) or len(offsets) != 2
-            or not all(isinstance(o, int) and o >= 0 for o in offsets)):
+            or not all(type(o) is int and o >= 0 for o in offsets)):
         raise CorruptFileError(f"{where}: malformed shape or data_offsets")
     elem_type, storage = SAFETENSORS_DTYPES[dtype]
     np_dtype = np.dtype(storage)
     shape_t = tuple(shape)
+    problem = shape_problem(shape_t, np_dtype.itemsize)
+    if problem:
+        raise CorruptFileError(f"{where} {problem}")
     begin, end = offsets
     count = _numel(shape_t)
     if end < begin or end - begin != count * np_dtype.itemsize:

@@ -25,6 +25,8 @@ every member is inspected, not only the last path component:
     parse as a whole pickle stream, since a float tensor may well start with byte 0x80;
   - sample inputs are loaded here with `weights_only=True`: torch's own first attempt (also
     weights-only, on the same bytes) then succeeds and its unsafe retry never runs (5).
+The archive is opened through `archive_bounds.open_zip`: members are read whole (configs, sample
+inputs), so their declared sizes are bounded first (a sample-inputs deflate bomb is refused).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import pickletools
 import zipfile
 from pathlib import Path
 
+from .archive_bounds import ZIP_ERRORS, open_zip
 from .errors import OnnxportError
 
 OBJECT_PREFIXES = ("opaque_obj_", "custom_obj_")
@@ -51,13 +54,12 @@ ZIP_MAGIC = b"PK\x03\x04"
 def check_pt2_archive(path: Path, torch) -> None:
     """Raise `OnnxportError` unless loading `path` with torch.export.load unpickles nothing."""
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open_zip(path, ".pt2 archive") as zf:  # members' declared sizes bounded (archive_bounds)
             infos = zf.infolist()
             raw = _raw_payloads(zf, infos, path)
             for info in infos:
                 _check_member(zf, info, raw, path, torch)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError,
-            RuntimeError) as exc:  # RuntimeError: encrypted member; NotImplementedError: compression
+    except ZIP_ERRORS as exc:  # a corrupt member, a name that is not UTF-8...
         raise OnnxportError(f"{path}: not a readable .pt2 archive ({exc})") from None
 
 
@@ -86,7 +88,7 @@ def _raw_payloads(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], path: Path)
         try:
             config = json.loads(zf.read(info))
             entries = config["config"].items()
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             raise OnnxportError(f"{path}: {info.filename} is not a readable payload config") from None
         folder = info.filename.rsplit("/", 1)[0] if "/" in info.filename else ""
         for key, entry in entries:

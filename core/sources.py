@@ -18,6 +18,7 @@ from pathlib import Path
 
 import onnx
 
+from .archive_bounds import ZIP_ERRORS
 from .errors import OnnxportError
 from .index import TensorIndex, build_index
 from .match import ParamMatch, match_parameters
@@ -93,7 +94,7 @@ def _sniff_zip(path: Path) -> SourceKind:
     try:
         with zipfile.ZipFile(path) as zf:
             names = zf.namelist()
-    except (zipfile.BadZipFile, OSError):
+    except ZIP_ERRORS:  # not a zip after all, or a broken one (its reader then says why)
         return SourceKind.UNKNOWN
     if names and all(n.endswith(".npy") for n in names):
         return SourceKind.NPZ

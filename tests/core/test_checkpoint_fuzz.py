@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from onnxport.core import checkpoint
@@ -20,11 +20,11 @@ from onnxport.core.checkpoint_writer import write_checkpoint
 from onnxport.core.errors import OnnxportError
 from onnxport.core.writer import varint
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+from .fuzz_seeds import ARRAYS, fuzz_settings, pbseq
+
+FUZZ = fuzz_settings(300)  # see fuzz_seeds: bounded and derandomized, or ONNXPORT_FUZZ_EXAMPLES random ones
 EDITS = st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), min_size=1,
                  max_size=8)
-ARRAYS = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(3, np.float32),
-          "n": np.array([1, 2], np.int64), "s": np.array(["a", "bc"], dtype=object), "big": np.zeros(40, np.float64)}
 
 
 @pytest.fixture(autouse=True)
@@ -110,15 +110,7 @@ def test_mutated_or_short_external_data(tmp_path, valid, edits, cut):
     _check(tmp_path / "ckpt", valid["external"], _mutate(valid["data"], edits)[:cut])
 
 
-def _pbseq(tensors: list[onnx.TensorProto]) -> bytes:
-    body = bytearray(varint(len(tensors)))
-    for t in tensors:
-        data = t.SerializeToString()
-        body += varint(len(data)) + data
-    return bytes(body)
-
-
-VALID_PBSEQ = _pbseq([onnx.numpy_helper.from_array(ARRAYS["w"], "w"), onnx.numpy_helper.from_array(ARRAYS["n"], "n"),
+VALID_PBSEQ = pbseq([onnx.numpy_helper.from_array(ARRAYS["w"], "w"), onnx.numpy_helper.from_array(ARRAYS["n"], "n"),
                       onnx.helper.make_tensor("few", onnx.TensorProto.FLOAT, [2], [1.5, -2.0]),
                       onnx.numpy_helper.from_array(np.array([b"x", b"yz"], dtype=object), "s")])
 

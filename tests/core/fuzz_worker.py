@@ -1,0 +1,242 @@
+"""The fuzz tests' reader process: onnxport's readers run on crafted files under a memory cap.
+
+Why a separate process: a reader that lacks a guard may allocate terabytes, loop or crash; run
+here, that fails one example instead of taking the machine down. The process caps its address
+space (RLIMIT_AS: its size after imports + HEADROOM) and measures each request's peak RSS.
+
+Protocol: one JSON line per request on stdin, {"target": ..., "path": ...}; one JSON line back,
+{"outcome": "ok" | "refused" | "bug", "detail": text, "peak_mib": growth of peak RSS}. "refused"
+is an OnnxportError (the reader said no in one line); "bug" is anything else: another exception
+type, a tensor that cannot be materialized or does not match its declared shape, an external
+reference outside the model's folder, a program loaded without trust. Every request runs its
+target's reader, then the sniffing entry (`sniff` + `read_parameters`/`load_graph`) on the same path.
+`FuzzWorker` (parent side) starts, talks to and restarts the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+HEADROOM = 2 << 30
+HARD_TIMEOUT_S = 30.0
+ROOT = Path(__file__).resolve().parents[2]
+MiB = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# worker side
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _touch_params(params) -> None:
+    import numpy as np
+
+    from onnxport.core.errors import NominalCheckpointError
+
+    tensors = list(params.values())
+    tensors += [t for g in params.optimizer_groups for moments in g.states.values() for t in moments.values()]
+    _ = (dict(params.properties), params.trainable, params.frozen, params.nbytes)
+    for t in tensors:
+        if not all(type(d) is int and d >= 0 for d in t.shape):
+            raise AssertionError(f"tensor '{t.name}' has shape {t.shape!r}: not whole numbers >= 0")
+        if params.nominal:
+            try:
+                t.array()
+            except NominalCheckpointError:
+                continue
+            raise AssertionError(f"nominal tensor '{t.name}' returned values")
+        values = np.asarray(t.array())
+        if tuple(values.shape) != tuple(t.shape):
+            raise AssertionError(f"tensor '{t.name}' declares shape {t.shape} but loads as {values.shape}")
+        if values.dtype != object:
+            values.sum()
+        _ = (t.nbytes, t.dtype, t.file_span())
+
+
+def _read_checkpoint(path: Path) -> None:
+    from onnxport.core.checkpoint import read_checkpoint
+
+    _touch_params(read_checkpoint(path))
+
+
+def _read_safetensors(path: Path) -> None:
+    from onnxport.core.param_files import read_safetensors
+
+    _touch_params(read_safetensors(path))
+
+
+def _read_npz(path: Path) -> None:
+    from onnxport.core.param_files import read_npz
+
+    _touch_params(read_npz(path))
+
+
+def _read_state_dict(path: Path) -> None:
+    from onnxport.core.param_files import read_state_dict
+
+    _touch_params(read_state_dict(path))
+
+
+def _check_pt2(path: Path) -> None:
+    import torch
+
+    from onnxport.core.pt2_archive_check import check_pt2_archive
+
+    check_pt2_archive(path, torch)
+
+
+def _read_onnx(path: Path) -> None:
+    import numpy as np
+    import onnx
+
+    from onnxport.core.const_tensors import from_initializer
+    from onnxport.core.external_data import external_reference, iter_tensors
+    from onnxport.core.index import build_index
+    from onnxport.core.model_io import load_graph
+
+    model = load_graph(path)
+    folder = path.parent.resolve()
+    for label, t in iter_tensors(model):
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            ref = external_reference(t, path.parent, label)
+            if folder not in ref.path.parents:
+                raise AssertionError(f"{label}: external data read outside the folder: {ref.path}")
+        values = from_initializer(t, path.parent).values()
+        if tuple(np.shape(values)) != tuple(t.dims):
+            raise AssertionError(f"{label}: dims {list(t.dims)} but loads as {np.shape(values)}")
+    build_index(model, path)
+
+
+def _sniffed(path: Path) -> None:
+    """The sniffing entry, as `open_sources` uses it."""
+    from onnxport.core.program_trust import UntrustedProgramError
+    from onnxport.core.sources import PARAMETER_KINDS, SourceKind, read_parameters, sniff
+    from onnxport.core.torch_sources import load_program
+
+    kind = sniff(path)
+    if kind in PARAMETER_KINDS:
+        _touch_params(read_parameters(path, kind))
+    elif kind == SourceKind.ONNX:
+        _read_onnx(path)
+    elif kind in (SourceKind.TORCH_EXPORT, SourceKind.TORCHSCRIPT):
+        if kind == SourceKind.TORCH_EXPORT:
+            _check_pt2(path)
+        try:
+            load_program(path)  # no trust given: must refuse before loading anything
+        except UntrustedProgramError:
+            return
+        raise AssertionError(f"{path}: a {kind.value} program was loaded without trust")
+
+
+def _memory_probe(path: Path) -> None:
+    """Allocate past the cap: shows the cap turns a missing guard into a failed example."""
+    bytearray(2 * HEADROOM).__len__()
+
+
+TARGETS = {"checkpoint": _read_checkpoint, "safetensors": _read_safetensors, "npz": _read_npz,
+           "state_dict": _read_state_dict, "pt2": _check_pt2, "onnx": _read_onnx, "sniff": lambda path: None,
+           "memory_probe": _memory_probe}
+
+
+def _handle(request: dict) -> dict:
+    from onnxport.core.errors import OnnxportError
+
+    path = Path(request["path"])
+    try:
+        TARGETS[request["target"]](path)
+        _sniffed(path)
+    except OnnxportError as exc:
+        return {"outcome": "refused", "detail": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - the point: anything else is a finding
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6))
+        return {"outcome": "bug", "detail": f"{type(exc).__name__}: {exc}\n{detail}"}
+    return {"outcome": "ok", "detail": ""}
+
+
+def serve() -> None:
+    """The worker's loop (stdin/stdout); stray prints go to stderr."""
+    import numpy  # noqa: F401 - imports first, so the cap is measured over them
+    import onnx  # noqa: F401
+    import torch  # noqa: F401
+    import torch.export  # noqa: F401
+
+    from onnxport.core import checkpoint, index, param_files, pt2_archive_check, sources, torch_sources  # noqa: F401
+
+    checkpoint.SAFETY_NET = ()  # a missed bounds check must surface as what it is
+    limit = _status("VmSize") + HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout = sys.stderr
+    peak_reset = Path("/proc/self/clear_refs")
+    for line in sys.stdin:
+        try:
+            peak_reset.write_text("5")
+        except OSError:
+            pass
+        base = _status("VmRSS")
+        reply = _handle(json.loads(line))
+        reply["peak_mib"] = max(0, _status("VmHWM") - base) / MiB
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# parent side
+
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from tests.core.fuzz_worker import serve; serve()"
+
+
+class FuzzWorker:
+    """Runs requests in the worker process; a dead or hung process is reported and replaced."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        with open(self.log, "ab") as err:
+            return subprocess.Popen([sys.executable, "-c", BOOT, str(ROOT)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=err, cwd=ROOT)
+
+    def read(self, target: str, path: Path) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        proc = self.proc
+        proc.stdin.write((json.dumps({"target": target, "path": str(path)}) + "\n").encode())
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], HARD_TIMEOUT_S)
+        line = proc.stdout.readline() if ready else b""
+        if line:
+            return json.loads(line)
+        if not ready:
+            proc.kill()
+        code = proc.wait()
+        self.proc = None
+        why = f"took over {HARD_TIMEOUT_S:.0f} s" if not ready else f"the reader process died (exit {code})"
+        return {"outcome": "bug", "detail": f"{why}; its stderr is in {self.log}", "peak_mib": 0.0}
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
