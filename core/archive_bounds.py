@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from .budgets import MAX_INFLATE_RATIO, archive_member_limit, archive_total_limit, human_bytes
 from .errors import CorruptFileError
+from .regular_files import regular_file
 
 LOCAL_HEADER_SIZE = 30
 READABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
@@ -29,6 +30,7 @@ ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error, N
 
 def open_zip(path: Path, what: str, hint: str = "") -> zipfile.ZipFile:
     """A ZipFile of `path` whose members passed `check_zip_members`; `what` names the kind ('.npz')."""
+    regular_file(path)
     try:
         zf = zipfile.ZipFile(path)
     except ZIP_ERRORS as exc:

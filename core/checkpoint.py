@@ -28,6 +28,7 @@ import onnx
 from .errors import CorruptFileError, NominalCheckpointError, OnnxportError
 from .flatbuf import FlatBuffer, Table
 from .params import FileSpan, OptimizerGroupState, ParameterSet, ParamTensor, dtype_name
+from .regular_files import regular_file
 from .shape_limits import shape_problem
 from .sources import PARAM_READERS, SourceKind
 
@@ -62,6 +63,7 @@ def storage_dtype(elem_type: int) -> np.dtype | None:
 
 def map_file(path: Path) -> mmap.mmap:
     """Memory-map a whole file read-only; OnnxportError naming it if it cannot be."""
+    regular_file(path)
     try:
         with open(path, "rb") as f:
             if f.seek(0, 2) == 0:

@@ -301,6 +301,12 @@ def _check_inline(t: _T, dims, bits: int, file_bytes: int | None) -> None:
     held = _typed_count(t)
     if held != _expected_typed_count(t.data_type, bits, n):
         raise _Bad(f"dims {list(dims)} declare {n} values but the tensor holds {held}")
+    if t.data_type == _T.STRING:  # ONNX strings are UTF-8; numpy_helper decodes them so
+        for i, text in enumerate(t.string_data):
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Bad(f"string {i} ({text[:40]!r}) is not UTF-8 text") from None
 
 
 def check_model_tensors(model: onnx.ModelProto, model_path: str | Path | None,

@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 
 from .errors import CorruptFileError, OnnxportError
 from .external_data import check_model_tensors, declared_nbytes
+from .regular_files import regular_file
 
 SMALL_TENSOR_BYTES = 4096  # initializers at most this big stay in stripped copies (shape constants)
 
@@ -35,6 +36,7 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
         raise OnnxportError(f"{path}: no such file")
     if path.is_dir():
         raise OnnxportError(f"{path}: is a folder, expected an .onnx model file")
+    regular_file(path)  # a named pipe would block open() for good
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size

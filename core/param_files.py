@@ -40,6 +40,7 @@ from .checkpoint import map_file, view_loader
 from .errors import CorruptFileError, OnnxportError, UnavailableError
 from .npz_reader import NpzMember, list_npz, read_member
 from .params import FileSpan, ParameterSet, ParamTensor, c_contiguous
+from .regular_files import regular_file
 from .shape_limits import shape_problem
 from .sources import PARAM_READERS, SourceKind
 
@@ -192,6 +193,7 @@ STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "
 def read_state_dict(path: str | Path) -> ParameterSet:
     """Load a PyTorch state_dict with `torch.load(weights_only=True)`; refuse anything else."""
     path = Path(path)
+    regular_file(path)
     is_zip = zipfile.is_zipfile(path)
     if is_zip:
         _check_torch_zip(path)

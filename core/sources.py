@@ -27,6 +27,7 @@ from .name_alignment import NameAlignment, align_if_better
 from .ortmodule_files import OrtModuleFiles, group_files, several_models_error
 from .params import ParameterSet, merge_parameter_sets
 from .progress import CancelToken, ProgressFn, Reporter
+from .regular_files import regular_file
 
 
 class SourceKind(str, Enum):
@@ -63,6 +64,7 @@ def sniff(path: str | Path) -> SourceKind:
         if (path / "config.json").exists():
             return SourceKind.HF_FOLDER
         return SourceKind.UNKNOWN
+    regular_file(path)  # a named pipe would block open() for good
     try:
         with open(path, "rb") as f:
             head = f.read(16)
@@ -189,7 +191,8 @@ def _sort_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path], li
             raise OnnxportError(f"{path}: no such file or folder")
         kind = sniff(path)
         if path.is_dir() and kind == SourceKind.UNKNOWN:
-            children = [c for c in sorted(path.iterdir()) if c.is_file() or sniff(c) != SourceKind.UNKNOWN]
+            children = [c for c in sorted(path.iterdir())  # files, and folders of a known kind; no pipes
+                        if c.is_file() or (c.is_dir() and sniff(c) != SourceKind.UNKNOWN)]
             sub_onnx, sub_params, sub_others = _sort_files(children)
             onnx_files += sub_onnx
             param_files += sub_params

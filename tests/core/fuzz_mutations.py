@@ -207,16 +207,21 @@ _PICKLE_INT_ARGS = {"BININT": 4, "BININT1": 1, "BININT2": 2, "LONG1": None, "BIN
 
 
 def _pickle_ints(data: bytes) -> list[Field]:
+    """Integer arguments of the pickles in `data`, one after another (torch's legacy format holds
+    several, then raw storages: each storage's 8-byte element count is found as well)."""
     fields: list[Field] = []
+    stream = io.BytesIO(data)
     try:
-        for opcode, _arg, pos in pickletools.genops(io.BytesIO(data)):
-            width = _PICKLE_INT_ARGS.get(opcode.name, 0)
-            if opcode.name == "LONG1" and pos + 1 < len(data):
-                width = data[pos + 1]
-                fields.append((pos + 2, "le", width)) if width else None
-            elif width:
-                fields.append((pos + 1, "le", width))
-    except Exception:  # noqa: BLE001 - a mutated pickle: the fields found so far
+        for _ in range(8):
+            for opcode, _arg, pos in pickletools.genops(stream):  # pos: in `data`
+                width = _PICKLE_INT_ARGS.get(opcode.name, 0)
+                if opcode.name == "LONG1" and pos + 1 < len(data):
+                    width = data[pos + 1]
+                    fields.append((pos + 2, "le", width)) if width else None
+                elif width:
+                    fields.append((pos + 1, "le", width))
+            fields.append((stream.tell(), "le", 8))  # a storage's element count, if one follows
+    except Exception:  # noqa: BLE001 - garbage or raw bytes: the fields found so far
         pass
     return [f for f in fields if f[0] + f[2] <= len(data)]
 

@@ -118,7 +118,7 @@ def _state_dict(folder: Path, legacy: bool) -> Seed:
     state = {"w": w, "wt": w.t(), "row": w[1], "b": torch.ones(3, dtype=torch.bfloat16), "n": torch.arange(2),
              "h": torch.zeros(2, dtype=torch.float16)}
     torch.save(state, folder / "sd.pt", _use_new_zipfile_serialization=not legacy)
-    return Seed("state_dict", "sd.pt", _folder_bytes(folder), {"sd.pt": "raw" if legacy else "zip"})
+    return Seed("state_dict", "sd.pt", _folder_bytes(folder), {"sd.pt": "pickle" if legacy else "zip"})
 
 
 def _pt2(folder: Path) -> Seed:
@@ -176,6 +176,14 @@ def _onnx(folder: Path, external: bool) -> Seed:
     return Seed("onnx", "model.onnx", files, {n: "protobuf" if n.endswith(".onnx") else "raw" for n in files})
 
 
+def _model_and_checkpoint(folder: Path) -> Seed:
+    """A model and a checkpoint of its parameters, opened together (read, matched, aligned)."""
+    onnx.save_model(onnx_model(), folder / "model.onnx")
+    write_checkpoint(folder / "ckpt", {"W": np.ones((4, 3), np.float32), "b": np.ones(3, np.float16),
+                                       "extra": np.zeros(2, np.int64)}, frozen={"b"})
+    return Seed("sniff", ".", _folder_bytes(folder), {"model.onnx": "protobuf", "ckpt": "flatbuffer"})
+
+
 def build_seeds(root: Path) -> dict[str, Seed]:
     """Write every seed under `root` (one folder each) and return them by name."""
     makers = {
@@ -191,6 +199,7 @@ def build_seeds(root: Path) -> dict[str, Seed]:
         "pt2": _pt2,
         "onnx": lambda f: _onnx(f, external=False),
         "onnx_external": lambda f: _onnx(f, external=True),
+        "model_and_checkpoint": _model_and_checkpoint,
     }
     seeds = {}
     for name, make in makers.items():

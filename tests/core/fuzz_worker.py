@@ -9,7 +9,8 @@ Protocol: one JSON line per request on stdin, {"target": ..., "path": ...}; one 
 is an OnnxportError (the reader said no in one line); "bug" is anything else: another exception
 type, a tensor that cannot be materialized or does not match its declared shape, an external
 reference outside the model's folder, a program loaded without trust. Every request runs its
-target's reader, then the sniffing entry (`sniff` + `read_parameters`/`load_graph`) on the same path.
+target's reader, then the sniffing entry (`sniff` + `read_parameters`/`load_graph`) on the same path;
+the "sniff" target is `open_sources`, the way the CLI and the app open what they are given.
 `FuzzWorker` (parent side) starts, talks to and restarts the process.
 """
 
@@ -147,8 +148,14 @@ def _memory_probe(path: Path) -> None:
     bytearray(2 * HEADROOM).__len__()
 
 
+def _open_sources(path: Path) -> None:
+    from onnxport.core.sources import open_sources
+
+    open_sources([path])  # sniff, classify, read, load, index and match, as the CLI and the app open files
+
+
 TARGETS = {"checkpoint": _read_checkpoint, "safetensors": _read_safetensors, "npz": _read_npz,
-           "state_dict": _read_state_dict, "pt2": _check_pt2, "onnx": _read_onnx, "sniff": lambda path: None,
+           "state_dict": _read_state_dict, "pt2": _check_pt2, "onnx": _read_onnx, "sniff": _open_sources,
            "memory_probe": _memory_probe}
 
 

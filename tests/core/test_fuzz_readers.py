@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import shutil
 
 import pytest
@@ -52,6 +53,8 @@ class Cases:
         (folder / "sub" / "inner.bin").write_bytes(bytes(64))
         (folder / "link_out").symlink_to(self.outside)
         (folder / "loop").symlink_to(folder / "loop")
+        (folder / "dangling").symlink_to(folder / "nowhere")
+        os.mkfifo(folder / "pipe")  # opening it would block: folder listings must skip it
         for name, data in files.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
@@ -131,6 +134,12 @@ def test_mutated_pt2_archives(cases, edits):
 @given(name=st.sampled_from(ONNX_SEEDS), which=st.integers(0, 1), edits=EDITS)
 def test_mutated_onnx_models(cases, name, which, edits):
     cases.seed(name, _with(cases.seeds[name], which, edits))
+
+
+@fuzz_settings(300)
+@given(which=st.integers(0, 1), edits=EDITS)
+def test_mutated_model_and_checkpoint_opened_together(cases, which, edits):
+    cases.seed("model_and_checkpoint", _with(cases.seeds["model_and_checkpoint"], which, edits))
 
 
 @fuzz_settings(500)

@@ -189,6 +189,37 @@ def test_pt2_sample_inputs_that_inflate_to_gigabytes(tmp_path):
     assert "zip bomb" in done.stdout
 
 
+SPECIAL_FILES = """
+import os, sys
+from pathlib import Path
+from onnxport.core.checkpoint import read_checkpoint
+from onnxport.core.errors import OnnxportError
+from onnxport.core.model_io import load_graph
+from onnxport.core.sources import classify, read_parameters
+folder = Path(sys.argv[1])
+os.mkfifo(folder / "paramtrain_tensors.pbseq")
+os.mkfifo(folder / "model.onnx")
+(folder / "dangling.onnx").symlink_to(folder / "nowhere")
+for call in (lambda: read_checkpoint(folder), lambda: load_graph(folder / "model.onnx"),
+             lambda: read_parameters(folder / "model.onnx")):
+    try:
+        call()
+    except OnnxportError as exc:
+        print(exc)
+(folder / "paramtrain_tensors.pbseq").unlink()
+print(classify([folder]))  # the folder opens: the pipe and the dangling link are skipped
+"""
+
+
+def test_named_pipes_are_refused_or_skipped_never_opened(tmp_path):
+    done = run_bounded(SPECIAL_FILES, args=["-c", SPECIAL_FILES, str(tmp_path)], timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{tmp_path / 'paramtrain_tensors.pbseq'}: is a named pipe, not a file onnxport can read"
+    assert lines[1] == lines[2] == f"{tmp_path / 'model.onnx'}: is a named pipe, not a file onnxport can read"
+    assert lines[3] == "(None, [], [])"
+
+
 # --- ONNX ---------------------------------------------------------------------------------------
 
 def _save(model: onnx.ModelProto, path):
@@ -207,6 +238,12 @@ def test_onnx_typed_values_in_the_field_of_another_type(tmp_path):
     b = next(t for t in model.graph.initializer if t.name == "b")  # float16: its values are in int32_data
     b.data_type = T.FLOAT  # read from float_data, which is empty
     _refused(load_graph, _save(model, tmp_path / "m.onnx"), "tensor 'b': dims .3. declare 3 values but the tensor holds 0")
+
+
+def test_onnx_string_tensor_that_is_not_utf8(tmp_path):
+    model = onnx_model()
+    next(t for t in model.graph.initializer if t.name == "labels").string_data[0] = b"\x80at"
+    _refused(load_graph, _save(model, tmp_path / "m.onnx"), r"tensor 'labels': string 0 .* is not UTF-8 text")
 
 
 @pytest.mark.parametrize("external", [False, True])
