@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto
 
-from onnxport.core.checkpoint import read_checkpoint
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.params import ParamTensor
+from onnxport.core.io.checkpoint import read_checkpoint
+from onnxport.core.io.parameter_set import ParamTensor
 from onnxport.core.training.environment import find_training_python
 from onnxport.core.training.process import ISOLATED
+from tests.support.checkpoint_writer import write_checkpoint
 
 SIZES = {"400MB": (4096, 6, 1), "2.4GB": (8192, 9, 1), "100k-tensors": (4, 1, 100_000)}  # width, layers, repeat
 OUT = Path("build/bench")

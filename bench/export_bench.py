@@ -101,8 +101,8 @@ def eval_graph_like_ort(layers: int, width: int):
 def prepare(label: str, width: int, layers: int, root: Path, training: TrainingProcess | None) -> dict:
     import onnx
 
-    from onnxport.core.artifacts import generate_training_artifacts
-    from onnxport.core.checkpoint_writer import write_checkpoint
+    from onnxport.core.training.artifacts import generate_training_artifacts
+    from tests.support.checkpoint_writer import write_checkpoint
 
     folder = (root / label).resolve()
     if training is not None:

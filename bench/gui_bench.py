@@ -60,7 +60,7 @@ def wide_model(path: Path, tensors: int = TREE_TENSORS) -> None:
 
 def big_export_model(folder: Path, tensors: int = 100, width: int = 2 << 20) -> list[Path]:
     """Eval-like chain of Adds over `tensors` parameter vectors of `width` floats (100 x 8 MB)."""
-    from onnxport.core.checkpoint_writer import write_checkpoint
+    from tests.support.checkpoint_writer import write_checkpoint
 
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"block{i}.bias" for i in range(tensors)]
@@ -133,7 +133,7 @@ def main() -> int:
     QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
 
-    from onnxport.core.model_io import load_graph
+    from onnxport.core.io.model_io import load_graph
     from onnxport.gui.export_dialog import ExportChoices
     from onnxport.gui.main_window import MainWindow
 

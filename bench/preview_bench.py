@@ -137,7 +137,7 @@ def main() -> int:
     QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
 
-    from onnxport.core.preview import preview_model
+    from onnxport.core.graph.preview import preview_model
     from onnxport.gui.preview_panel import PreviewPanel
 
     app = QApplication.instance() or QApplication([])

@@ -99,7 +99,7 @@ def export_training_mode(model, path: Path, seq: int) -> None:
 def artifacts_and_ort_export(forward: Path, work: Path) -> tuple[Path, Path] | None:
     """ORT training artifacts of `forward` and ORT's own export of them, in the training environment:
     (eval graph + checkpoint folder, ORT's float32 inference model); None without that environment."""
-    from onnxport.core.artifacts import generate_training_artifacts
+    from onnxport.core.training.artifacts import generate_training_artifacts
     from onnxport.core.training.environment import find_training_python
     from onnxport.core.training.ort_api import TrainingFiles, ort_export
     from onnxport.core.training.process import TrainingProcess
@@ -133,7 +133,7 @@ def bench_input(path: Path, held_out: Path) -> Path:
 
 
 def cosine_of(model: Path, reference: Path, inputs: Path) -> tuple[float, float]:
-    from onnxport.core.validate import validate
+    from onnxport.core.evaluate.validate import validate
 
     report = validate(model, reference, inputs=inputs, layers=False)
     by_name = {o.name: o for o in report.outputs}
@@ -143,12 +143,12 @@ def cosine_of(model: Path, reference: Path, inputs: Path) -> tuple[float, float]
 def run(args: argparse.Namespace, work: Path) -> dict:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from onnxport.core.benchmark import benchmark
-    from onnxport.core.checkpoint import read_checkpoint
-    from onnxport.core.export import export_model
-    from onnxport.core.quantize import quantize
-    from onnxport.core.runtime import model_size
-    from onnxport.core.validate import validate
+    from onnxport.core.evaluate.benchmark import benchmark
+    from onnxport.core.evaluate.runtime import model_size
+    from onnxport.core.evaluate.validate import validate
+    from onnxport.core.export.export import export_model
+    from onnxport.core.io.checkpoint import read_checkpoint
+    from onnxport.core.quantize.quantize import quantize
 
     t0 = time.perf_counter()
     model = build_bert(args.layers, args.hidden, args.vocab, args.seq, args.outlier, args.ffn_outlier)

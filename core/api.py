@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .distributed import skip_reason
-from .export import ExportResult, export_model
-from .model_io import load_graph
-from .name_alignment import align_if_better
-from .params import merge_parameter_sets
-from .progress import CancelToken, ProgressFn
-from .sources import read_parameters
+from onnxport.core.export.export import ExportResult, export_model
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.parameter_set import merge_parameter_sets
+from onnxport.core.io.readers import read_parameters
+from onnxport.core.params.name_alignment import align_if_better
+from onnxport.core.util.distributed import skip_reason
+from onnxport.core.util.progress import CancelToken, ProgressFn
 
 
 def export_for_inference(

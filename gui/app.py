@@ -81,7 +81,7 @@ def handle_sigterm(app, window):
 
     from PySide6.QtCore import QSocketNotifier, QThreadPool
 
-    from onnxport.core.atomic import remove_live_temps
+    from onnxport.core.util.atomic import remove_live_temps
 
     reader, writer = socket.socketpair()
     reader.setblocking(False)

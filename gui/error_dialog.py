@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from onnxport.core.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError
 
 
 def error_text(exc: BaseException) -> str:

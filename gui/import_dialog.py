@@ -43,13 +43,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from onnxport.core.artifacts import LOSSES, OPTIMIZERS
-from onnxport.core.errors import OnnxportError
-from onnxport.core.presets import POOLING_MODES, get_preset
-from onnxport.core.torch_export import DEFAULT_OPSET, OPSET_RANGE
-from onnxport.core.torch_import import TorchImportOptions
-from onnxport.core.torch_sources import DTYPES, InputSpec, SourceInfo, describe_source, parse_input_spec
+from onnxport.core.pytorch.export import DEFAULT_OPSET, OPSET_RANGE
+from onnxport.core.pytorch.presets import POOLING_MODES, get_preset
+from onnxport.core.pytorch.sources import DTYPES, InputSpec, SourceInfo, describe_source, parse_input_spec
+from onnxport.core.training.artifacts import LOSSES, OPTIMIZERS
 from onnxport.core.training.environment import HOW_TO_GET, find_training_python
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.workflow.torch_import import TorchImportOptions
 
 from .trust_prompt import SESSION_TRUST
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from onnxport.core.export import ExportResult, export_model, plan_export
-from onnxport.core.progress import Reporter
-from onnxport.core.report import build_report
-from onnxport.core.sources import LoadedSources, open_sources
+from onnxport.core.evaluate.report import build_report
+from onnxport.core.export.export import ExportResult, export_model, plan_export
+from onnxport.core.util.progress import Reporter
+from onnxport.core.workflow.sources import LoadedSources, open_sources
 
 from .tree_model import build_tree
 from .worker import quiet_gc
@@ -57,7 +57,7 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
                               progress=report.sub(0.0, 0.5 if post_needed else 1.0), cancel=cancel)
         post = None
         if post_needed:
-            from onnxport.core.post_export import post_export
+            from onnxport.core.workflow.post_export import post_export
 
             post = post_export(result, sources.model_path, sources.params, quantize=choices.quantize,
                                validate=choices.validate, progress=report.sub(0.5, 1.0), cancel=cancel)
@@ -68,7 +68,7 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
 
 def validate_job(sources: LoadedSources, exported: Path):
     def run(progress, cancel):
-        from onnxport.core.validate import validate
+        from onnxport.core.evaluate.validate import validate
 
         validation = validate(exported, sources.model_path, params=sources.params, progress=progress,
                               cancel=cancel)
@@ -95,7 +95,7 @@ def requantize_job(quantized: Path, reference: Path, exclude_more: list[str]):
     new model replaces `quantized` (atomically). Returns the report dict."""
 
     def run(progress, cancel):
-        from onnxport.core.quantize import requantize
+        from onnxport.core.quantize.quantize import requantize
 
         result = requantize(quantized, reference, quantized, exclude_more, progress=progress, cancel=cancel)
         return build_report(export={"path": str(reference)}, quantize=result)
@@ -105,7 +105,7 @@ def requantize_job(quantized: Path, reference: Path, exclude_more: list[str]):
 
 def describe_job(source: Path, trust_code: bool = False):
     def run(progress, cancel):
-        from onnxport.core.torch_sources import describe_source
+        from onnxport.core.pytorch.sources import describe_source
 
         return describe_source(source, trust_code=trust_code)
 
@@ -114,7 +114,7 @@ def describe_job(source: Path, trust_code: bool = False):
 
 def torch_import_job(options):
     def run(progress, cancel):
-        from onnxport.core.torch_import import run_import
+        from onnxport.core.workflow.torch_import import run_import
 
         return run_import(options, progress=progress, cancel=cancel)
 

@@ -37,8 +37,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from onnxport.core.errors import OnnxportError
-from onnxport.core.sources import LoadedSources
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.workflow.sources import LoadedSources
 
 from . import jobs
 from .error_dialog import error_text, show_error

@@ -13,9 +13,9 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
-from onnxport.core.export import ExportPlan
-from onnxport.core.index import TensorInfo
-from onnxport.core.sources import LoadedSources
+from onnxport.core.export.export import ExportPlan
+from onnxport.core.graph.index import TensorInfo
+from onnxport.core.workflow.sources import LoadedSources
 
 WARN = "#b25d00"
 BAD = "#c0392b"

@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from onnxport.core.preview import preview_bytes
+from onnxport.core.graph.preview import preview_bytes
 
 from .error_dialog import error_text
 from .netron_server import PreviewServer

@@ -20,7 +20,7 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 
-from onnxport.core.index import TensorIndex, TensorInfo, TensorKind
+from onnxport.core.graph.index import TensorIndex, TensorInfo, TensorKind
 
 COLUMNS = ("Name", "Shape", "Type", "Op", "Kind")
 OUTPUTS_GROUP = "Outputs"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from onnxport.core.errors import OnnxportError
-from onnxport.core.program_trust import needs_trust, trust_reason
+from onnxport.core.pytorch.trust import needs_trust, trust_reason
+from onnxport.core.util.errors import OnnxportError
 
 
 class TrustedPrograms:

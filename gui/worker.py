@@ -30,8 +30,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
-from onnxport.core.errors import Cancelled
-from onnxport.core.progress import CancelToken
+from onnxport.core.util.errors import Cancelled
+from onnxport.core.util.progress import CancelToken
 
 JobFn = Callable[[Callable[[float | None, str], None], CancelToken], Any]
 PROGRESS_INTERVAL = 0.05  # seconds between progress signals (the last one always goes)

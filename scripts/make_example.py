@@ -66,7 +66,7 @@ def build(out_dir: Path, steps: int = 300) -> None:
     import onnx
     import onnxruntime as ort
 
-    from onnxport.core.artifacts import generate_training_artifacts
+    from onnxport.core.training.artifacts import generate_training_artifacts
     from onnxport.core.training.ort_api import TrainingFiles, ort_export, train_steps
     from onnxport.core.training.process import TrainingProcess
 
@@ -101,7 +101,7 @@ def build(out_dir: Path, steps: int = 300) -> None:
 
 
 def main() -> int:
-    from onnxport.core.errors import OnnxportError
+    from onnxport.core.util.errors import OnnxportError
 
     try:
         build(Path(sys.argv[1] if len(sys.argv) > 1 else "resources/examples"))

@@ -21,8 +21,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..atomic import remove_live_temps
-from ..errors import OnnxportError
+from onnxport.core.util.atomic import remove_live_temps
+from onnxport.core.util.errors import OnnxportError
 
 EXIT_USER_ERROR = 2
 EXIT_SIGINT = 128 + signal.SIGINT
@@ -41,7 +41,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ... import core
+    from onnxport import core
 
     parser = argparse.ArgumentParser(
         prog="onnxport",

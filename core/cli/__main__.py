@@ -1,5 +1,5 @@
 """`python -m onnxport.core.cli ...` is the same as `onnxport ...`."""
 
-from . import run
+from onnxport.core.cli import run
 
 run()

@@ -10,10 +10,10 @@ import argparse
 import json
 import sys
 
-from ..benchmark import benchmark
-from ..errors import OnnxportError
-from ..report import build_report, write_report
-from .progress_line import StderrProgress
+from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.evaluate.benchmark import benchmark
+from onnxport.core.evaluate.report import build_report, write_report
+from onnxport.core.util.errors import OnnxportError
 
 
 def _dims(values: list[str]) -> dict[str, int]:

@@ -11,9 +11,9 @@ import argparse
 import json
 import sys
 
-from ..api import export_for_inference
-from ..export import EXTERNAL_DATA_CHOICES
-from .progress_line import StderrProgress
+from onnxport.core.api import export_for_inference
+from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.export.export import EXTERNAL_DATA_CHOICES
 
 
 def split_names(values: list[str]) -> list[str]:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     report = {"export": result.to_dict()}
     if args.quantize or args.validate:
-        from ..post_export import post_export  # quantize/validate pipeline
+        from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline
 
         report.update(post_export(result, args.model, args.checkpoint, quantize=args.quantize,
                                   calibration=args.calibration, validate=args.validate, progress=progress))

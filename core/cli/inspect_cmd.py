@@ -12,11 +12,12 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import OnnxportError
-from ..index import TensorIndex, TensorInfo
-from ..match import ParamMatch
-from ..params import ParameterSet
-from ..sources import TORCH_PROGRAM_KINDS, LoadedSources, open_sources
+from onnxport.core.graph.index import TensorIndex, TensorInfo
+from onnxport.core.io.kinds import TORCH_PROGRAM_KINDS
+from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.params.match import ParamMatch
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.workflow.sources import LoadedSources, open_sources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

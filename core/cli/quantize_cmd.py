@@ -12,10 +12,10 @@ import argparse
 import json
 import sys
 
-from ..quantize import MODES, quantize
-from ..report import build_report, write_report
-from .export_cmd import split_names
-from .progress_line import StderrProgress
+from onnxport.core.cli.export_cmd import split_names
+from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.evaluate.report import build_report, write_report
+from onnxport.core.quantize.quantize import MODES, quantize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,10 +13,10 @@ import argparse
 import json
 import sys
 
-from ..artifacts import LOSSES, OPTIMIZERS
-from ..presets import POOLING_MODES, TASKS
-from .export_cmd import split_names
-from .progress_line import StderrProgress
+from onnxport.core.cli.export_cmd import split_names
+from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.pytorch.presets import POOLING_MODES, TASKS
+from onnxport.core.training.artifacts import LOSSES, OPTIMIZERS
 
 TRUST_HINT = "pass --trust-model-code if you trust where it came from"
 
@@ -91,11 +91,11 @@ def _print(report: dict, args: argparse.Namespace, lines: list[str]) -> None:
 
 
 def run_torch_export(args: argparse.Namespace) -> int:
-    from ..artifacts import generate_training_artifacts
-    from ..errors import OnnxportError
-    from ..program_trust import UntrustedProgramError
-    from ..torch_export import export_torch
-    from ..torch_sources import parse_input_spec
+    from onnxport.core.pytorch.export import export_torch
+    from onnxport.core.pytorch.sources import parse_input_spec
+    from onnxport.core.pytorch.trust import UntrustedProgramError
+    from onnxport.core.training.artifacts import generate_training_artifacts
+    from onnxport.core.util.errors import OnnxportError
 
     if args.artifacts and args.mode != "training":
         raise OnnxportError("--artifacts needs --mode training")
@@ -131,7 +131,7 @@ def _artifact_lines(arts) -> list[str]:
 
 
 def run_artifacts(args: argparse.Namespace) -> int:
-    from ..artifacts import generate_training_artifacts
+    from onnxport.core.training.artifacts import generate_training_artifacts
 
     arts = generate_training_artifacts(args.forward, args.out, trainable=_names(args.trainable),
                                        frozen=_names(args.frozen), loss=args.loss, optimizer=args.optimizer,
@@ -142,7 +142,7 @@ def run_artifacts(args: argparse.Namespace) -> int:
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    from ..ortmodule import embed_state_dict
+    from onnxport.core.workflow.ortmodule import embed_state_dict
 
     result = embed_state_dict(args.graph, args.state, args.out, _names(args.outputs), prefix=args.prefix,
                               external_data=args.external_data, fold=not args.no_fold,

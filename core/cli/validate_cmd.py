@@ -14,12 +14,12 @@ import argparse
 import json
 import sys
 
-from ..compare import Thresholds
-from ..params import merge_parameter_sets
-from ..report import build_report, write_report
-from ..sources import read_parameters
-from ..validate import validate
-from .progress_line import StderrProgress
+from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.evaluate.compare import Thresholds
+from onnxport.core.evaluate.report import build_report, write_report
+from onnxport.core.evaluate.validate import validate
+from onnxport.core.io.parameter_set import merge_parameter_sets
+from onnxport.core.io.readers import read_parameters
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
                       layers=True if args.layers or args.requantize else None, progress=progress)
     requantized = None
     if args.requantize:
-        from ..quantize import requantize
+        from onnxport.core.quantize.quantize import requantize
 
         worst = report.worst_nodes(args.exclude_worst)
         requantized = requantize(args.model, args.reference, args.requantize, worst,

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import UnavailableError
+from onnxport.core.util.errors import UnavailableError
 
 ENV_VARIABLE = "ONNXPORT_TRAINING_PYTHON"
 FOLDER = ".venv-training"

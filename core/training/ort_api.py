@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..progress import CancelToken, ProgressFn
-from .process import TrainingProcess
+from onnxport.core.training.process import TrainingProcess
+from onnxport.core.util.progress import CancelToken, ProgressFn
 
 
 @dataclass

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import Cancelled, OnnxportError
-from ..progress import CancelToken, ProgressFn
-from .environment import require_training_python
+from onnxport.core.training.environment import require_training_python
+from onnxport.core.util.errors import Cancelled, OnnxportError
+from onnxport.core.util.progress import CancelToken, ProgressFn
 
 RUNNER = Path(__file__).with_name("runner.py")
 POLL_SECONDS = 0.1

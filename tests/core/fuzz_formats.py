@@ -22,7 +22,7 @@ import onnx
 from hypothesis import strategies as st
 from onnx import TensorProto as T
 
-from onnxport.core.external_data import iter_tensors
+from onnxport.core.io.external_data import iter_tensors
 
 BIG_INTS = (0, 1, 2, 3, 4, 8, 12, -1, 1 << 31, 1 << 32, 1 << 53, (1 << 63) - 1, 1 << 63, 1 << 64, 10 ** 30)
 JSON_INT = st.one_of(st.sampled_from(BIG_INTS), st.integers(-4, 64))

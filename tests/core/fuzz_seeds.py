@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, settings
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.writer import varint
+from onnxport.core.export.writer import varint
+from tests.support.checkpoint_writer import write_checkpoint
 
 FUZZ_EXAMPLES = int(os.environ.get("ONNXPORT_FUZZ_EXAMPLES", "0") or 0)
 

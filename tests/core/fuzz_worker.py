@@ -46,7 +46,7 @@ def _status(key: str) -> int:
 def _touch_params(params) -> None:
     import numpy as np
 
-    from onnxport.core.errors import NominalCheckpointError
+    from onnxport.core.util.errors import NominalCheckpointError
 
     tensors = list(params.values())
     tensors += [t for g in params.optimizer_groups for moments in g.states.values() for t in moments.values()]
@@ -69,25 +69,25 @@ def _touch_params(params) -> None:
 
 
 def _read_checkpoint(path: Path) -> None:
-    from onnxport.core.checkpoint import read_checkpoint
+    from onnxport.core.io.checkpoint import read_checkpoint
 
     _touch_params(read_checkpoint(path))
 
 
 def _read_safetensors(path: Path) -> None:
-    from onnxport.core.param_files import read_safetensors
+    from onnxport.core.io.param_files import read_safetensors
 
     _touch_params(read_safetensors(path))
 
 
 def _read_npz(path: Path) -> None:
-    from onnxport.core.param_files import read_npz
+    from onnxport.core.io.param_files import read_npz
 
     _touch_params(read_npz(path))
 
 
 def _read_state_dict(path: Path) -> None:
-    from onnxport.core.param_files import read_state_dict
+    from onnxport.core.io.param_files import read_state_dict
 
     _touch_params(read_state_dict(path))
 
@@ -95,7 +95,7 @@ def _read_state_dict(path: Path) -> None:
 def _check_pt2(path: Path) -> None:
     import torch
 
-    from onnxport.core.pt2_archive_check import check_pt2_archive
+    from onnxport.core.pytorch.pt2_check import check_pt2_archive
 
     check_pt2_archive(path, torch)
 
@@ -104,10 +104,10 @@ def _read_onnx(path: Path) -> None:
     import numpy as np
     import onnx
 
-    from onnxport.core.const_tensors import from_initializer
-    from onnxport.core.external_data import external_reference, iter_tensors
-    from onnxport.core.index import build_index
-    from onnxport.core.model_io import load_graph
+    from onnxport.core.graph.const_tensors import from_initializer
+    from onnxport.core.graph.index import build_index
+    from onnxport.core.io.external_data import external_reference, iter_tensors
+    from onnxport.core.io.model_io import load_graph
 
     model = load_graph(path)
     folder = path.parent.resolve()
@@ -124,9 +124,10 @@ def _read_onnx(path: Path) -> None:
 
 def _sniffed(path: Path) -> None:
     """The sniffing entry, as `open_sources` uses it."""
-    from onnxport.core.program_trust import UntrustedProgramError
-    from onnxport.core.sources import PARAMETER_KINDS, SourceKind, read_parameters, sniff
-    from onnxport.core.torch_sources import load_program
+    from onnxport.core.io.kinds import PARAMETER_KINDS, SourceKind, sniff
+    from onnxport.core.io.readers import read_parameters
+    from onnxport.core.pytorch.sources import load_program
+    from onnxport.core.pytorch.trust import UntrustedProgramError
 
     kind = sniff(path)
     if kind in PARAMETER_KINDS:
@@ -149,7 +150,7 @@ def _memory_probe(path: Path) -> None:
 
 
 def _open_sources(path: Path) -> None:
-    from onnxport.core.sources import open_sources
+    from onnxport.core.workflow.sources import open_sources
 
     open_sources([path])  # sniff, classify, read, load, index and match, as the CLI and the app open files
 
@@ -160,7 +161,7 @@ TARGETS = {"checkpoint": _read_checkpoint, "safetensors": _read_safetensors, "np
 
 
 def _handle(request: dict) -> dict:
-    from onnxport.core.errors import OnnxportError
+    from onnxport.core.util.errors import OnnxportError
 
     path = Path(request["path"])
     try:
@@ -183,7 +184,10 @@ def serve() -> None:
     import torch  # noqa: F401
     import torch.export  # noqa: F401
 
-    from onnxport.core import checkpoint, index, param_files, pt2_archive_check, sources, torch_sources  # noqa: F401
+    from onnxport.core.graph import index  # noqa: F401
+    from onnxport.core.io import checkpoint, param_files  # noqa: F401
+    from onnxport.core.pytorch import pt2_check, sources  # noqa: F401
+    from onnxport.core.workflow import sources as workflow_sources  # noqa: F401
 
     checkpoint.SAFETY_NET = ()  # a missed bounds check must surface as what it is
     limit = _status("VmSize") + HEADROOM

@@ -11,7 +11,7 @@ import onnx
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.params import ParameterSet, ParamTensor
+from onnxport.core.io.parameter_set import ParameterSet, ParamTensor
 
 OPSET = 17
 

@@ -1,8 +1,8 @@
 """The whole on-device training chain, for real: PyTorch -> training-mode ONNX -> ORT training
 artifacts -> a few AdamW steps in onnxruntime.training -> onnxport's inference export.
 
-Each test exports with `onnxport.core.torch_export` (training mode) in onnxport's environment,
-builds the artifacts with `onnxport.core.artifacts.generate_training_artifacts` and trains with
+Each test exports with `onnxport.core.pytorch.export` (training mode) in onnxport's environment,
+builds the artifacts with `onnxport.core.training.artifacts.generate_training_artifacts` and trains with
 ORT's own `Module`/`Optimizer` in the training environment (across `onnxport.core.training`'s
 process boundary), saves the checkpoint, and then holds onnxport's export (eval graph + saved checkpoint) against
 ONNX Runtime's own `Module.export_model_for_inferencing`: same inputs and outputs, a model the
@@ -25,12 +25,12 @@ import pytest
 from onnx import numpy_helper
 
 from onnxport.core.api import export_for_inference
-from onnxport.core.artifacts import ArtifactsResult, generate_training_artifacts
-from onnxport.core.export import export_model
-from onnxport.core.params import ParameterSet
-from onnxport.core.sources import read_parameters
-from onnxport.core.torch_export import export_torch
-from onnxport.core.torch_sources import InputSpec
+from onnxport.core.export.export import export_model
+from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.io.readers import read_parameters
+from onnxport.core.pytorch.export import export_torch
+from onnxport.core.pytorch.sources import InputSpec
+from onnxport.core.training.artifacts import ArtifactsResult, generate_training_artifacts
 from onnxport.core.training.ort_api import TrainingFiles, ort_export, train_steps
 
 pytestmark = [pytest.mark.training, pytest.mark.torch]

@@ -15,11 +15,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from onnxport.core import atomic
-from onnxport.core.atomic import AtomicWrite, folder_lock, remove_stale_temps
-from onnxport.core.errors import OnnxportError
-from onnxport.core.export import export_model
-from onnxport.core.progress import CancelToken
+from onnxport.core.export.export import export_model
+from onnxport.core.util import atomic
+from onnxport.core.util.atomic import AtomicWrite, folder_lock, remove_stale_temps
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken
 
 from .model_builders import forward_mlp, mlp_weights, reference_mlp
 
@@ -150,7 +150,7 @@ def weights(seed: int) -> dict[str, np.ndarray]:
 
 
 def export(src, out, seed, **kwargs):
-    from onnxport.core.sources import read_parameters
+    from onnxport.core.io.readers import read_parameters
 
     ckpt = src.parent / f"ckpt{seed}.npz"
     np.savez(ckpt, **weights(seed))

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxport.core.benchmark import benchmark
-from onnxport.core.errors import Cancelled, OnnxportError
-from onnxport.core.progress import CancelToken
-from onnxport.core.quantize import quantize
-from onnxport.core.runtime import model_size
+from onnxport.core.evaluate.benchmark import benchmark
+from onnxport.core.evaluate.runtime import model_size
+from onnxport.core.quantize.quantize import quantize
+from onnxport.core.util.errors import Cancelled, OnnxportError
+from onnxport.core.util.progress import CancelToken
 
 from .model_builders import make_model
 from .quant_models import cnn, encoder, save

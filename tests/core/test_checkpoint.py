@@ -10,18 +10,19 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from onnxport.core.checkpoint import CKPT_VERSION, T_DIMS, read_checkpoint
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.errors import (
+from onnxport.core.export.writer import varint
+from onnxport.core.io.checkpoint import CKPT_VERSION, T_DIMS, read_checkpoint
+from onnxport.core.io.flatbuf import FlatBuffer
+from onnxport.core.io.kinds import SourceKind, sniff
+from onnxport.core.io.parameter_set import merge_parameter_sets
+from onnxport.core.io.readers import read_parameters
+from onnxport.core.util.errors import (
     CheckpointMismatchError,
     CorruptFileError,
     NominalCheckpointError,
     OnnxportError,
 )
-from onnxport.core.flatbuf import FlatBuffer
-from onnxport.core.params import merge_parameter_sets
-from onnxport.core.sources import SourceKind, read_parameters, sniff
-from onnxport.core.writer import varint
+from tests.support.checkpoint_writer import write_checkpoint
 
 ORT_MODELS = ["mlp_with_frozen", "small_cnn", "batchnorm_model", "embedding_classifier", "regression_mlp"]
 

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onnxport.core import checkpoint
-from onnxport.core.checkpoint import read_checkpoint
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.errors import OnnxportError
-from onnxport.core.writer import varint
+from onnxport.core.export.writer import varint
+from onnxport.core.io import checkpoint
+from onnxport.core.io.checkpoint import read_checkpoint
+from onnxport.core.util.errors import OnnxportError
+from tests.support.checkpoint_writer import write_checkpoint
 
 from .fuzz_seeds import ARRAYS, fuzz_settings, pbseq
 
@@ -132,8 +132,8 @@ def test_legacy_folder(tmp_path, payload, count, edits, mutate):
 
 SHRINK = textwrap.dedent("""
     import os, sys
-    from onnxport.core.checkpoint import read_checkpoint
-    from onnxport.core.errors import CorruptFileError
+    from onnxport.core.io.checkpoint import read_checkpoint
+    from onnxport.core.util.errors import CorruptFileError
     source, victim, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
     params = read_checkpoint(source)
     os.truncate(victim, size)  # another program rewrites the file in place

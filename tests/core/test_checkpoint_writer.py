@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from onnxport.core import checkpoint_stream, checkpoint_writer
-from onnxport.core.checkpoint import read_checkpoint
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.errors import Cancelled, OnnxportError
-from onnxport.core.params import ParamTensor
-from onnxport.core.progress import CancelToken
-from onnxport.core.sources import SourceKind, sniff
+from onnxport.core.io.checkpoint import read_checkpoint
+from onnxport.core.io.kinds import SourceKind, sniff
+from onnxport.core.io.parameter_set import ParamTensor
+from onnxport.core.util.errors import Cancelled, OnnxportError
+from onnxport.core.util.progress import CancelToken
+from tests.support import checkpoint_stream, checkpoint_writer
+from tests.support.checkpoint_writer import write_checkpoint
 
 OPTIMIZER = {"group0": {"step": 7, "learning_rate": 0.01, "states": {
     "enc.weight": {"momentum0": np.ones((6, 5), np.float32), "momentum1": np.full((6, 5), 2, np.float32)}}}}

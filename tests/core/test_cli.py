@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from onnxport.core.cli import main
-from onnxport.core.distributed import current_rank, skip_reason
+from onnxport.core.util.distributed import current_rank, skip_reason
 
 from .model_builders import forward_mlp
 

@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxport.core.checkpoint_writer import write_checkpoint
 from onnxport.core.cli import main
+from tests.support.checkpoint_writer import write_checkpoint
 
 from .model_builders import eval_like_mlp, mlp_weights
 

@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from onnxport.core.cli import main
-from onnxport.core.export import export_model
+from onnxport.core.export.export import export_model
 
 from .model_builders import eval_like_mlp, forward_mlp, mlp_weights, param_set
 
@@ -44,7 +44,7 @@ def test_quantize_validate_bench_json(fp32, tmp_path, capsys):
 
 
 def test_export_with_validate_and_quantize(tmp_path, capsys):
-    from onnxport.core.checkpoint_writer import write_checkpoint
+    from tests.support.checkpoint_writer import write_checkpoint
 
     eval_path = tmp_path / "eval_model.onnx"
     onnx.save(eval_like_mlp(d_hidden=16), eval_path)

@@ -12,8 +12,8 @@ import onnx
 import pytest
 
 from onnxport.core.cli import main
-from onnxport.core.errors import OnnxportError
-from onnxport.core.model_io import load_graph
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.util.errors import OnnxportError
 
 from .model_builders import forward_mlp
 

@@ -13,15 +13,15 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from onnxport.core.errors import (
+from onnxport.core.export.export import export_model, plan_export
+from onnxport.core.util.errors import (
     Cancelled,
     CheckpointMismatchError,
     NominalCheckpointError,
     OnnxportError,
     UnknownOutputError,
 )
-from onnxport.core.export import export_model, plan_export
-from onnxport.core.progress import CancelToken
+from onnxport.core.util.progress import CancelToken
 
 from .model_builders import eval_like_mlp, forward_mlp, mlp_weights, param_set, reference_mlp
 
@@ -210,8 +210,8 @@ def test_a_cancel_arriving_after_the_rename_does_not_report_cancelled(tmp_path):
 def test_big_tensors_land_page_aligned_like_their_source(tmp_path):
     """Raw bytes start at the checkpoint's offset modulo 4096 (whole-page kernel copies); the
     padding is a doc_string readers ignore, and the values are exact."""
-    from onnxport.core.checkpoint_writer import write_checkpoint
-    from onnxport.core.sources import read_parameters
+    from onnxport.core.io.readers import read_parameters
+    from tests.support.checkpoint_writer import write_checkpoint
 
     weights = mlp_weights(d_in=1024, d_hidden=512)  # fc1.weight: 2 MiB
     write_checkpoint(tmp_path / "checkpoint", weights)

@@ -11,9 +11,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from onnxport.core.checkpoint import read_checkpoint
 from onnxport.core.cli import main as cli_main
-from onnxport.core.errors import OnnxportError
+from onnxport.core.io.checkpoint import read_checkpoint
+from onnxport.core.util.errors import OnnxportError
 
 pytestmark = pytest.mark.training
 helpers = pytest.importorskip("tests.core.ort_training_helpers")

@@ -16,11 +16,11 @@ import onnx
 import pytest
 
 from onnxport.core.cli import main
-from onnxport.core.errors import CorruptFileError, OnnxportError
-from onnxport.core.external_data import check_model_tensors, external_reference, iter_tensors
-from onnxport.core.model_io import load_graph
-from onnxport.core.preview import preview_bytes
-from onnxport.core.runtime import session
+from onnxport.core.evaluate.runtime import session
+from onnxport.core.graph.preview import preview_bytes
+from onnxport.core.io.external_data import check_model_tensors, external_reference, iter_tensors
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.util.errors import CorruptFileError, OnnxportError
 
 from .external_builders import SECRET, WHERE, W, ext_tensor, finish, model_with_external, save
 

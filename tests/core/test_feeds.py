@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.errors import OnnxportError
-from onnxport.core.feeds import _npz_members, generate_feeds, input_specs, open_feeds
+from onnxport.core.evaluate.feeds import _npz_members, generate_feeds, input_specs, open_feeds
+from onnxport.core.util.errors import OnnxportError
 
 from .model_builders import forward_mlp, make_model
 from .quant_models import encoder

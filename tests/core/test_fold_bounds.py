@@ -14,12 +14,12 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.budgets import FOLD_GROWTH_FLOOR, FOLD_OUTPUT_FLOOR, MiB
-from onnxport.core.export import export_model
-from onnxport.core.fold import fold_constants
-from onnxport.core.fold_budget import FoldBudget, output_allowed
-from onnxport.core.fold_ops import FOLDERS
-from onnxport.core.fold_shapes import RULES
+from onnxport.core.export.export import export_model
+from onnxport.core.graph.fold import fold_constants
+from onnxport.core.graph.fold_budget import FoldBudget, output_allowed
+from onnxport.core.graph.fold_ops import FOLDERS
+from onnxport.core.graph.fold_shapes import RULES
+from onnxport.core.util.budgets import FOLD_GROWTH_FLOOR, FOLD_OUTPUT_FLOOR, MiB
 
 from .crafted_files import run_bounded
 
@@ -149,7 +149,7 @@ BLOWUP = """
 import sys
 import numpy as np, onnx
 from onnx import helper, numpy_helper, TensorProto as T
-from onnxport.core.export import export_model
+from onnxport.core.export.export import export_model
 kind = sys.argv[1]
 if kind == "concat":  # 1 MiB weight concatenated 4,096 times: 4 GiB
     inits = [numpy_helper.from_array(np.ones(1 << 18, np.float32), "W")]

@@ -14,16 +14,16 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core import checkpoint as C
-from onnxport.core.checkpoint import read_checkpoint
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.errors import OnnxportError
-from onnxport.core.flatbuf import FlatBuffer
-from onnxport.core.index import build_index
-from onnxport.core.model_io import load_graph
-from onnxport.core.param_files import read_npz, read_safetensors
-from onnxport.core.pt2_archive_check import check_pt2_archive
-from onnxport.core.sources import SourceKind, sniff
+from onnxport.core.graph.index import build_index
+from onnxport.core.io import checkpoint as C
+from onnxport.core.io.checkpoint import read_checkpoint
+from onnxport.core.io.flatbuf import FlatBuffer
+from onnxport.core.io.kinds import SourceKind, sniff
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.param_files import read_npz, read_safetensors
+from onnxport.core.pytorch.pt2_check import check_pt2_archive
+from onnxport.core.util.errors import OnnxportError
+from tests.support.checkpoint_writer import write_checkpoint
 
 from .crafted_files import deflated_zeros, npy_header, run_bounded, stored, write_safetensors_raw, write_zip
 from .fuzz_seeds import onnx_model, pbseq
@@ -121,10 +121,10 @@ SHARED_STRINGS = """
 import struct, sys
 import numpy as np
 from pathlib import Path
-from onnxport.core import checkpoint as C
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.errors import CorruptFileError
-from onnxport.core.flatbuf import FlatBuffer
+from onnxport.core.io import checkpoint as C
+from tests.support.checkpoint_writer import write_checkpoint
+from onnxport.core.util.errors import CorruptFileError
+from onnxport.core.io.flatbuf import FlatBuffer
 path = Path(sys.argv[1])
 write_checkpoint(path, {"w": np.ones(2, np.float32)}, properties={f"p{i}": "v" for i in range(3000)})
 data = bytearray(path.read_bytes())
@@ -173,8 +173,8 @@ def test_sniffing_a_zip_whose_member_name_is_not_utf8(tmp_path):
 PT2_BOMB = """
 import sys, torch
 from pathlib import Path
-from onnxport.core.errors import OnnxportError
-from onnxport.core.pt2_archive_check import check_pt2_archive
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.pytorch.pt2_check import check_pt2_archive
 try:
     check_pt2_archive(Path(sys.argv[1]), torch)
 except OnnxportError as exc:
@@ -192,10 +192,11 @@ def test_pt2_sample_inputs_that_inflate_to_gigabytes(tmp_path):
 SPECIAL_FILES = """
 import os, sys
 from pathlib import Path
-from onnxport.core.checkpoint import read_checkpoint
-from onnxport.core.errors import OnnxportError
-from onnxport.core.model_io import load_graph
-from onnxport.core.sources import classify, read_parameters
+from onnxport.core.io.checkpoint import read_checkpoint
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.readers import read_parameters
+from onnxport.core.workflow.sources import classify
 folder = Path(sys.argv[1])
 os.mkfifo(folder / "paramtrain_tensors.pbseq")
 os.mkfifo(folder / "model.onnx")

@@ -10,8 +10,8 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.cli import main
-from onnxport.core.errors import CorruptFileError
-from onnxport.core.graph_check import check_graph
+from onnxport.core.graph.graph_check import check_graph
+from onnxport.core.util.errors import CorruptFileError
 
 from .external_builders import finish, save
 from .model_builders import forward_mlp

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import onnx
 
-from onnxport.core.index import TensorKind, build_index, scope_of
-from onnxport.core.match import match_parameters
+from onnxport.core.graph.index import TensorKind, build_index, scope_of
+from onnxport.core.params.match import match_parameters
 
 from .model_builders import eval_like_mlp, forward_mlp, mlp_weights, param_set
 
@@ -61,7 +61,7 @@ def test_index_of_large_inline_model_does_not_need_weights(tmp_path):
 
 def test_bundled_example_suggests_forward_outputs_not_the_dangling_dropout_constant():
     """ORT's artifacts drop a Dropout's training_mode input and leave its Constant dangling."""
-    from onnxport.core.model_io import load_graph
+    from onnxport.core.io.model_io import load_graph
     from onnxport.resources import example_files
 
     model_path, _ = example_files()
@@ -73,8 +73,8 @@ def test_bundled_example_suggests_forward_outputs_not_the_dangling_dropout_const
 
 def test_big_graphs_are_shape_inferred_in_a_child_process(tmp_path, monkeypatch):
     """Above the threshold inference runs out of process (it holds the GIL); same shapes either way."""
-    from onnxport.core import index as index_module
-    from onnxport.core import shape_infer
+    from onnxport.core.graph import index as index_module
+    from onnxport.core.graph import shape_infer
 
     path = tmp_path / "mlp.onnx"
     onnx.save(forward_mlp(), path)

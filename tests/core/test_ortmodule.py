@@ -19,17 +19,17 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from onnxport.core.cli import main
-from onnxport.core.errors import OnnxportError
-from onnxport.core.name_alignment import align_if_better
-from onnxport.core.ortmodule import (
+from onnxport.core.io.parameter_set import ParameterSet, ParamTensor
+from onnxport.core.params.name_alignment import align_if_better
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.workflow.ortmodule import (
     align_parameter_names,
     embed_state_dict,
     find_ortmodule_sets,
     parse_file_name,
     pick_graph,
 )
-from onnxport.core.params import ParameterSet, ParamTensor
-from onnxport.core.sources import classify, open_sources
+from onnxport.core.workflow.sources import classify, open_sources
 
 from .ortmodule_builders import OUTPUT, bn_net, mlp, ortmodule_folder, run_both, save_state_dict, write_decoy
 

@@ -9,9 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxport.core.errors import CorruptFileError, OnnxportError
-from onnxport.core.param_files import read_npz, read_safetensors
-from onnxport.core.sources import SourceKind, read_parameters, sniff
+from onnxport.core.io.kinds import SourceKind, sniff
+from onnxport.core.io.param_files import read_npz, read_safetensors
+from onnxport.core.io.readers import read_parameters
+from onnxport.core.util.errors import CorruptFileError, OnnxportError
 
 T = onnx.TensorProto
 
@@ -205,7 +206,7 @@ def test_legacy_torch_format_is_read_too(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "old.pt"
     torch.save({"w": torch.arange(4.0)}, path, _use_new_zipfile_serialization=False)
-    from onnxport.core.param_files import read_state_dict
+    from onnxport.core.io.param_files import read_state_dict
 
     params = read_state_dict(path)
     np.testing.assert_array_equal(params["w"].array(), np.arange(4.0, dtype=np.float32))
@@ -215,7 +216,7 @@ def test_legacy_torch_format_is_read_too(tmp_path):
 @pytest.mark.torch
 def test_not_a_torch_file(tmp_path):
     pytest.importorskip("torch")
-    from onnxport.core.param_files import read_state_dict
+    from onnxport.core.io.param_files import read_state_dict
 
     path = tmp_path / "junk.pt"
     path.write_bytes(b"PK\x03\x04 definitely not a zip")

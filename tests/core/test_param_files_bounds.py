@@ -15,17 +15,17 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from onnxport.core.budgets import (
+from onnxport.core.evaluate.feeds import input_specs, open_feeds
+from onnxport.core.io.npz_reader import list_npz, read_member
+from onnxport.core.io.param_files import read_npz, read_safetensors
+from onnxport.core.util.budgets import (
     ARCHIVE_TOTAL_FLOOR,
     INFLATE_FLOOR,
     SAFETENSORS_MAX_HEADER_TOKENS,
     TORCH_PICKLE_MAX,
     MiB,
 )
-from onnxport.core.errors import CorruptFileError, OnnxportError
-from onnxport.core.feeds import input_specs, open_feeds
-from onnxport.core.npz_reader import list_npz, read_member
-from onnxport.core.param_files import read_npz, read_safetensors
+from onnxport.core.util.errors import CorruptFileError, OnnxportError
 
 from .crafted_files import (
     deflated_zeros,
@@ -179,14 +179,14 @@ def _torch_members(tmp_path):
 
 @pytest.mark.torch
 def test_state_dict_pickle_bomb_is_refused_before_torch_reads_it(tmp_path):
-    from onnxport.core.param_files import read_state_dict
+    from onnxport.core.io.param_files import read_state_dict
 
     data = _torch_members(tmp_path)
     members = [deflated_zeros(n, data[n], 4 << 30) if n.endswith("data.pkl") else stored(n, data[n]) for n in data]
     write_zip(tmp_path / "bomb.pt", members)
     # torch would inflate data.pkl whole (4 GiB) if the guard were missing: run it bounded.
-    code = ("from onnxport.core.param_files import read_state_dict\n"
-            "from onnxport.core.errors import OnnxportError\n"
+    code = ("from onnxport.core.io.param_files import read_state_dict\n"
+            "from onnxport.core.util.errors import OnnxportError\n"
             "try:\n    read_state_dict('bomb.pt')\nexcept OnnxportError as e:\n    print(e.one_line())")
     done = run_bounded(code, limit_gb=3.0, cwd=tmp_path)
     assert done.returncode == 0 and "data.pkl' declares 4.0 GiB uncompressed" in done.stdout, done.stderr[-2000:]
@@ -200,7 +200,7 @@ def test_state_dict_pickle_bomb_is_refused_before_torch_reads_it(tmp_path):
 
 @pytest.mark.torch
 def test_state_dict_storage_larger_than_its_record_is_one_line(tmp_path):
-    from onnxport.core.param_files import read_state_dict
+    from onnxport.core.io.param_files import read_state_dict
 
     data = _torch_members(tmp_path)
     big = b"J" + (1 << 30).to_bytes(4, "little")

@@ -6,9 +6,9 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxport.core.errors import CheckpointMismatchError
-from onnxport.core.export import export_model
-from onnxport.core.params import merge_parameter_sets
+from onnxport.core.export.export import export_model
+from onnxport.core.io.parameter_set import merge_parameter_sets
+from onnxport.core.util.errors import CheckpointMismatchError
 
 from .model_builders import eval_like_mlp, mlp_weights, param_set
 

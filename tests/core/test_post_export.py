@@ -8,12 +8,12 @@ import json
 import onnx
 import pytest
 
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.errors import Cancelled
-from onnxport.core.export import export_model
-from onnxport.core.post_export import post_export, quantized_path, report_path_for
-from onnxport.core.progress import CancelToken
-from onnxport.core.runtime import precision_of
+from onnxport.core.evaluate.runtime import precision_of
+from onnxport.core.export.export import export_model
+from onnxport.core.util.errors import Cancelled
+from onnxport.core.util.progress import CancelToken
+from onnxport.core.workflow.post_export import post_export, quantized_path, report_path_for
+from tests.support.checkpoint_writer import write_checkpoint
 
 from .model_builders import eval_like_mlp, mlp_weights
 from .quant_models import save
@@ -24,7 +24,7 @@ def exported(tmp_path):
     eval_path = save(eval_like_mlp(), tmp_path / "eval_model.onnx")
     ckpt = tmp_path / "checkpoint"
     write_checkpoint(ckpt, mlp_weights(seed=5))
-    from onnxport.core.sources import read_parameters
+    from onnxport.core.io.readers import read_parameters
 
     result = export_model(eval_path, tmp_path / "model.onnx", ["logits", "probabilities"], read_parameters(ckpt))
     return eval_path, ckpt, result

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxport.core.errors import OnnxportError
-from onnxport.core.presets import PRESETS, TASKS, default_task, get_preset
+from onnxport.core.pytorch.presets import PRESETS, TASKS, default_task, get_preset
+from onnxport.core.util.errors import OnnxportError
 
 EXPECTED_OUTPUTS = {
     "default": ["last_hidden_state"],
@@ -88,7 +88,7 @@ def test_tiny_bert_through_every_preset(tmp_path, task):
     pytest.importorskip("transformers")
     import onnxruntime as ort
 
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
     from tests.core.torch_builders import tiny_bert
 
     labels = {"num_labels": 3} if "classification" in task else {}
@@ -119,7 +119,7 @@ def test_tiny_bert_through_every_preset(tmp_path, task):
 @pytest.mark.torch
 def test_inputs_as_the_tokenizer_names_them(tmp_path):
     pytest.importorskip("transformers")
-    from onnxport.core.torch_sources import describe_source
+    from onnxport.core.pytorch.sources import describe_source
     from tests.core.torch_builders import tiny_bert, tiny_distilbert
 
     with_tok = describe_source(tiny_bert(tmp_path / "tok", tokenizer=True))
@@ -135,7 +135,7 @@ def test_distilbert_pooling_and_dynamic_quantization(tmp_path):
     pytest.importorskip("transformers")
     import onnxruntime as ort
 
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
     from tests.core.torch_builders import tiny_distilbert
 
     folder = tiny_distilbert(tmp_path / "distil")

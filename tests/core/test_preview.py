@@ -5,8 +5,8 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from onnxport.core.errors import UnknownOutputError
-from onnxport.core.preview import preview_bytes, preview_model
+from onnxport.core.graph.preview import preview_bytes, preview_model
+from onnxport.core.util.errors import UnknownOutputError
 
 from .model_builders import eval_like_mlp, forward_mlp, mlp_weights
 
@@ -46,7 +46,7 @@ def test_preview_bytes_from_a_file_and_unknown_outputs(tmp_path):
 
 def test_the_bundled_example_previews_the_four_nodes_the_export_writes():
     """ORT's eval graph keeps a Dropout ratio Constant: once Dropout is gone it must go too."""
-    from onnxport.core.model_io import load_graph
+    from onnxport.core.io.model_io import load_graph
     from onnxport.resources import example_files
 
     model = load_graph(example_files()[0])

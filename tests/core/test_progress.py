@@ -7,11 +7,11 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxport.core.checkpoint_writer import write_checkpoint
-from onnxport.core.errors import Cancelled
-from onnxport.core.export import export_model
-from onnxport.core.progress import CancelToken, Reporter
-from onnxport.core.report import write_report
+from onnxport.core.evaluate.report import write_report
+from onnxport.core.export.export import export_model
+from onnxport.core.util.errors import Cancelled
+from onnxport.core.util.progress import CancelToken, Reporter
+from tests.support.checkpoint_writer import write_checkpoint
 
 from .model_builders import forward_mlp
 

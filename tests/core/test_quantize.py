@@ -13,14 +13,14 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from onnxport.core.calibration import calibrate
-from onnxport.core.errors import Cancelled, OnnxportError
-from onnxport.core.export import export_model
-from onnxport.core.feeds import input_specs, open_feeds
-from onnxport.core.progress import CancelToken, Reporter
-from onnxport.core.quantize import METADATA_KEY, quantize, quantize_info, requantize
-from onnxport.core.runtime import model_size, precision_of, session
-from onnxport.core.validate import validate
+from onnxport.core.evaluate.feeds import input_specs, open_feeds
+from onnxport.core.evaluate.runtime import model_size, precision_of, session
+from onnxport.core.evaluate.validate import validate
+from onnxport.core.export.export import export_model
+from onnxport.core.quantize.calibration import calibrate
+from onnxport.core.quantize.quantize import METADATA_KEY, quantize, quantize_info, requantize
+from onnxport.core.util.errors import Cancelled, OnnxportError
+from onnxport.core.util.progress import CancelToken, Reporter
 
 from .model_builders import eval_like_mlp, mlp_weights, param_set
 from .quant_models import cnn, encoder, outlier_mlp, save
@@ -196,7 +196,7 @@ def test_tight_target_keeps_more_nodes_until_met(models, tmp_path):
 
 
 def test_missed_target_writes_nothing_and_keeps_the_existing_file(models, tmp_path, monkeypatch):
-    import onnxport.core.quantize as quantize_module
+    import onnxport.core.quantize.quantize as quantize_module
 
     monkeypatch.setattr(quantize_module, "MAX_ROUNDS", 0)  # no second try: the first attempt misses
     out = tmp_path / "q.onnx"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from onnxport.core.benchmark import benchmark
-from onnxport.core.quantize import quantize
-from onnxport.core.report import REPORT_KIND, build_report, summary_lines, write_report
-from onnxport.core.validate import validate
+from onnxport.core.evaluate.benchmark import benchmark
+from onnxport.core.evaluate.report import REPORT_KIND, build_report, summary_lines, write_report
+from onnxport.core.evaluate.validate import validate
+from onnxport.core.quantize.quantize import quantize
 
 from .quant_models import outlier_mlp, save
 

@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from onnxport.core.atomic import is_temp_name
-from onnxport.core.checkpoint_writer import write_checkpoint
+from onnxport.core.util.atomic import is_temp_name
+from tests.support.checkpoint_writer import write_checkpoint
 
 TENSORS, WIDTH = 12, 2 << 20  # 12 x 8 MiB float32 parameters: ~100 MB to write and fsync
 

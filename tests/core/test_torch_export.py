@@ -13,8 +13,8 @@ import pytest
 from onnx import numpy_helper
 
 from onnxport.core.cli import main as cli_main
-from onnxport.core.errors import OnnxportError
-from onnxport.core.torch_sources import InputSpec, parse_input_spec
+from onnxport.core.pytorch.sources import InputSpec, parse_input_spec
+from onnxport.core.util.errors import OnnxportError
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
@@ -48,7 +48,7 @@ def test_parse_input_spec():
 # ---- TorchScript ---------------------------------------------------------------------------
 
 def test_torchscript_training_mode(tmp_path):
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     model = builders.bn_net()
     source = builders.save_torchscript(model, tmp_path / "net.pt")
@@ -70,7 +70,7 @@ def test_torchscript_training_mode(tmp_path):
 
 
 def test_torchscript_inference_mode(tmp_path):
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     model = builders.bn_net()
     source = builders.save_torchscript(model, tmp_path / "net.pt")
@@ -89,7 +89,7 @@ def test_torchscript_inference_mode(tmp_path):
 # ---- torch.export .pt2 ---------------------------------------------------------------------------
 
 def test_pt2_inputs_come_from_the_program(tmp_path):
-    from onnxport.core.torch_sources import describe_source
+    from onnxport.core.pytorch.sources import describe_source
 
     source = builders.save_pt2(builders.ln_net(), (torch.randn(3, 8),), tmp_path / "ln.pt2")
     info = describe_source(source, trust_code=True)
@@ -99,7 +99,7 @@ def test_pt2_inputs_come_from_the_program(tmp_path):
 
 
 def test_pt2_training_mode(tmp_path):
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     model = builders.ln_net()
     source = builders.save_pt2(model, (torch.randn(3, 8),), tmp_path / "ln.pt2", train=True)
@@ -114,7 +114,7 @@ def test_pt2_training_mode(tmp_path):
 
 
 def test_pt2_inference_mode_from_an_eval_capture(tmp_path):
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     model = builders.bn_net()
     source = builders.save_pt2(model, (torch.randn(3, 1, 6, 6),), tmp_path / "bn.pt2", train=False)
@@ -130,7 +130,7 @@ def test_pt2_inference_mode_from_an_eval_capture(tmp_path):
 
 
 def test_pt2_inference_mode_from_a_train_capture_uses_inference_form(tmp_path):
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     model = builders.bn_net()
     source = builders.save_pt2(model, (torch.randn(3, 1, 6, 6),), tmp_path / "bn.pt2", train=True)
@@ -147,7 +147,7 @@ def test_pt2_inference_mode_from_a_train_capture_uses_inference_form(tmp_path):
 
 
 def test_pt2_with_pickled_objects_is_refused_before_loading(tmp_path):
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     source = builders.save_pt2(builders.ln_net(), (torch.randn(3, 8),), tmp_path / "ln.pt2")
     with zipfile.ZipFile(source) as zf:
@@ -160,7 +160,7 @@ def test_pt2_with_pickled_objects_is_refused_before_loading(tmp_path):
 
 
 def test_weights_only_loading_is_forced_then_restored():
-    from onnxport.core.torch_sources import weights_only_loads
+    from onnxport.core.pytorch.sources import weights_only_loads
 
     before = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
     with weights_only_loads():
@@ -172,7 +172,7 @@ def test_weights_only_loading_is_forced_then_restored():
 
 def test_hf_training_export_for_on_device_training(tmp_path):
     pytest.importorskip("transformers")
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     folder = builders.tiny_bert(tmp_path / "bert", "BertForSequenceClassification", num_labels=3)
     out = tmp_path / "forward.onnx"
@@ -195,7 +195,7 @@ def test_hf_training_export_for_on_device_training(tmp_path):
 
 def test_hf_question_answering_from_a_classification_checkpoint(tmp_path):
     pytest.importorskip("transformers")
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     folder = builders.tiny_bert(tmp_path / "bert", "BertForSequenceClassification", num_labels=3)
     result = export_torch(folder, tmp_path / "qa.onnx", task="question-answering")
@@ -205,7 +205,7 @@ def test_hf_question_answering_from_a_classification_checkpoint(tmp_path):
 
 def test_hf_folders_that_need_their_own_code_are_refused(tmp_path):
     pytest.importorskip("transformers")
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     folder = builders.tiny_bert(tmp_path / "bert")
     config = json.loads((folder / "config.json").read_text())

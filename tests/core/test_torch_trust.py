@@ -13,8 +13,8 @@ import zipfile
 import pytest
 
 from onnxport.core.cli import main as cli_main
-from onnxport.core.errors import OnnxportError
-from onnxport.core.program_trust import UntrustedProgramError
+from onnxport.core.pytorch.trust import UntrustedProgramError
+from onnxport.core.util.errors import OnnxportError
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
@@ -33,8 +33,8 @@ def pt2(tmp_path_factory):
 # ---- programs need trust ----------------------------------------------------------------------
 
 def test_an_untrusted_torchscript_is_never_loaded(tmp_path):
-    from onnxport.core.torch_export import export_torch
-    from onnxport.core.torch_sources import describe_source, load_program
+    from onnxport.core.pytorch.export import export_torch
+    from onnxport.core.pytorch.sources import describe_source, load_program
 
     marker = tmp_path / "ran"
     source = hostile.load_marker_torchscript(tmp_path / "net.pt", marker)
@@ -48,7 +48,7 @@ def test_an_untrusted_torchscript_is_never_loaded(tmp_path):
 
 
 def test_an_untrusted_pt2_is_refused_and_a_trusted_one_loads(pt2):
-    from onnxport.core.torch_sources import describe_source
+    from onnxport.core.pytorch.sources import describe_source
 
     with pytest.raises(UntrustedProgramError, match="torch.export .pt2 file is a program"):
         describe_source(pt2)
@@ -114,7 +114,7 @@ def _crafted(pt2, tmp_path, marker, variant: str):
                                      "pickled tensor constant", "pickled weight", "stray pickle", "opaque folder",
                                      "legacy weights", "sample inputs", "raw payload", "old layout"])
 def test_a_pt2_holding_a_pickle_anywhere_is_refused_before_torch_sees_it(pt2, tmp_path, variant):
-    from onnxport.core.torch_export import export_torch
+    from onnxport.core.pytorch.export import export_torch
 
     marker = tmp_path / "ran"
     source = _crafted(pt2, tmp_path, marker, variant)
@@ -137,8 +137,8 @@ def test_cli_refuses_a_pickle_in_a_trusted_pt2_in_one_line(pt2, tmp_path, capsys
 
 
 def test_raw_weights_that_start_like_a_pickle_are_not_refused(tmp_path):
-    from onnxport.core.pt2_archive_check import check_pt2_archive
-    from onnxport.core.torch_sources import describe_source
+    from onnxport.core.pytorch.pt2_check import check_pt2_archive
+    from onnxport.core.pytorch.sources import describe_source
 
     model = builders.ln_net()
     first = struct.unpack("<f", b"\x80\x02\x00\x3f")[0]  # a plausible weight whose bytes open like a pickle
@@ -180,7 +180,7 @@ def test_hf_bin_with_a_pickled_object_is_refused_in_one_line(tmp_path, capsys):
 
 
 def test_hf_bin_of_plain_tensors_loads_without_trust(tmp_path):
-    from onnxport.core.torch_sources import load_program
+    from onnxport.core.pytorch.sources import load_program
 
     program = load_program(_bin_folder(tmp_path / "bert"))
     assert any(name.endswith("word_embeddings.weight") for name, _ in program.module.named_parameters())

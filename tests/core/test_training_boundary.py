@@ -20,12 +20,12 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from onnxport.core.artifacts import generate_training_artifacts
 from onnxport.core.cli import main
-from onnxport.core.errors import Cancelled, OnnxportError, UnavailableError
-from onnxport.core.progress import CancelToken
+from onnxport.core.training.artifacts import generate_training_artifacts
 from onnxport.core.training.environment import ENV_VARIABLE
 from onnxport.core.training.process import TrainingProcess
+from onnxport.core.util.errors import Cancelled, OnnxportError, UnavailableError
+from onnxport.core.util.progress import CancelToken
 
 from .model_builders import forward_mlp
 

@@ -11,10 +11,10 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from onnxport.core.compare import EXACT, LOSSY, OutputStats, Thresholds
-from onnxport.core.errors import OnnxportError, UnknownOutputError
-from onnxport.core.export import export_model
-from onnxport.core.validate import validate
+from onnxport.core.evaluate.compare import EXACT, LOSSY, OutputStats, Thresholds
+from onnxport.core.evaluate.validate import validate
+from onnxport.core.export.export import export_model
+from onnxport.core.util.errors import OnnxportError, UnknownOutputError
 
 from .model_builders import eval_like_mlp, forward_mlp, mlp_weights, param_set
 from .quant_models import cnn_weights, eval_like_cnn, reference_cnn, save
@@ -88,7 +88,7 @@ def test_batchnorm_eval_graph_in_training_mode_is_a_valid_reference(tmp_path):
 
 
 def test_quantized_model_against_float32_ranks_nodes(tmp_path):
-    from onnxport.core.quantize import quantize
+    from onnxport.core.quantize.quantize import quantize
 
     forward = save(forward_mlp(mlp_weights(d_hidden=16)), tmp_path / "forward.onnx")
     fp32 = tmp_path / "fp32.onnx"

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from onnxport.core.checkpoint_writer import write_checkpoint
 from onnxport.resources import example_files
+from tests.support.checkpoint_writer import write_checkpoint
 
 pytestmark = pytest.mark.gui
 

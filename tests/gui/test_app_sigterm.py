@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from onnxport.core.atomic import is_temp_name
+from onnxport.core.util.atomic import is_temp_name
 
 from .conftest import big_eval_model
 

@@ -9,9 +9,9 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from onnxport.core.checkpoint_writer import write_checkpoint
 from onnxport.gui import jobs
 from onnxport.gui.export_dialog import ExportChoices, ExportDialog
+from tests.support.checkpoint_writer import write_checkpoint
 
 from .conftest import big_eval_model
 

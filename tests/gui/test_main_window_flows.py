@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gui
 
 
 def test_requantize_keeps_the_chosen_nodes_in_float(qtbot, window, example, tmp_path):
-    from onnxport.core.quantize import quantize_info
+    from onnxport.core.quantize.quantize import quantize_info
 
     with qtbot.waitSignal(window.loaded, timeout=20_000):
         window.open_paths(example)
@@ -38,7 +38,7 @@ def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tm
 
     # the user trusts the program's code when asked (gui/trust_prompt.py)
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
-    from onnxport.core.torch_sources import InputSpec
+    from onnxport.core.pytorch.sources import InputSpec
     from onnxport.gui.import_dialog import ImportDialog
 
     from ..core import torch_builders as builders
@@ -65,7 +65,7 @@ def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tm
 def test_import_dialog_without_training_environment_says_why(qtbot, tmp_path, monkeypatch):
     """No training environment: "Generate training artifacts" is off, greyed, and says how to get one."""
     pytest.importorskip("torch")
-    from onnxport.core.torch_sources import describe_source
+    from onnxport.core.pytorch.sources import describe_source
     from onnxport.core.training.environment import ENV_VARIABLE
     from onnxport.gui.import_dialog import ImportDialog
 

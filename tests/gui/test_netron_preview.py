@@ -7,7 +7,7 @@ import datetime
 import onnx
 import pytest
 
-from onnxport.core.preview import preview_model
+from onnxport.core.graph.preview import preview_model
 from onnxport.gui.netron_server import AGE_CHECK, NETRON_DIR, PreviewServer, patched_browser_js
 
 from ..core.model_builders import eval_like_mlp, mlp_weights

@@ -15,7 +15,7 @@ import urllib.parse
 import onnx
 import pytest
 
-from onnxport.core.preview import preview_model
+from onnxport.core.graph.preview import preview_model
 from onnxport.gui.export_dialog import ExportChoices
 
 from .net_watch import NetWatch, SocketSeen, off_machine

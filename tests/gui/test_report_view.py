@@ -5,10 +5,10 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from onnxport.core.benchmark import benchmark
-from onnxport.core.export import export_model
-from onnxport.core.quantize import quantize
-from onnxport.core.report import build_report
+from onnxport.core.evaluate.benchmark import benchmark
+from onnxport.core.evaluate.report import build_report
+from onnxport.core.export.export import export_model
+from onnxport.core.quantize.quantize import quantize
 
 from ..core.model_builders import forward_mlp, mlp_weights
 

@@ -1,0 +1,162 @@
+"""Is it faster? Latency and throughput of one or two models in ONNX Runtime, side by side.
+
+Contract: `benchmark([a, b])` opens a CPU session per model (load time measured), feeds all the
+same input (from a file, or generated from the first model's input specs: `batch` samples,
+symbolic dims sized by `dim_sizes` or the feeds.py defaults), warms up, then runs the models in
+*alternating* rounds - a then b, repeated - so drift in the machine's speed (other processes,
+frequency scaling) hits both alike. It stops after `seconds` of measuring per model (at least
+`min_runs`, at most `max_runs` rounds). Reported per model: file size (with external data),
+p50/p90/mean/min latency, throughput in samples/s; and, for two models, the second against the
+first: size ratio, latency ratio (p50) and speed-up. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from onnxport.core.evaluate.feeds import FeedsLike, generate_feeds, input_specs, open_feeds
+from onnxport.core.evaluate.runtime import adapt_feed, model_size, session
+from onnxport.core.io.model_io import check_model_file, load_graph
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+
+
+@dataclass
+class ModelBench:
+    path: str
+    size_bytes: int
+    load_seconds: float
+    runs: int
+    batch: int
+    p50_ms: float
+    p90_ms: float
+    mean_ms: float
+    min_ms: float
+    throughput: float  # samples per second at this batch size
+
+    def to_dict(self) -> dict:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class BenchReport:
+    models: list[ModelBench]
+    inputs: str
+    threads: int | None
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def size_ratio(self) -> float | None:
+        return self.models[1].size_bytes / self.models[0].size_bytes if len(self.models) > 1 else None
+
+    @property
+    def latency_ratio(self) -> float | None:
+        return self.models[1].p50_ms / self.models[0].p50_ms if len(self.models) > 1 else None
+
+    @property
+    def speedup(self) -> float | None:
+        ratio = self.latency_ratio
+        return 1.0 / ratio if ratio else None
+
+    def to_dict(self) -> dict:
+        def r(v):
+            return None if v is None else round(v, 4)
+
+        return {"models": [m.to_dict() for m in self.models], "inputs": self.inputs, "threads": self.threads,
+                "size_ratio": r(self.size_ratio), "latency_ratio": r(self.latency_ratio),
+                "speedup": r(self.speedup), "seconds": round(self.seconds, 3), "notes": self.notes}
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"benchmark on {self.inputs} (ONNX Runtime CPU, threads {self.threads or 'default'}):"]
+        for m in self.models:
+            lines.append(f"  {Path(m.path).name}: {m.size_bytes / 1e6:.2f} MB, p50 {m.p50_ms:.3f} ms, "
+                         f"p90 {m.p90_ms:.3f} ms, {m.throughput:.1f} samples/s ({m.runs} runs)")
+        if len(self.models) > 1:
+            lines.append(f"  second vs first: size x{self.size_ratio:.3f}, latency x{self.latency_ratio:.3f} "
+                         f"({self.speedup:.2f}x {'faster' if self.speedup >= 1 else 'as fast'})")
+        return lines
+
+
+def benchmark(
+    model_paths: Sequence[str | Path],
+    *,
+    inputs: FeedsLike = None,
+    batch: int = 1,
+    dim_sizes: Mapping[str, int] | None = None,
+    warmup: int = 3,
+    seconds: float = 2.0,
+    min_runs: int = 5,
+    max_runs: int = 10000,
+    threads: int | None = None,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> BenchReport:
+    started = time.perf_counter()
+    paths = [Path(p) for p in model_paths]
+    if not 1 <= len(paths) <= 2:
+        raise OnnxportError("bench takes one or two models")
+    report = Reporter(progress, cancel)
+    specs = input_specs(load_graph(paths[0]))
+    for path in paths[1:]:
+        check_model_file(path)  # before ORT reads its external data (and outside the timed load)
+    if inputs is None:
+        feed = generate_feeds(specs, 1, dim_sizes=dim_sizes, batch=batch)[0]
+        described = "generated inputs"
+    else:
+        feeds = open_feeds(inputs, specs, batch_size=batch)
+        feed, described = feeds.first(), feeds.description
+    samples = next((int(v.shape[0]) for v in feed.values() if v.ndim), 1)
+    sessions, loads = [], []
+    for i, path in enumerate(paths):
+        report.check()
+        report(0.02 + 0.03 * i, f"loading {path.name}")
+        t0 = time.perf_counter()
+        sessions.append(session(path, threads=threads, checked=True))
+        loads.append(time.perf_counter() - t0)
+    model_feeds = []
+    for path, sess in zip(paths, sessions):
+        missing = [i.name for i in sess.get_inputs() if i.name not in feed]
+        if missing:
+            raise OnnxportError(f"{path}: needs input(s) {', '.join(missing)} that {paths[0].name} does not take; "
+                                "benchmark models with the same inputs")
+        model_feeds.append(adapt_feed(feed, sess))
+    for _ in range(max(warmup, 0)):
+        report.check()
+        for sess, f in zip(sessions, model_feeds):
+            sess.run(None, f)
+    times: list[list[float]] = [[] for _ in sessions]
+    budget = seconds * len(sessions)
+    t_start = time.perf_counter()
+    last_report = 0.0
+    while True:
+        for k, (sess, f) in enumerate(zip(sessions, model_feeds)):
+            t0 = time.perf_counter()
+            sess.run(None, f)
+            times[k].append(time.perf_counter() - t0)
+        runs = len(times[0])
+        elapsed = time.perf_counter() - t_start
+        if runs >= max_runs or (runs >= min_runs and elapsed >= budget):
+            break
+        if elapsed - last_report > 0.2:
+            last_report = elapsed
+            report(0.05 + 0.95 * min(elapsed / budget, 1.0), f"measuring ({runs} runs)")
+        else:
+            report.check()
+    results = []
+    for path, load, t in zip(paths, loads, times):
+        ms = np.asarray(t) * 1000.0
+        results.append(ModelBench(
+            path=str(path), size_bytes=model_size(path), load_seconds=load, runs=len(t), batch=samples,
+            p50_ms=float(np.percentile(ms, 50)), p90_ms=float(np.percentile(ms, 90)), mean_ms=float(ms.mean()),
+            min_ms=float(ms.min()), throughput=samples * 1000.0 / float(ms.mean()),
+        ))
+    shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
+    report(1.0, "measured")
+    return BenchReport(results, f"{described} ({shapes})",
+                       threads, time.perf_counter() - started)

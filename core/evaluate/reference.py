@@ -1,0 +1,116 @@
+"""The reference a model is validated against, as something ONNX Runtime's inference session runs.
+
+Contract: `reference_model(path, outputs, params)` returns `(model, parameter_feeds)`:
+- the reference graph pruned to `outputs` (so labels/loss are not needed), weights in memory;
+- with `params` (an eval graph + checkpoint): the parameters become *feeds* of their graph inputs
+  (an initializer a parameter overrides becomes a graph input), exactly what ORT's training
+  `Module` does in eval mode, with no training package;
+- the few training-mode constructs an inference session refuses or runs differently are put in
+  their eval semantics with the smallest possible edit, deliberately *not* with the exporter's own
+  rewrite (so an exporter bug cannot hide in its own reference):
+  `BatchNormalization(training_mode=1)` keeps its node but gets `training_mode=0` and loses the
+  running-statistics outputs (ORT: "number of op outputs should be 1 when Training_mode =
+  False"), and `Dropout`'s `training_mode` input is pointed at a `False` constant (ORT's Dropout
+  is then the identity).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from onnxport.core.evaluate.runtime import load_full
+from onnxport.core.graph.index import infer_value_info
+from onnxport.core.graph.prune import prune_model
+from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.params.match import match_parameters
+from onnxport.core.params.name_alignment import align_if_better
+from onnxport.core.util.errors import OnnxportError, UnknownOutputError
+
+FALSE_NAME = "onnxport.reference.training_mode_false"
+
+
+def reference_model(path: str | Path, outputs: list[str], params: ParameterSet | None = None
+                    ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    path = Path(path)
+    model = load_full(path)
+    graph = model.graph
+    known = {o for n in graph.node for o in n.output if o} | {i.name for i in graph.input}
+    for name in outputs:
+        if name not in known:
+            raise UnknownOutputError(f"{path}: the reference has no tensor '{name}' (an output of the model "
+                                     "being validated); validate against the model it was made from")
+    if params is not None:
+        params, _ = align_if_better(model, params)  # a state_dict named the PyTorch way (as the export did)
+        match_parameters(model, params).raise_if_unusable()
+        _initializers_to_inputs(model, set(params))
+    typed = {vi.name for vi in list(graph.output) + list(graph.value_info) + list(graph.input)}
+    value_info = infer_value_info(model) if any(o not in typed for o in outputs) else None
+    pruned = prune_model(model, outputs, value_info)
+    eval_semantics(pruned.graph)
+    feeds: dict[str, np.ndarray] = {}
+    if params is not None:
+        inputs = {vi.name: vi for vi in pruned.graph.input}
+        for name in inputs:
+            if name in params:
+                feeds[name] = _param_array(params, name, inputs[name])
+    return pruned, feeds
+
+
+def _param_array(params: ParameterSet, name: str, vi: onnx.ValueInfoProto) -> np.ndarray:
+    p = params[name]
+    try:
+        array = np.asarray(p.array())
+    except OSError as exc:
+        raise OnnxportError(f"{p.source or 'checkpoint'}: cannot read parameter '{name}' ({exc})") from None
+    elem = vi.type.tensor_type.elem_type
+    if elem and elem != p.elem_type:
+        array = array.astype(helper.tensor_dtype_to_np_dtype(elem))
+    return np.ascontiguousarray(array)
+
+
+def _initializers_to_inputs(model: onnx.ModelProto, names: set[str]) -> None:
+    """Initializers the checkpoint overrides become graph inputs (fed with the trained values)."""
+    graph = model.graph
+    inputs = {vi.name for vi in graph.input}
+    keep = []
+    for t in graph.initializer:
+        if t.name in names:
+            if t.name not in inputs:
+                graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            keep.append(t)
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
+
+
+def eval_semantics(graph: onnx.GraphProto) -> list[str]:
+    """Edit BatchNormalization/Dropout in place (see the module docstring); returns changed node names."""
+    used = {n for node in graph.node for n in node.input if n} | {o.name for o in graph.output}
+    changed = []
+    need_false = False
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "BatchNormalization":
+            training = any(a.name == "training_mode" and a.i for a in node.attribute)
+            if training or len([o for o in node.output if o]) > 1:
+                for a in node.attribute:
+                    if a.name == "training_mode":
+                        a.i = 0
+                extra = [o for o in node.output[1:] if o]
+                if any(o in used for o in extra):
+                    raise OnnxportError(f"BatchNormalization '{node.name}': its running statistics are used by "
+                                        "the outputs, which only exist in training mode")
+                del node.output[1:]
+                changed.append(node.name)
+        elif node.op_type == "Dropout" and len(node.input) >= 3 and node.input[2]:
+            node.input[2] = FALSE_NAME
+            need_false = True
+            changed.append(node.name)
+    if need_false and FALSE_NAME not in {t.name for t in graph.initializer}:
+        graph.initializer.append(numpy_helper.from_array(np.array(False), FALSE_NAME))
+    return changed

@@ -1,0 +1,117 @@
+"""The report that answers "is it right, and is it faster?": one JSON-ready dict per run.
+
+Contract: `build_report(...)` gathers what ran (export, validation of the export, quantization
+with its validation against float32, benchmark) into a dict with a stable shape
+(`kind: "onnxport.report"`, `version: 1`), plus a `chart` section the app's report view draws
+directly: size and latency before/after, and error per output (cosine, max abs diff, pass).
+Any section may be missing. `write_report` writes it atomically; `summary_lines` is the text form.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from pathlib import Path
+
+from onnxport.core.export.staging import write_json_atomic
+
+REPORT_KIND = "onnxport.report"
+REPORT_VERSION = 1
+
+
+def build_report(*, export: dict | None = None, validation=None, quantize=None, bench=None) -> dict:
+    """`validation` (of an export), `quantize` (a QuantizeResult) and `bench` (a BenchReport) may be None."""
+    report: dict = {"kind": REPORT_KIND, "version": REPORT_VERSION,
+                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    if export is not None:
+        report["export"] = export
+    if validation is not None:
+        report["validation"] = validation.to_dict()
+    if quantize is not None:
+        report["quantize"] = quantize.to_dict()
+    if bench is not None:
+        report["bench"] = bench.to_dict()
+    report["chart"] = _chart(report)
+    report["passed"] = _passed(report)
+    return _json_safe(report)
+
+
+def _chart(report: dict) -> dict:
+    chart: dict = {"labels": {"before": "float32", "after": None}, "size_bytes": None, "latency_ms": None,
+                   "outputs": []}
+    q = report.get("quantize")
+    b = report.get("bench")
+    if q:
+        chart["labels"]["after"] = q["mode"]
+        chart["size_bytes"] = {"before": q["source_size_bytes"], "after": q["size_bytes"]}
+    if b and b.get("models"):
+        models = b["models"]
+        chart["latency_ms"] = {"before": models[0]["p50_ms"], "after": models[1]["p50_ms"] if len(models) > 1 else None}
+        if not q and len(models) > 1:
+            chart["size_bytes"] = {"before": models[0]["size_bytes"], "after": models[1]["size_bytes"]}
+            chart["labels"] = {"before": Path(models[0]["path"]).name, "after": Path(models[1]["path"]).name}
+    validation = (q or {}).get("validation") or report.get("validation")
+    if validation:
+        chart["outputs"] = [{"name": o["name"], "cosine": o["cosine"], "max_abs_diff": o["max_abs_diff"],
+                             "passed": o["passed"]} for o in validation["outputs"]]
+        chart["min_cosine"] = validation["thresholds"].get("min_cosine")
+    return chart
+
+
+def _passed(report: dict) -> bool | None:
+    verdicts = [v["passed"] for v in (report.get("validation"), (report.get("quantize") or {}).get("validation"))
+                if v]
+    return all(verdicts) if verdicts else None
+
+
+def _json_safe(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_report(path: str | Path, report: dict) -> Path:
+    return write_json_atomic(path, _json_safe(report))
+
+
+def summary_lines(report: dict) -> list[str]:
+    lines: list[str] = []
+    if report.get("validation"):
+        lines += _validation_lines(report["validation"], "export")
+    q = report.get("quantize")
+    if q:
+        lines.append(f"quantized ({q['mode']}) -> {q['path']}: {q['size_bytes'] / 1e6:.2f} MB, "
+                     f"{q['size_ratio']:.2f}x the float32 size")
+        if q.get("kept_float_nodes"):
+            lines.append(f"  kept in float to reach cosine >= {q['target']}: {', '.join(q['kept_float_nodes'])}")
+        lines += ["  note: " + n for n in q.get("notes", [])]
+        if q.get("validation"):
+            lines += _validation_lines(q["validation"], "quantized")
+    b = report.get("bench")
+    if b:
+        for m in b["models"]:
+            lines.append(f"  {Path(m['path']).name}: p50 {m['p50_ms']:.3f} ms, p90 {m['p90_ms']:.3f} ms, "
+                         f"{m['throughput']:.1f} samples/s")
+        if b.get("speedup"):
+            lines.append(f"  latency x{b['latency_ratio']:.3f} ({b['speedup']:.2f}x), size x{b['size_ratio']:.3f}")
+    return lines
+
+
+def _validation_lines(v: dict, what: str) -> list[str]:
+    lines = [f"{what} validation {'PASSED' if v['passed'] else 'FAILED'} against {v['reference_kind']} "
+             f"{Path(v['reference']).name} on {v['inputs']}"]
+    for o in v["outputs"]:
+        argmax = "" if o.get("argmax_agreement") is None else f", argmax {100 * o['argmax_agreement']:.1f}%"
+        lines.append(f"  {'ok ' if o['passed'] else 'BAD'} {o['name']}: max abs diff {_num(o['max_abs_diff'], '.3g')}, "
+                     f"cosine {_num(o['cosine'], '.6f')}{argmax}" + ("" if o["passed"] else f" ({o['reason']})"))
+    return lines
+
+
+def _num(value, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)

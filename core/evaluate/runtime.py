@@ -1,0 +1,135 @@
+"""ONNX Runtime sessions for validation, quantization and benchmarks, with one-line errors.
+
+`session(model)` opens a CPU session from a path or an in-memory model (models over protobuf's
+limit go through a file with external data in `workdir`); load failures become `OnnxportError`
+naming the file. `model_size` counts a model file plus its external-data files. `precision_of`
+tells whether a model is float32, quantized or float16 (validation picks its thresholds from it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxport.core.io.external_data import has_external
+from onnxport.core.io.model_io import check_model_file, load_graph
+from onnxport.core.util.errors import OnnxportError
+
+SESSION_BYTES_LIMIT = (2**31 - 1) - (64 << 20)
+
+QUANTIZED_OPS = {
+    "DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMulInteger", "ConvInteger",
+    "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention",
+    "QGemm", "DynamicQuantizeLSTM", "QEmbedLayerNormalization", "MatMulNBits",
+}
+
+
+def _ort():
+    import onnxruntime
+
+    return onnxruntime
+
+
+def session_options(threads: int | None = None, optimize: bool = True):
+    ort = _ort()
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if threads:
+        so.intra_op_num_threads = int(threads)
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return so
+
+
+def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, threads: int | None = None,
+            workdir: Path | None = None, optimize: bool = True, checked: bool = False):
+    """An `InferenceSession` on the CPU provider; `OnnxportError` if ONNX Runtime refuses the model.
+
+    ORT reads a model path's external data itself: the file's references are checked first
+    (confined to its folder, see external_data.py) unless the caller just did (`checked`)."""
+    ort = _ort()
+    so = session_options(threads, optimize)
+    source: str | bytes
+    if isinstance(model, onnx.ModelProto):
+        label = label or model.graph.name or "model"
+        if model.ByteSize() > SESSION_BYTES_LIMIT:
+            if workdir is None:
+                raise OnnxportError(f"{label}: over 2 GB in memory and no work folder to spill it to")
+            spill = Path(workdir) / f"{abs(hash(label))}.session.onnx"
+            onnx.save_model(model, spill, save_as_external_data=True, location=spill.name + ".data")
+            source = str(spill)
+        else:
+            source = model.SerializeToString()
+    else:
+        label = label or str(model)
+        if not Path(model).is_file():
+            raise OnnxportError(f"{model}: no such file")
+        if not checked:
+            check_model_file(model)
+        source = str(model)
+    try:
+        return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT raises several Fail/InvalidGraph/NotImplemented types
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OnnxportError(f"{label}: ONNX Runtime cannot run this model: {message[:400]}") from None
+
+
+def load_full(path: str | Path) -> onnx.ModelProto:
+    """Load a model with its external data (for tools that need the weights in memory)."""
+    path = Path(path)
+    model = load_graph(path)
+    if has_external(model):  # references already confined to the folder by load_graph
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+        except (OSError, ValueError) as exc:
+            raise OnnxportError(f"{path}: cannot read its external data ({exc})") from None
+    return model
+
+
+def model_size(path: str | Path) -> int:
+    """Bytes of a model file plus the external-data files it refers to."""
+    path = Path(path)
+    total = path.stat().st_size
+    model = load_graph(path)
+    locations = {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"}
+    for name in locations:
+        data = path.parent / name
+        if data.is_file():
+            total += data.stat().st_size
+    return total
+
+
+def precision_of(model: onnx.ModelProto) -> str:
+    """'quantized', 'float16' or 'float32' from the ops and initializer types of a model."""
+    if any(n.op_type in QUANTIZED_OPS for n in model.graph.node):
+        return "quantized"
+    if any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer) or any(
+        n.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in n.attribute)
+        for n in model.graph.node
+    ):
+        return "float16"
+    return "float32"
+
+
+_ORT_TYPES = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16", "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8", "tensor(uint16)": "uint16", "tensor(uint32)": "uint32", "tensor(uint64)": "uint64",
+    "tensor(bool)": "bool",
+}
+
+
+def adapt_feed(feed: dict[str, np.ndarray], sess) -> dict[str, np.ndarray]:
+    """The part of `feed` a session takes, cast to its input types (e.g. float16 I/O models)."""
+    out = {}
+    for inp in sess.get_inputs():
+        if inp.name not in feed:
+            continue
+        value = feed[inp.name]
+        want = _ORT_TYPES.get(inp.type)
+        if want and value.dtype != np.dtype(want):
+            value = value.astype(want)
+        out[inp.name] = value
+    return out

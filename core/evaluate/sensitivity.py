@@ -1,0 +1,173 @@
+"""Which nodes make a quantized (or float16) model differ from its float32 original.
+
+Contract: `layer_errors(model, reference, feed)` runs both models once on `feed` with every
+float tensor of the reference that the model also produces exposed as an output (quantizers keep
+the original tensor names), and returns one `LayerError` per reference node with a compared
+output: the relative L2 error of that output and how much error the node *added* over the worst
+of its compared inputs. Nodes whose outputs the model no longer has (fused by the quantizer, such
+as a Relu folded into the quantized MatMul before it) are grouped with the compared node after
+them (`group`): keeping that node in float means keeping the whole group. Sorted by added error, worst first: the top entries are the nodes to keep
+in float. Memory: the intermediate tensors of one feed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, session
+from onnxport.core.graph.index import infer_value_info
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
+
+
+@dataclass
+class LayerError:
+    node: str
+    op_type: str
+    tensor: str
+    rel_error: float
+    cosine: float
+    added: float
+    group: list[str] = field(default_factory=list)  # the node and upstream nodes fused with it
+
+    def to_dict(self) -> dict:
+        return {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in asdict(self).items()}
+
+
+def _as_model(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
+    return model if isinstance(model, onnx.ModelProto) else load_full(model)
+
+
+def compared_tensors(model: onnx.ModelProto, reference: onnx.ModelProto) -> list[str]:
+    """Float tensors produced by reference nodes that the model produces too, in graph order."""
+    produced = {o for n in model.graph.node for o in n.output if o} | {i.name for i in model.graph.input}
+    types = infer_value_info(reference)
+    names = []
+    for node in reference.graph.node:
+        if node.op_type == "Constant":
+            continue
+        for out in node.output:
+            vi = types.get(out)
+            if out and out in produced and vi is not None and vi.type.tensor_type.elem_type in _FLOAT_TYPES:
+                names.append(out)
+    return names
+
+
+def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    have = {o.name for o in copy.graph.output}
+    for name in names:
+        if name not in have:
+            copy.graph.output.append(onnx.ValueInfoProto(name=name))  # ORT infers the type
+    return copy
+
+
+def changed_nodes(model: onnx.ModelProto, reference: onnx.ModelProto) -> set[str]:
+    """Reference nodes the quantizer touched: replaced (name/op gone), or fed from new tensors (QDQ).
+
+    A float16 model converts nodes in place, so there every node counts.
+    """
+    if precision_of(model) == "float16":
+        return {n.name for n in reference.graph.node}
+    cand = {(n.name, n.op_type): n for n in model.graph.node}
+    changed = set()
+    for node in reference.graph.node:
+        twin = cand.get((node.name, node.op_type))
+        if twin is None or list(twin.input) != list(node.input):
+            changed.add(node.name)
+    return changed
+
+
+def quantizable_op_types() -> set[str]:
+    """Op types ONNX Runtime's quantizers quantize (dynamic, QOperator and QDQ), plus Gemm."""
+    from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry, QLinearOpsRegistry
+
+    return set(IntegerOpsRegistry) | set(QDQRegistry) | set(QLinearOpsRegistry) | {"Gemm"}
+
+
+def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | onnx.ModelProto,
+                 feed: dict[str, np.ndarray], *, workdir: Path | None = None,
+                 only_changed: bool = True, op_types: set[str] | None = None) -> list[LayerError]:
+    """See the module docstring. `only_changed` keeps the nodes the quantizer touched whose op type it
+    quantizes (`op_types`, default: any ORT quantizes; every op for a float16 model): the ones that
+    can be kept in float. Float nodes downstream only pass on (or, near zero, blow up in relative
+    terms) the error of their inputs; keeping them in float changes nothing."""
+    cand, ref = _as_model(model), _as_model(reference)
+    touched = None
+    if only_changed:
+        touched = changed_nodes(cand, ref)
+        if precision_of(cand) != "float16":
+            allowed = op_types or quantizable_op_types()
+            touched = {n.name for n in ref.graph.node if n.name in touched and n.op_type in allowed}
+    names = compared_tensors(cand, ref)
+    if not names:
+        return []
+    ref_sess = session(_with_outputs(ref, names), label="reference", workdir=workdir)
+    cand_sess = session(_with_outputs(cand, names), label="model", workdir=workdir)
+    want = dict(zip(names, ref_sess.run(names, adapt_feed(feed, ref_sess))))
+    got = dict(zip(names, cand_sess.run(names, adapt_feed(feed, cand_sess))))
+    errors: dict[str, tuple[float, float]] = {}
+    for name in names:
+        errors[name] = _rel_error(got[name], want[name])
+    del want, got
+    producer = {o: node for node in ref.graph.node for o in node.output if o}
+    result = []
+    for node in ref.graph.node:
+        outs = [o for o in node.output if o in errors]
+        if not outs:
+            continue
+        group, frontier = _fused_group(node, producer, errors)
+        if touched is not None:
+            group = [g for g in group if g in touched]
+            if not group:
+                continue
+        worst_in = max((errors[i][0] for i in frontier), default=0.0)
+        out = max(outs, key=lambda o: errors[o][0])
+        rel, cos = errors[out]
+        result.append(LayerError(node.name or out, node.op_type, out, rel, cos, rel - worst_in, group))
+    result.sort(key=lambda e: (-(e.added if math.isfinite(e.added) else 1e30), e.node))
+    return result
+
+
+def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], errors: dict) -> tuple[list[str], set[str]]:
+    """`node` plus the upstream nodes whose outputs the model no longer has (a quantizer fused them,
+    e.g. MatMul+Relu into one quantized op), and the compared tensors that feed that group."""
+    group, frontier, seen = [node.name], set(), {node.name}
+    stack = list(node.input)
+    while stack:
+        name = stack.pop()
+        if not name or name in frontier:
+            continue
+        if name in errors:
+            frontier.add(name)
+            continue
+        up = producer.get(name)
+        if up is None or up.name in seen or up.op_type == "Constant":
+            continue
+        seen.add(up.name)
+        group.append(up.name)
+        stack.extend(up.input)
+    return group, frontier
+
+
+def _rel_error(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
+    g = np.asarray(got, dtype=np.float64).reshape(-1)
+    w = np.asarray(want, dtype=np.float64).reshape(-1)
+    if g.shape != w.shape:
+        return math.inf, 0.0
+    ok = np.isfinite(g) & np.isfinite(w)
+    if not ok.all():
+        if (np.isfinite(g) != np.isfinite(w)).any():
+            return math.inf, 0.0
+        g, w = g[ok], w[ok]
+    wn, gn = float(w @ w), float(g @ g)
+    d = g - w
+    rel = math.sqrt(float(d @ d) / wn) if wn else (0.0 if float(d @ d) == 0 else math.inf)
+    cos = 1.0 if wn == 0 and gn == 0 else (float(g @ w) / math.sqrt(wn * gn) if wn and gn else 0.0)
+    return rel, cos

@@ -1,0 +1,144 @@
+"""Is it right? Run a model and its reference in ONNX Runtime on the same inputs and compare.
+
+Contract: `validate(model, reference, params=..., inputs=...)` returns a `ValidationReport` with,
+per output of `model`, max/mean abs diff, cosine, relative L2 error and argmax agreement, and
+`.passed` against `Thresholds` (default: near bit-exact for a float32 model, cosine >= 0.99 for a
+quantized or float16 one). The reference is:
+- with `params`: the eval graph `reference` fed with the checkpoint's parameters (see reference.py);
+- without: the model at `reference` (the float32 model a quantized one came from).
+Inputs: a file/folder/arrays (see feeds.py) or generated from the model's input specs. For a
+quantized/float16 model the report also ranks the nodes adding the most error (sensitivity.py),
+the ones to keep in float on a second try. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from onnxport.core.evaluate.compare import EXACT, LOSSY, OutputComparison, OutputStats, Thresholds
+from onnxport.core.evaluate.feeds import FeedsLike, input_specs, open_feeds
+from onnxport.core.evaluate.reference import reference_model
+from onnxport.core.evaluate.runtime import adapt_feed, precision_of, session
+from onnxport.core.evaluate.sensitivity import LayerError, layer_errors
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+
+VALIDATION_BATCH = 8  # samples per run when inputs come from files
+
+
+@dataclass
+class ValidationReport:
+    model: str
+    reference: str
+    reference_kind: str  # "eval graph + parameters" | "model"
+    precision: str  # of the model: float32 | quantized | float16
+    inputs: str
+    batches: int
+    thresholds: Thresholds
+    outputs: list[OutputComparison]
+    layers: list[LayerError] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outputs) and all(o.passed for o in self.outputs)
+
+    @property
+    def min_cosine(self) -> float:
+        return min((o.cosine for o in self.outputs), default=0.0)
+
+    def failures(self) -> list[str]:
+        return [f"{o.name}: {o.reason}" for o in self.outputs if not o.passed]
+
+    def worst_nodes(self, n: int = 5) -> list[str]:
+        return [e.node for e in self.layers[:n] if e.added > 0]
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model, "reference": self.reference, "reference_kind": self.reference_kind,
+            "precision": self.precision, "inputs": self.inputs, "batches": self.batches,
+            "thresholds": self.thresholds.to_dict(), "passed": self.passed,
+            "outputs": [o.to_dict() for o in self.outputs],
+            "layers": [e.to_dict() for e in self.layers], "seconds": round(self.seconds, 3),
+        }
+
+    def summary_lines(self) -> list[str]:
+        verdict = "PASSED" if self.passed else "FAILED"
+        lines = [f"validation {verdict}: {Path(self.model).name} vs {self.reference_kind} {Path(self.reference).name} "
+                 f"on {self.inputs}"]
+        for o in self.outputs:
+            argmax = "" if o.argmax_agreement is None else f", argmax {100 * o.argmax_agreement:.1f}%"
+            mark = "ok " if o.passed else "BAD"
+            lines.append(f"  {mark} {o.name}: max abs diff {o.max_abs_diff:.3g}, mean {o.mean_abs_diff:.3g}, "
+                         f"cosine {o.cosine:.6f}{argmax}" + ("" if o.passed else f"  ({o.reason})"))
+        if self.layers:
+            lines.append("  nodes adding the most error:")
+            for e in self.layers[:5]:
+                lines.append(f"    {e.node} ({e.op_type}): {e.added:+.4f} relative error (cosine {e.cosine:.5f})")
+        return lines
+
+
+def validate(
+    model_path: str | Path,
+    reference_path: str | Path,
+    *,
+    params: ParameterSet | None = None,
+    inputs: FeedsLike = None,
+    thresholds: Thresholds | None = None,
+    layers: bool | None = None,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> ValidationReport:
+    """See the module docstring. `layers`: rank nodes by added error (default: for lossy models)."""
+    started = time.perf_counter()
+    report = Reporter(progress, cancel)
+    model_path, reference_path = Path(model_path), Path(reference_path)
+    report.check()
+    report(0.0, f"loading {model_path.name}")
+    graph = load_graph(model_path)
+    precision = precision_of(graph)
+    feeds = open_feeds(inputs, input_specs(graph), batch_size=VALIDATION_BATCH)
+    sess = session(model_path, checked=True)  # load_graph checked its references
+    out_names = [o.name for o in sess.get_outputs()]
+    report.check()
+    report(0.05, f"loading reference {reference_path.name}")
+    ref_model, param_feeds = reference_model(reference_path, out_names, params)
+    ref_sess = session(ref_model, label=str(reference_path))
+    given = {s.name for s in feeds.specs} | set(param_feeds)
+    missing = [i.name for i in ref_sess.get_inputs() if i.name not in given]
+    if missing:
+        hint = "pass the checkpoint (--checkpoint)" if params is None else "the inputs must cover them"
+        raise OnnxportError(f"{reference_path}: the reference needs input(s) {', '.join(missing[:5])} that "
+                            f"{model_path.name} does not take", hint=hint)
+    stats = {name: OutputStats(name) for name in out_names}
+    total = max(len(feeds), 1)
+    batches = 0
+    for i, feed in enumerate(feeds):
+        report.check()
+        report(0.1 + 0.7 * i / total, f"comparing outputs (batch {i + 1}/{total})")
+        got = sess.run(out_names, adapt_feed(feed, sess))
+        want = ref_sess.run(out_names, {**adapt_feed(feed, ref_sess), **param_feeds})
+        for name, g, w in zip(out_names, got, want):
+            stats[name].update(g, w)
+        batches += 1
+    if batches == 0:
+        raise OnnxportError(f"{feeds.description}: no inputs to validate with")
+    if thresholds is None:
+        thresholds = EXACT if precision == "float32" else LOSSY
+    outputs = [stats[n].result(thresholds) for n in out_names]
+    ranked: list[LayerError] = []
+    if layers or (layers is None and precision != "float32" and params is None):
+        report.check()
+        report(0.85, "comparing intermediate tensors")
+        ranked = layer_errors(model_path, ref_model, {**feeds.first(), **param_feeds})
+    report(1.0, "validated")
+    return ValidationReport(
+        model=str(model_path), reference=str(reference_path),
+        reference_kind="eval graph + parameters" if params is not None else "model",
+        precision=precision, inputs=feeds.description, batches=batches, thresholds=thresholds,
+        outputs=outputs, layers=ranked, seconds=time.perf_counter() - started,
+    )

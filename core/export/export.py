@@ -1,0 +1,213 @@
+"""Export: eval/any model (+ parameters) -> a self-contained inference model.
+
+What ONNX Runtime's `Module.export_model_for_inferencing` does, without the training package:
+keep exactly the chosen outputs, prune what they do not need, drop inputs no longer used (labels),
+turn parameter inputs into initializers from the checkpoint, put Dropout/BatchNorm in inference
+form, keep IR version/opsets/functions/metadata, and record provenance. Then, unlike ORT, fold the
+parameter-only sub-graphs (`fold=False` writes the graph as ORT would) and stream the weights to
+disk without loading them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from onnxport.core import __version__
+from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
+from onnxport.core.graph.const_tensors import ConstTensor, from_initializer, from_param
+from onnxport.core.graph.eval_mode import to_inference_form
+from onnxport.core.graph.fold import fold_constants
+from onnxport.core.graph.graph_check import check_graph
+from onnxport.core.graph.index import TensorIndex, infer_value_info
+from onnxport.core.graph.prune import plan_prune, pruned_skeleton
+from onnxport.core.io.external_data import inline_nested_external
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.params.match import match_parameters
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+
+EXTERNAL_DATA_CHOICES = ("auto", "always", "never")
+AUTO_EXTERNAL_MARGIN = 64 << 20  # leave room for the graph itself under protobuf's 2 GiB
+
+
+@dataclass
+class ExportPlan:
+    """What an export with these outputs keeps and drops (for the app's summary)."""
+
+    outputs: list[str]
+    inputs: list[str]
+    dropped_inputs: list[str]
+    kept_nodes: int
+    dropped_nodes: int
+    kept_parameters: list[str]
+    dropped_parameters: list[str]
+    estimated_bytes: int
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    data_path: Path | None
+    size_bytes: int
+    outputs: list[str]
+    inputs: list[str]
+    nodes: int
+    folded: int
+    parameters: int
+    seconds: float
+    eval_mode_changes: list[str] = field(default_factory=list)
+    skipped: str | None = None  # set when a distributed rank did not write
+
+    def to_dict(self) -> dict:
+        return {
+            "path": str(self.path), "data_path": str(self.data_path) if self.data_path else None,
+            "size_bytes": self.size_bytes, "outputs": self.outputs, "inputs": self.inputs,
+            "nodes": self.nodes, "folded": self.folded, "parameters": self.parameters,
+            "seconds": round(self.seconds, 3), "eval_mode_changes": self.eval_mode_changes,
+        }
+
+
+def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: ParameterSet | None,
+                outputs: list[str]) -> ExportPlan:
+    """Cheap summary of an export (no weights touched)."""
+    param_names = set(params) if params else set()
+    plan = plan_prune(model, outputs, param_names)
+    kept = set(plan.initializers) | set(plan.parameter_inputs)
+    all_params = [t.name for t in model.graph.initializer] + [
+        vi.name for vi in model.graph.input if vi.name in param_names
+    ]
+    sizes = {}
+    if index is not None:
+        sizes = {n: index.tensors[n].nbytes or 0 for n in index.parameters if n in index.tensors}
+    for name in kept:
+        if params and name in params:
+            sizes[name] = params[name].nbytes
+    return ExportPlan(
+        outputs=plan.outputs,
+        inputs=plan.inputs,
+        dropped_inputs=plan.dropped_inputs,
+        kept_nodes=len(plan.node_indices),
+        dropped_nodes=plan.dropped_nodes,
+        kept_parameters=[n for n in all_params if n in kept],
+        dropped_parameters=[n for n in all_params if n not in kept],
+        estimated_bytes=sum(sizes.get(n, 0) for n in kept),
+    )
+
+
+def _provenance(model_path: Path | None, params: ParameterSet | None, outputs: list[str]) -> dict[str, str]:
+    sources = []
+    for path in ([model_path] if model_path else []) + (list(params.sources) if params else []):
+        path = Path(path)
+        size = path.stat().st_size if path.is_file() else sum(
+            p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else None
+        sources.append({"name": path.name, "bytes": size})
+    return {
+        "onnxport.version": __version__,
+        "onnxport.sources": json.dumps(sources),
+        "onnxport.outputs": json.dumps(outputs),
+    }
+
+
+def export_model(
+    model_path: str | Path,
+    out_path: str | Path,
+    outputs: list[str],
+    params: ParameterSet | None = None,
+    *,
+    external_data: str = "auto",
+    fold: bool = True,
+    model: onnx.ModelProto | None = None,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> ExportResult:
+    """Write the inference model for `outputs` to `out_path`. See the module docstring."""
+    started = time.perf_counter()
+    if external_data not in EXTERNAL_DATA_CHOICES:
+        raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
+    report = Reporter(progress, cancel)
+    model_path = Path(model_path)
+    out_path = Path(out_path)
+    if out_path.resolve() == model_path.resolve():
+        raise OnnxportError(f"{out_path}: the output would overwrite the source model; choose another name")
+    check_destination(out_path)
+    report.check()
+    report(0.0, f"loading {model_path.name}")
+    if model is None:
+        model = load_graph(model_path)
+    param_names: set[str] = set()
+    if params is not None:
+        match_parameters(model, params).raise_if_unusable()
+        param_names = set(params)
+    report.check()
+    report(0.02, "pruning")
+    check_graph(model.graph, str(model_path))  # a cycle or a tensor made twice: refuse before writing
+    plan = plan_prune(model, outputs, param_names)
+    value_info = infer_value_info(model, model_path) if _needs_types(model, plan.outputs) else None
+    skeleton = pruned_skeleton(model, plan, value_info)
+    inline_nested_external(skeleton, model_path.parent)  # sub-graph/attribute tensors: confined reads
+    changes = to_inference_form(skeleton.graph)
+    report.check()
+
+    consts: dict[str, ConstTensor] = {}
+    initializers = {t.name: t for t in model.graph.initializer}
+    for name in plan.initializers:
+        if params is not None and name in params:
+            consts[name] = from_param(name, params[name])  # trained value replaces the initial one
+        else:
+            consts[name] = from_initializer(initializers[name], model_path.parent)
+    for name in plan.parameter_inputs:
+        consts[name] = from_param(name, params[name])
+    folded: list[str] = []
+    if fold:
+        nodes, consts, folded = fold_constants(list(skeleton.graph.node), consts, set(plan.outputs))
+        del skeleton.graph.node[:]
+        skeleton.graph.node.extend(nodes)
+        _drop_stale_value_info(skeleton.graph, consts)
+    _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
+
+    estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
+    use_external = external_data == "always" or (
+        external_data == "auto" and estimated > PROTOBUF_LIMIT - AUTO_EXTERNAL_MARGIN
+    )
+    written = write_model(skeleton, list(consts.values()), out_path, external_data=use_external,
+                          report=report.sub(0.05, 1.0))
+    report.finished()
+    return ExportResult(
+        path=written.path,
+        data_path=written.data_path,
+        size_bytes=written.size_bytes + written.data_bytes,
+        outputs=plan.outputs,
+        inputs=plan.inputs,
+        nodes=len(skeleton.graph.node),
+        folded=len(folded),
+        parameters=len(consts),
+        seconds=time.perf_counter() - started,
+        eval_mode_changes=changes,
+    )
+
+
+def _needs_types(model: onnx.ModelProto, outputs: list[str]) -> bool:
+    typed = {vi.name for vi in list(model.graph.output) + list(model.graph.value_info)}
+    return any(name not in typed for name in outputs)
+
+
+def _drop_stale_value_info(graph: onnx.GraphProto, consts: dict[str, ConstTensor]) -> None:
+    """value_info for tensors that folding turned into initializers is no longer needed."""
+    live = {n for node in graph.node for n in list(node.input) + list(node.output)}
+    keep = [vi for vi in graph.value_info if vi.name in live and vi.name not in consts]
+    del graph.value_info[:]
+    graph.value_info.extend(keep)
+
+
+def _set_metadata(model: onnx.ModelProto, entries: dict[str, str]) -> None:
+    kept = [p for p in model.metadata_props if p.key not in entries]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    for key, value in entries.items():
+        model.metadata_props.add(key=key, value=value)

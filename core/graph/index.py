@@ -1,0 +1,319 @@
+"""The tensor index: every tensor of a graph, with what a user needs to pick outputs.
+
+Built from the graph alone (weights stay on disk): graph inputs and outputs, every node output,
+parameters (initializers, and graph inputs that a checkpoint fills), each with shape (after shape
+inference), dtype, producer op, consumers, module scope (from node names such as
+`/encoder/layer.0/attention/MatMul`) and whether it only matters for training (loss, labels).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import onnx
+
+from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES, inferred_value_infos
+from onnxport.core.io.external_data import element_bits
+from onnxport.core.io.model_io import strip_weights, tensor_nbytes
+from onnxport.core.io.parameter_set import dtype_name
+
+LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
+LABEL_WORDS = ("label", "target")
+
+Dim = int | str | None
+
+
+class TensorKind(str, Enum):
+    INPUT = "input"  # a graph input the user feeds
+    PARAMETER = "parameter"  # an initializer, or a graph input a checkpoint fills
+    OUTPUT = "output"  # a graph output (produced by a node)
+    INTERMEDIATE = "intermediate"  # any other node output
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    kind: TensorKind
+    dtype: str | None
+    shape: tuple[Dim, ...] | None  # None: unknown rank
+    producer: str | None = None  # node name
+    producer_op: str | None = None
+    consumers: list[str] = field(default_factory=list)  # node names
+    scope: str = ""  # "encoder/layer.0/attention", "" at top level
+    training_only: bool = False
+    is_graph_output: bool = False
+    nbytes: int | None = None  # parameters: bytes of their values
+
+    @property
+    def shape_text(self) -> str:
+        if self.shape is None:
+            return "?"
+        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+
+@dataclass
+class TensorIndex:
+    """All tensors of one model, graph outputs first, then by graph order."""
+
+    path: Path | None
+    tensors: dict[str, TensorInfo]
+    graph_inputs: list[str]
+    graph_outputs: list[str]
+    parameters: list[str]
+    node_count: int
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str = ""
+    suggested: list[str] = field(default_factory=list)  # likely forward outputs inside an eval graph
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        return self.tensors[name]
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def selectable(self) -> list[TensorInfo]:
+        """Tensors that can be exported as outputs: node outputs (graph outputs first)."""
+        return [t for t in self.tensors.values() if t.kind in (TensorKind.OUTPUT, TensorKind.INTERMEDIATE)]
+
+    def default_outputs(self) -> list[str]:
+        """What an inference model usually keeps: the graph outputs that are not training-only,
+        else (an ORT eval graph, whose only graph output is the loss) the suggested outputs."""
+        kept = [n for n in self.graph_outputs if not self.tensors[n].training_only]
+        return kept or list(self.suggested)
+
+    def suggest(self, name: str, limit: int = 3) -> list[str]:
+        """Names close to `name` (for 'unknown output' messages)."""
+        candidates = [t.name for t in self.selectable()]
+        close = difflib.get_close_matches(name, candidates, n=limit, cutoff=0.5)
+        if not close:
+            low = name.lower()
+            close = [c for c in candidates if low in c.lower()][:limit]
+        return close
+
+
+def scope_of(node_name: str) -> str:
+    """Module scope from a node name: '/encoder/layer.0/attn/MatMul_1' -> 'encoder/layer.0/attn'."""
+    if "/" not in node_name:
+        return ""
+    return node_name.strip("/").rpartition("/")[0]
+
+
+def _shape_of(vtype: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]:
+    if not vtype.HasField("tensor_type"):
+        kind = vtype.WhichOneof("value")
+        return kind, None
+    tt = vtype.tensor_type
+    dtype = dtype_name(tt.elem_type) if tt.elem_type else None
+    if not tt.HasField("shape"):
+        return dtype, None
+    dims: list[Dim] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dtype, tuple(dims)
+
+
+def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None) -> dict[str, onnx.ValueInfoProto]:
+    """Shape-infer a weight-free copy; return name -> ValueInfo for every known tensor.
+
+    Big graphs given with their `path` are inferred in a child process that reads the file
+    itself (see shape_infer: inference holds the GIL and would freeze the app's GUI thread)."""
+    big = len(model.graph.node) >= OUT_OF_PROCESS_NODES
+    if big and path is not None and Path(path).is_file():
+        found = inferred_value_infos(None, path, nodes=len(model.graph.node))
+    else:
+        found = inferred_value_infos(strip_weights(model))
+    infos: dict[str, onnx.ValueInfoProto] = {vi.name: vi for vi in found}
+    for vi in list(model.graph.input) + list(model.graph.output):
+        infos.setdefault(vi.name, vi)
+    return infos
+
+
+class _Node:
+    """The fields of a NodeProto the index needs, read once (protobuf access is slow)."""
+
+    __slots__ = ("name", "op", "inputs", "outputs")
+
+    def __init__(self, node: onnx.NodeProto) -> None:
+        self.name = node.name
+        self.op = node.op_type
+        self.inputs = [n for n in node.input if n]
+        self.outputs = list(node.output)
+
+
+def build_index(
+    model: onnx.ModelProto,
+    path: str | Path | None = None,
+    parameter_names: Iterable[str] = (),
+) -> TensorIndex:
+    """Index every tensor of `model`.
+
+    `parameter_names`: graph inputs that a checkpoint fills (an ORT eval graph takes its parameters
+    as inputs); they are listed as parameters, not as inputs to feed. Unnamed nodes are given a
+    name (`<op>_<position>`) in `model` so that every part of the app can refer to them.
+    """
+    graph = model.graph
+    infos = infer_value_info(model, path)
+    init_by_name = {t.name: t for t in graph.initializer}
+    param_inputs = set(parameter_names)
+    output_names = [o.name for o in graph.output]
+    output_set = set(output_names)
+
+    nodes: list[_Node] = []
+    for i, proto in enumerate(graph.node):
+        if not proto.name:
+            proto.name = f"{proto.op_type}_{i}"
+        nodes.append(_Node(proto))
+    producers: dict[str, _Node] = {}
+    consumers: dict[str, list[str]] = {}  # tensor -> consumer node names (for display)
+    consumer_nodes: dict[str, list[_Node]] = {}  # the same as nodes (names need not be unique)
+    first_consumer_scope: dict[str, str] = {}
+    for node in nodes:
+        for out in node.outputs:
+            if out:
+                producers[out] = node
+        scope = scope_of(node.name)
+        for inp in node.inputs:
+            consumers.setdefault(inp, []).append(node.name)
+            consumer_nodes.setdefault(inp, []).append(node)
+            first_consumer_scope.setdefault(inp, scope)
+    graph_input_names = [vi.name for vi in graph.input]
+    training = _training_only(nodes, graph_input_names, param_inputs | set(init_by_name), consumer_nodes)
+
+    tensors: dict[str, TensorInfo] = {}
+    no_consumers: list[str] = []
+
+    def add(name: str, kind: TensorKind, dtype: str | None, shape, node: _Node | None = None,
+            nbytes: int | None = None) -> None:
+        tensors[name] = TensorInfo(
+            name=name,
+            kind=kind,
+            dtype=dtype,
+            shape=shape,
+            producer=node.name if node is not None else None,
+            producer_op=node.op if node is not None else None,
+            consumers=consumers.get(name, no_consumers),
+            scope=scope_of(node.name) if node is not None else first_consumer_scope.get(name, ""),
+            training_only=name in training,
+            is_graph_output=name in output_set,
+            nbytes=nbytes,
+        )
+
+    def typed(name: str) -> tuple[str | None, tuple[Dim, ...] | None]:
+        vi = infos.get(name)
+        return _shape_of(vi.type) if vi is not None else (None, None)
+
+    for name in output_names:  # graph outputs first, in graph order
+        node = producers.get(name)
+        kind = TensorKind.OUTPUT if node is not None else TensorKind.INPUT
+        add(name, kind, *typed(name), node)
+    for node in nodes:
+        for out in node.outputs:
+            if out and out not in tensors:
+                add(out, TensorKind.INTERMEDIATE, *typed(out), node)
+    parameters: list[str] = []
+    user_inputs: list[str] = []
+    for vi in graph.input:
+        if vi.name in tensors:
+            continue
+        dtype, shape = _shape_of(vi.type)
+        if vi.name in param_inputs or vi.name in init_by_name:
+            parameters.append(vi.name)
+            nbytes = None
+            bits = element_bits(vi.type.tensor_type.elem_type) if dtype is not None else None
+            if bits and shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
+                nbytes = (_numel(shape) * bits + 7) // 8
+            add(vi.name, TensorKind.PARAMETER, dtype, shape, nbytes=nbytes)
+        else:
+            user_inputs.append(vi.name)
+            add(vi.name, TensorKind.INPUT, dtype, shape)
+    for t in graph.initializer:
+        if t.name in tensors:
+            continue
+        parameters.append(t.name)
+        add(t.name, TensorKind.PARAMETER, dtype_name(t.data_type), tuple(int(d) for d in t.dims),
+            nbytes=tensor_nbytes(t))
+
+    return TensorIndex(
+        path=Path(path) if path else None,
+        tensors=tensors,
+        graph_inputs=user_inputs,
+        graph_outputs=output_names,
+        parameters=parameters,
+        node_count=len(nodes),
+        ir_version=model.ir_version,
+        opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        suggested=_suggested_outputs(nodes, training, output_set, consumers, producers),
+    )
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _suggested_outputs(nodes: list[_Node], training: set[str], graph_outputs: set[str],
+                       consumers: dict[str, list[str]], producers: dict[str, _Node]) -> list[str]:
+    """Forward outputs an eval graph hides: what feeds a loss op, and first outputs nothing consumes.
+
+    Secondary outputs (a Dropout mask, BatchNorm running statistics) and input-less nodes
+    (Constants) are not suggested.
+    """
+    suggested: dict[str, None] = {}
+    for node in nodes:
+        if node.op in LOSS_OPS or any(o in training for o in node.outputs if o):
+            for name in node.inputs:
+                if name not in training and name in producers:
+                    suggested[name] = None
+            continue
+        first = node.outputs[0] if node.outputs else ""
+        if not any(node.inputs):  # a Constant left dangling (e.g. a Dropout's removed training_mode)
+            continue
+        if first and first not in consumers and first not in graph_outputs and first not in training:
+            suggested[first] = None
+    order = {o: i for i, n in enumerate(nodes) for o in n.outputs}
+    return sorted(suggested, key=lambda n: order.get(n, 0))
+
+
+def _training_only(nodes: list[_Node], graph_inputs: list[str], parameter_like: set[str],
+                   consumers: dict[str, list[_Node]]) -> set[str]:
+    """Tensors that only matter for training: label inputs, loss ops and all they feed.
+
+    A label input is a graph input named like a label/target, or one whose every consumer is a
+    loss op. Everything downstream of a label input or a loss op is training-only.
+    """
+    seeds: set[str] = set()
+    for node in nodes:
+        if node.op in LOSS_OPS or any("loss" in o.lower() for o in node.outputs if o):
+            seeds.update(o for o in node.outputs if o)
+    for name in graph_inputs:
+        if name in parameter_like:
+            continue
+        users = consumers.get(name, [])
+        if any(w in name.lower() for w in LABEL_WORDS) or (users and all(u.op in LOSS_OPS for u in users)):
+            seeds.add(name)
+    marked = set(seeds)
+    queue = deque(seeds)
+    while queue:
+        for user in consumers.get(queue.popleft(), []):
+            for out in user.outputs:
+                if out and out not in marked:
+                    marked.add(out)
+                    queue.append(out)
+    return marked

@@ -1,0 +1,166 @@
+"""Prune a graph to chosen outputs.
+
+Contract: in, a model and output names (graph outputs or any node output, in the order wanted);
+out, a `PrunePlan` naming exactly the nodes, graph inputs and initializers/parameters those
+outputs need. `prune_model` applies a plan to a model and returns a new one (graph order kept).
+Unknown names raise `UnknownOutputError` with the closest names. Sub-graphs (If/Loop/Scan) keep
+the outer tensors they capture.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import onnx
+
+from onnxport.core.io.model_io import copy_without_initializers
+from onnxport.core.util.errors import UnknownOutputError
+
+
+@dataclass
+class PrunePlan:
+    outputs: list[str]
+    node_indices: list[int]  # kept nodes, in graph order
+    inputs: list[str]  # graph inputs the user still feeds
+    initializers: list[str]  # graph initializers still needed
+    parameter_inputs: list[str]  # graph inputs that parameters fill (become initializers)
+    dropped_inputs: list[str] = field(default_factory=list)
+    total_nodes: int = 0
+
+    @property
+    def dropped_nodes(self) -> int:
+        return self.total_nodes - len(self.node_indices)
+
+
+def subgraph_captures(node: onnx.NodeProto) -> set[str]:
+    """Outer-scope names used inside a node's sub-graphs (If/Loop/Scan bodies)."""
+    captured: set[str] = set()
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in graphs:
+            defined = {i.name for i in g.input} | {t.name for t in g.initializer}
+            for inner in g.node:
+                defined.update(o for o in inner.output if o)
+            for inner in g.node:
+                for name in list(inner.input) + sorted(subgraph_captures(inner)):
+                    if name and name not in defined:
+                        captured.add(name)
+    return captured
+
+
+def check_outputs(model: onnx.ModelProto, outputs: Iterable[str]) -> list[str]:
+    """Validate output names (unique, known tensors); raise `UnknownOutputError` with suggestions."""
+    graph = model.graph
+    produced = {o for n in graph.node for o in n.output if o}
+    known = produced | {i.name for i in graph.input}
+    result: list[str] = []
+    for name in outputs:
+        name = name.strip()
+        if not name:
+            continue
+        if name in result:
+            raise UnknownOutputError(f"output '{name}' is listed twice")
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(produced), n=3, cutoff=0.5)
+            if not close:
+                close = [p for p in sorted(produced) if name.lower() in p.lower()][:3]
+            hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else \
+                "run 'onnxport inspect MODEL' to list the tensors"
+            raise UnknownOutputError(f"unknown output '{name}': no tensor of that name in the graph", hint=hint)
+        result.append(name)
+    if not result:
+        raise UnknownOutputError("no outputs chosen", hint="name at least one tensor to keep")
+    return result
+
+
+def plan_prune(model: onnx.ModelProto, outputs: Iterable[str], parameter_names: Iterable[str] = ()) -> PrunePlan:
+    """Which nodes, inputs and initializers the chosen outputs need."""
+    graph = model.graph
+    wanted = check_outputs(model, outputs)
+    producer: dict[str, int] = {}
+    for i, node in enumerate(graph.node):
+        for out in node.output:
+            if out:
+                producer[out] = i
+    needed_names: set[str] = set()
+    kept: set[int] = set()
+    stack = list(wanted)
+    while stack:
+        name = stack.pop()
+        if name in needed_names:
+            continue
+        needed_names.add(name)
+        idx = producer.get(name)
+        if idx is None or idx in kept:
+            continue
+        kept.add(idx)
+        node = graph.node[idx]
+        stack.extend(n for n in node.input if n)
+        stack.extend(subgraph_captures(node))
+    params = set(parameter_names)
+    initializer_names = {t.name for t in graph.initializer}
+    inputs, param_inputs, dropped = [], [], []
+    for vi in graph.input:
+        if vi.name in initializer_names:
+            continue
+        if vi.name in params:
+            if vi.name in needed_names:
+                param_inputs.append(vi.name)
+        elif vi.name in needed_names:
+            inputs.append(vi.name)
+        else:
+            dropped.append(vi.name)
+    return PrunePlan(
+        outputs=wanted,
+        node_indices=sorted(kept),
+        inputs=inputs,
+        initializers=[t.name for t in graph.initializer if t.name in needed_names],
+        parameter_inputs=param_inputs,
+        dropped_inputs=dropped,
+        total_nodes=len(graph.node),
+    )
+
+
+def pruned_skeleton(
+    model: onnx.ModelProto,
+    plan: PrunePlan,
+    value_info: dict[str, onnx.ValueInfoProto] | None = None,
+) -> onnx.ModelProto:
+    """The pruned model *without initializers* (the writer adds them); graph outputs typed.
+
+    `value_info` (from shape inference) types outputs that were intermediate tensors.
+    """
+    graph = model.graph
+    result = copy_without_initializers(model)
+    g = result.graph
+    del g.node[:]
+    g.node.extend(graph.node[i] for i in plan.node_indices)
+    by_name = {vi.name: vi for vi in graph.input}
+    del g.input[:]
+    g.input.extend(by_name[n] for n in plan.inputs)
+    known = {vi.name: vi for vi in list(graph.value_info) + list(graph.output)}
+    if value_info:
+        for name, vi in value_info.items():
+            known.setdefault(name, vi)
+    known.update({vi.name: vi for vi in graph.input})
+    del g.output[:]
+    for name in plan.outputs:
+        vi = known.get(name)
+        g.output.append(vi if vi is not None else onnx.ValueInfoProto(name=name))
+    live = {n for node in g.node for n in list(node.input) + list(node.output)} | set(plan.outputs)
+    kept_vi = [vi for vi in graph.value_info if vi.name in live and vi.name not in plan.outputs]
+    del g.value_info[:]
+    g.value_info.extend(kept_vi)
+    return result
+
+
+def prune_model(model: onnx.ModelProto, outputs: Iterable[str],
+                value_info: dict[str, onnx.ValueInfoProto] | None = None) -> onnx.ModelProto:
+    """A new model keeping only what `outputs` need (initializers included, copied)."""
+    plan = plan_prune(model, outputs)
+    result = pruned_skeleton(model, plan, value_info)
+    needed = set(plan.initializers)
+    result.graph.initializer.extend(t for t in model.graph.initializer if t.name in needed)
+    return result

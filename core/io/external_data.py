@@ -1,0 +1,350 @@
+"""Trusting a model file's tensors: external data confined to the model's folder, sizes that fit.
+
+Why: an ONNX file names where its weights live (`external_data` location, offset, length) and how
+big each tensor is (dims). A crafted file can point at `/etc/passwd`, climb out with `../`, go
+through a symlink that leaves the folder, or declare 2^62 elements backed by nothing. Whatever
+reads the file next (our writer, onnx's loader, ONNX Runtime given the model's path) would read
+that file or allocate that much. So every model is checked here once, on load, before anything
+else touches it.
+
+Contract:
+- `iter_tensors(model)` yields every tensor a model holds, with a label: graph initializers, sparse
+  initializers (values and indices), tensors in node attributes (Constant `value`...), in the
+  sub-graphs of If/Loop/Scan at any depth, in model functions and training-info graphs.
+- `external_reference(t, folder)` is where one tensor's external bytes are: the location resolved
+  (symlinks followed) inside `folder`, a regular file, offset/length whole numbers that fit in it
+  and a length equal to what dims and type declare. Anything else raises `CorruptFileError`.
+- `check_model_tensors(model, model_path, file_bytes)` checks every tensor: known type, dims >= 0,
+  external data as above; inline data no bigger than the whole file (the bound that keeps numpy
+  from allocating what a file only claims) and holding the values its dims declare.
+- `inline_nested_external(model, folder)` reads the external bytes of tensors other than
+  main-graph initializers into their protos (the writer copies those tensors as they are, so
+  their references would otherwise point next to the *output*).
+Cost: a few protobuf field reads per tensor; each distinct location is resolved once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from onnxport.core.io.shape_limits import shape_problem
+from onnxport.core.util.errors import CorruptFileError
+
+_T = onnx.TensorProto
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+_SHOWN_CHARS = 120  # longest name or location quoted in a message
+EXACT_RAW_CHECK_BYTES = 16 << 20  # inline raw_data up to this size is measured exactly (reading it copies it)
+
+
+def _bits_table() -> dict[int, int]:
+    """Bits per element of every numeric type this onnx knows (strings: 0)."""
+    table = {_T.STRING: 0}
+    sub_byte = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2}
+    for name, value in _T.DataType.items():
+        if name in sub_byte:
+            table[value] = sub_byte[name]
+        elif value not in (_T.UNDEFINED, _T.STRING):
+            try:
+                table[value] = 8 * onnx.helper.tensor_dtype_to_np_dtype(value).itemsize
+            except (KeyError, ValueError, TypeError):
+                continue
+    return table
+
+
+_BITS = _bits_table()
+_COMPLEX = {_T.COMPLEX64, _T.COMPLEX128}
+
+
+def element_count(t: _T) -> int:
+    return math.prod(t.dims)
+
+
+def element_bits(data_type: int) -> int | None:
+    """Bits per element of an ONNX element type (strings: 0), None if this onnx does not know it."""
+    return _BITS.get(data_type)
+
+
+def declared_nbytes(t: _T) -> int:
+    """Bytes of a tensor's values from dims and type (0 for strings and unknown types)."""
+    bits = _BITS.get(t.data_type, 0)
+    return (math.prod(t.dims) * bits + 7) // 8 if bits else 0
+
+
+def _shown(text: str) -> str:
+    text = text.replace("\n", " ").replace("\r", " ")
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
+# --- walking every tensor ---------------------------------------------------------------------------
+# Walks yield (tensor, is a main-graph initializer, where); `_label` turns `where` into words only
+# when a message needs them (every tensor of a 100,000-tensor model is walked on each load).
+
+def iter_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, _T]]:
+    """(label, tensor) for every tensor in `model`; the label names it for messages."""
+    for t, _, where in _all_tensors(model):
+        yield _label(t, where), t
+
+
+def _all_tensors(model: onnx.ModelProto) -> Iterator[tuple[_T, bool, tuple]]:
+    yield from _graph_tensors(model.graph, main=True)
+    for fn in model.functions:
+        yield from _nodes_tensors(fn.node)
+    for info in model.training_info:
+        yield from _graph_tensors(info.initialization, main=False)
+        yield from _graph_tensors(info.algorithm, main=False)
+
+
+_INITIALIZER = ("initializer", None)
+
+
+def _graph_tensors(graph: onnx.GraphProto, main: bool) -> Iterator[tuple[_T, bool, tuple]]:
+    for t in graph.initializer:
+        yield t, main, _INITIALIZER
+    for s in graph.sparse_initializer:
+        yield s.values, False, ("sparse values", s.values)
+        yield s.indices, False, ("sparse indices", s.values)
+    yield from _nodes_tensors(graph.node)
+
+
+def _nodes_tensors(nodes) -> Iterator[tuple[_T, bool, tuple]]:
+    for node in nodes:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t, False, ("attribute", node, attr)
+            for t in attr.tensors:
+                yield t, False, ("attribute", node, attr)
+            sparse = list(attr.sparse_tensors)
+            if attr.HasField("sparse_tensor"):
+                sparse.append(attr.sparse_tensor)
+            for s in sparse:
+                yield s.values, False, ("sparse values", s.values, node, attr)
+                yield s.indices, False, ("sparse indices", s.values, node, attr)
+            if attr.HasField("g"):
+                yield from _graph_tensors(attr.g, main=False)
+            for g in attr.graphs:
+                yield from _graph_tensors(g, main=False)
+
+
+def _label(t: _T, where: tuple) -> str:
+    kind = where[0]
+    if kind == "initializer":
+        return f"tensor '{_shown(t.name)}'"
+    if kind == "attribute":
+        _, node, attr = where
+        place = f"attribute '{_shown(attr.name)}' of node '{_shown(node.name or node.op_type)}'"
+        return f"tensor '{_shown(t.name)}' ({place})" if t.name else place
+    values = where[1]
+    label = f"sparse tensor '{_shown(values.name)}' ({kind.split()[1]})"
+    if len(where) == 4:
+        label += f" (attribute '{_shown(where[3].name)}' of node '{_shown(where[2].name or where[2].op_type)}')"
+    return label
+
+
+def has_external(model: onnx.ModelProto) -> bool:
+    return any(t.data_location == _T.EXTERNAL for t, _, _ in _all_tensors(model))
+
+
+# --- one tensor's external data ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExternalRef:
+    """Where one tensor's bytes are: a regular file inside the model's folder."""
+
+    tensor: str
+    location: str
+    path: Path  # resolved (no symlinks), inside the folder
+    offset: int
+    length: int
+
+
+class _Bad(Exception):
+    """A check failed; the caller prefixes the tensor's label (built only then: labels cost time)."""
+
+
+def _whole_number(info: dict[str, str], key: str, location: str) -> int | None:
+    raw = info.get(key)
+    if raw is None:
+        return None
+    if not _WHOLE_NUMBER.fullmatch(raw.strip()):
+        raise _Bad(f"external data {key} '{_shown(raw)}' in '{_shown(location)}' is not a whole number")
+    value = int(raw.strip())
+    if value < 0:
+        raise _Bad(f"external data {key} {value} in '{_shown(location)}' is negative")
+    return value
+
+
+def _confined_file(location: str, folder: Path) -> tuple[Path, int]:
+    """The location as a real path inside `folder` (symlinks resolved) and its size."""
+    shown = _shown(location)
+    if not location:
+        raise _Bad("external data has no location")
+    if "\x00" in location:
+        raise _Bad(f"external data location '{shown}' is not a file name")
+    if os.path.isabs(location) or location.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", location):
+        raise _Bad(f"external data location '{shown}' is an absolute path; only files in the model's folder are read")
+    root = folder.resolve()
+    try:
+        path = (root / location).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
+        raise _Bad(f"external data location '{shown}' cannot be resolved ({exc})") from None
+    if root not in path.parents:
+        raise _Bad(f"external data location '{shown}' leads outside the model's folder {folder}; "
+                   f"only files in that folder are read")
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise _Bad(f"external data file '{shown}' not found next to the model") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _Bad(f"external data location '{shown}' is not a regular file")
+    return path, st.st_size
+
+
+def _reference(t: _T, folder: Path, files: dict[str, tuple[Path, int]]) -> ExternalRef:
+    info = {e.key: e.value for e in t.external_data}
+    location = info.get("location", "")
+    found = files.get(location)
+    if found is None:
+        found = files[location] = _confined_file(location, folder)
+    path, size = found
+    offset = _whole_number(info, "offset", location) or 0
+    length = _whole_number(info, "length", location)
+    if t.data_type == _T.STRING:
+        raise _Bad("string tensors cannot hold external data")
+    declared = declared_nbytes(t)
+    if length is None:
+        length = declared
+    elif length != declared:
+        raise _Bad(f"external data length {length} in '{_shown(location)}' does not match its dims "
+                   f"{list(t.dims)} ({declared} bytes)")
+    if offset > size or length > size - offset:
+        raise _Bad(f"external data in '{_shown(location)}' (offset {offset}, {length} bytes) runs past the end "
+                   f"of the file ({size} bytes)")
+    return ExternalRef(t.name, location, path, offset, length)
+
+
+def external_reference(t: _T, folder: Path, label: str | None = None) -> ExternalRef:
+    """Validate one external tensor (see the module docstring); CorruptFileError names it by `label`."""
+    try:
+        return _reference(t, Path(folder), {})
+    except _Bad as exc:
+        raise CorruptFileError(f"{label or _label(t, _INITIALIZER)}: {exc}") from None
+
+
+# --- the whole model --------------------------------------------------------------------------------
+
+def _typed_fields() -> dict[int, str]:
+    """The typed field each element type's values are read from (float16 from int32_data...)."""
+    fields = {}
+    for value in _BITS:
+        try:
+            fields[value] = onnx.helper.tensor_dtype_to_field(value)
+        except (KeyError, ValueError, TypeError):
+            continue
+    return fields
+
+
+_TYPED_FIELDS = _typed_fields()
+
+
+def _typed_count(t: _T) -> int:
+    """Values held in the field its type is read from: values in another field are not its data."""
+    field = _TYPED_FIELDS.get(t.data_type)
+    return len(getattr(t, field)) if field else 0
+
+
+def _expected_typed_count(data_type: int, bits: int, n: int) -> int:
+    if data_type in _COMPLEX:
+        return 2 * n
+    if 0 < bits < 8:
+        per_int32 = 8 // bits  # ONNX packs sub-byte values into int32_data as it does into bytes
+        return (n + per_int32 - 1) // per_int32
+    return n
+
+
+def _check(t: _T, folder: Path | None, file_bytes: int | None, files: dict[str, tuple[Path, int]]) -> None:
+    dims = t.dims
+    if dims and min(dims) < 0:
+        raise _Bad(f"negative dimension in dims {list(dims)}")
+    data_type = t.data_type
+    bits = _BITS.get(data_type)
+    if bits is None:
+        raise _Bad(f"unknown data type {data_type}")
+    if t.data_location == _T.EXTERNAL:
+        if folder is None:
+            raise _Bad("refers to external data but the model has no folder")
+        _reference(t, folder, files)
+    else:
+        _check_inline(t, dims, bits, file_bytes)
+    problem = shape_problem(dims, (bits + 7) // 8 or 8)  # holds no bytes, e.g. [0, 2**62]; strings: pointers
+    if problem:
+        raise _Bad(problem)
+
+
+def _check_inline(t: _T, dims, bits: int, file_bytes: int | None) -> None:
+    n = math.prod(dims)
+    if bits and t.HasField("raw_data"):
+        declared = (n * bits + 7) // 8
+        if file_bytes is not None and declared > file_bytes:
+            raise _Bad(f"dims {list(dims)} declare {declared} bytes, more than the whole file holds "
+                       f"({file_bytes} bytes)")
+        if declared <= EXACT_RAW_CHECK_BYTES and len(t.raw_data) != declared:
+            raise _Bad(f"dims {list(dims)} declare {declared} bytes but the tensor holds {len(t.raw_data)}")
+        return
+    held = _typed_count(t)
+    if held != _expected_typed_count(t.data_type, bits, n):
+        raise _Bad(f"dims {list(dims)} declare {n} values but the tensor holds {held}")
+    if t.data_type == _T.STRING:  # ONNX strings are UTF-8; numpy_helper decodes them so
+        for i, text in enumerate(t.string_data):
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Bad(f"string {i} ({text[:40]!r}) is not UTF-8 text") from None
+
+
+def check_model_tensors(model: onnx.ModelProto, model_path: str | Path | None,
+                        file_bytes: int | None = None) -> None:
+    """Check every tensor of `model` (loaded from `model_path`); raise CorruptFileError naming the file,
+    the tensor and the location. `file_bytes`: the model file's size (bounds inline tensors)."""
+    folder = Path(model_path).parent if model_path is not None else None
+    prefix = f"{model_path}: " if model_path is not None else ""
+    files: dict[str, tuple[Path, int]] = {}
+    for t, _, where in _all_tensors(model):
+        try:
+            _check(t, folder, file_bytes, files)
+        except _Bad as exc:
+            raise CorruptFileError(f"{prefix}{_label(t, where)}: {exc}") from None
+
+
+def read_external(ref: ExternalRef) -> bytes:
+    """The bytes of a checked reference (a private copy)."""
+    with open(ref.path, "rb", buffering=0) as f:
+        f.seek(ref.offset)
+        data = f.read(ref.length)
+    if len(data) != ref.length:
+        raise CorruptFileError(f"{ref.path}: truncated: {ref.length} bytes expected at offset {ref.offset}")
+    return data
+
+
+def inline_nested_external(model: onnx.ModelProto, folder: Path) -> int:
+    """Load the external bytes of every tensor except main-graph initializers into its proto.
+
+    Returns how many tensors were inlined. Their references are checked first (confined, bounded).
+    """
+    count = 0
+    for t, main, where in list(_all_tensors(model)):
+        if main or t.data_location != _T.EXTERNAL:
+            continue
+        data = read_external(external_reference(t, folder, _label(t, where)))
+        del t.external_data[:]
+        t.data_location = _T.DEFAULT
+        t.raw_data = data
+        count += 1
+    return count

@@ -1,0 +1,373 @@
+"""PyTorch -> ONNX, in training mode (seed 002) or inference mode with task presets (seed 003).
+
+Contract: `export_torch(source, out_path, mode=..., task=..., opset=..., inputs=..., trust_code=...)`
+loads a TorchScript `.pt`, a `torch.export` `.pt2` (programs: only with `trust_code=True`) or a
+Hugging Face folder (torch_sources / hf_source),
+traces it with torch's TorchScript-based exporter (`dynamo=False`, the one that honours
+`training=TrainingMode.TRAINING`; the dynamo exporter would also need onnxscript) and writes
+`out_path` atomically. Returns a `TorchExportResult`.
+
+- training: export_params=True, do_constant_folding=False, training=TRAINING: the forward graph
+  for on-device training (Dropout/BatchNorm in training form), opset 16 by default (LayerNorm
+  decomposed; artifacts.py also repairs fused LayerNormalization at opset >= 17).
+- inference: eval mode, constant folding, opset 14 by default (the seed's), the preset's input
+  and output names and dynamic batch/sequence axes; optionally dynamic int8 quantization right
+  after (written beside it as `<stem>.int8.onnx`). The result is run in ONNX Runtime on fresh
+  inputs of other batch/sequence sizes and compared with PyTorch (`max_abs_diff`).
+The Hugging Face wrapper's `model.` prefix is removed from every tensor name, so initializers are
+named exactly as the model's state_dict.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from onnxport.core.export.staging import Staging
+from onnxport.core.export.writer import check_destination
+from onnxport.core.graph.eval_mode import to_inference_form
+from onnxport.core.pytorch.sources import (
+    InputSpec,
+    LoadedProgram,
+    example_inputs,
+    import_torch,
+    load_program,
+    program_kind,
+    shape_text_inputs,
+)
+from onnxport.core.pytorch.trust import require_trust
+from onnxport.core.util.atomic import AtomicWrite
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+from onnxport.core.util.text import first_line
+
+MODES = ("training", "inference")
+DEFAULT_OPSET = {"training": 16, "inference": 14}
+OPSET_RANGE = {"training": (14, 20), "inference": (11, 20)}  # torch's TorchScript exporter stops at 20
+PROTOBUF_LIMIT = 2**31 - 1
+
+
+@dataclass
+class TorchExportResult:
+    path: Path
+    mode: str
+    task: str | None
+    opset: int
+    inputs: list[str]
+    outputs: list[str]
+    dynamic_axes: dict[str, dict[int, str]]
+    parameters: list[str]  # float initializers (trainable candidates), named as the state_dict
+    quantized_path: Path | None = None
+    max_abs_diff: float | None = None  # ORT vs PyTorch on fresh inputs (inference mode)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "mode": self.mode, "task": self.task, "opset": self.opset,
+                "inputs": self.inputs, "outputs": self.outputs,
+                "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in self.dynamic_axes.items()},
+                "parameters": len(self.parameters),
+                "quantized_path": str(self.quantized_path) if self.quantized_path else None,
+                "max_abs_diff": self.max_abs_diff, "notes": self.notes, "seconds": round(self.seconds, 3)}
+
+
+def resolve_opset(mode: str, opset: int | None) -> int:
+    if mode not in MODES:
+        raise OnnxportError(f"mode must be one of: {', '.join(MODES)} (got '{mode}')")
+    value = DEFAULT_OPSET[mode] if opset is None else int(opset)
+    low, high = OPSET_RANGE[mode]
+    if not low <= value <= high:
+        raise OnnxportError(f"opset {value} is outside what {mode}-mode export supports here ({low}..{high})")
+    return value
+
+
+def export_torch(
+    source: str | Path,
+    out_path: str | Path,
+    *,
+    mode: str = "inference",
+    task: str | None = None,
+    opset: int | None = None,
+    inputs: list[InputSpec] | None = None,
+    output_names: list[str] | None = None,
+    quantize: bool = False,
+    pooling: str = "mean",
+    verify: bool = True,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+    trust_code: bool = False,
+) -> TorchExportResult:
+    """Export a PyTorch source to ONNX at `out_path`. See the module docstring.
+
+    `trust_code=True` allows a TorchScript/.pt2 program to run (it executes its author's code)."""
+    started = time.perf_counter()
+    report = Reporter(progress, cancel)
+    opset = resolve_opset(mode, opset)
+    require_trust(source, program_kind(source), trust_code)  # before any progress is shown
+    out_path = Path(out_path)
+    check_destination(out_path)
+    if quantize and mode == "training":
+        raise OnnxportError("quantization applies to inference exports; a training-mode graph is for training")
+    torch = import_torch()
+    report.check()
+    report(0.02, f"loading {Path(source).name}")
+    program = load_program(source, mode=mode, task=task, pooling=pooling, trust_code=trust_code)
+    specs = _input_specs(program, inputs)
+    names = [s.name for s in specs]
+    examples = _examples(program, specs, seed=0)
+    module = program.module
+    before = _snapshot(module)
+    module.train(mode == "training")
+    outputs = list(output_names or (program.preset.outputs if program.preset else program.info.outputs))
+    axes = _dynamic_axes(program, specs, outputs, module, examples, torch)
+    _restore(torch, module, before)
+    notes = list(program.notes)
+    report.check()
+    report(0.2, "tracing and converting to ONNX")
+    scratch = AtomicWrite(out_path).start()  # the tracer's work folder: a temp like any other
+    tmpdir = scratch.new_dir()
+    try:
+        traced = tmpdir / "model.onnx"
+        _trace(torch, module, examples, traced, mode, opset, names, outputs, axes, program, before)
+        report.check()
+        report(0.6, "writing")
+        model = onnx.load(str(traced))
+        _restore_initializers(model.graph, before, torch)
+        if program.prefix:
+            strip_prefix(model.graph, program.prefix)
+        if mode == "inference" and program.captured_training:
+            changed = to_inference_form(model.graph)
+            notes.append(f"the .pt2 program was captured in train() mode: {len(changed)} Dropout/BatchNorm "
+                         "node(s) put in inference form; not compared with PyTorch, which computes training-mode "
+                         "results for it")
+            verify = False
+        elif mode == "training" and program.captured_training is False:
+            notes.append("the .pt2 program was captured in eval() mode: its graph has no training-mode "
+                         "Dropout/BatchNorm (torch.export the model in train() mode for that)")
+        _annotate(model, program, mode)
+        missing = [n for n in names if n not in {i.name for i in model.graph.input}]
+        if missing:
+            notes.append(f"the model does not use input(s) {', '.join(missing)}: the exporter dropped them")
+        save_atomic(model, out_path, report)
+        params = [t.name for t in model.graph.initializer
+                  if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                                     onnx.TensorProto.DOUBLE)]
+        result = TorchExportResult(out_path, mode, program.preset.name if program.preset else None, opset,
+                                   [i.name for i in model.graph.input if i.name not in set(params)],
+                                   [o.name for o in model.graph.output], axes, params, notes=notes)
+        del model
+    finally:
+        scratch.discard()
+    if mode == "inference" and verify:
+        report(0.75, "checking against PyTorch in ONNX Runtime")
+        result.max_abs_diff = _verify(torch, program, specs, out_path, notes)
+    if quantize:
+        report(0.85, "quantizing (dynamic int8)")
+        result.quantized_path = quantize_dynamic_int8(out_path)
+    result.seconds = time.perf_counter() - started
+    report.finished("exported")
+    return result
+
+
+def _input_specs(program: LoadedProgram, given: list[InputSpec] | None) -> list[InputSpec]:
+    info = program.info
+    if given:
+        return list(given)
+    if not info.inputs_known:
+        hint = " ".join(f"--input {s.name}:float32:batch,..." for s in info.inputs) or "--input x:float32:batch,4"
+        raise OnnxportError(f"{info.path}: a {info.kind.value} file does not record its inputs' dtypes and shapes; "
+                            "give them", hint=hint)
+    return list(info.inputs)
+
+
+def _examples(program: LoadedProgram, specs: list[InputSpec], seed: int, bump: int = 0) -> tuple:
+    sizes = {d: size + bump for d, size in program.info.example_sizes.items()}
+    for spec in specs:
+        for d in spec.shape:
+            if isinstance(d, str) and d not in sizes:
+                sizes[d] = {"batch": 2, "sequence": 8}.get(d, 2) + bump
+    tensors = example_inputs(specs, sizes, seed)
+    return shape_text_inputs(tensors, specs) if program.preset is not None else tensors
+
+
+def _dynamic_axes(program, specs, outputs, module, examples, torch) -> dict[str, dict[int, str]]:
+    if program.preset is not None:
+        return program.preset.dynamic_axes([s.name for s in specs])
+    axes = {s.name: s.dynamic_axes() for s in specs if s.dynamic_axes()}
+    batch = next((s.shape[0] for s in specs if s.shape and isinstance(s.shape[0], str)), None)
+    if batch is None:
+        return axes
+    size = next(t.shape[0] for s, t in zip(specs, examples) if s.shape and s.shape[0] == batch)
+    module.eval()
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = module(*examples)
+    except Exception as exc:
+        raise OnnxportError(f"{program.info.path}: the model fails on example inputs "
+                            f"{', '.join(s.text() for s in specs)} ({first_line(exc)})") from None
+    finally:
+        module.train(program.module.training)
+    flat = [result] if isinstance(result, torch.Tensor) else [
+        t for t in torch.utils._pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
+    for name, tensor in zip(outputs, flat):
+        if tensor.dim() > 0 and tensor.shape[0] == size:
+            axes[name] = {0: batch}
+    return axes
+
+
+def _snapshot(module) -> dict:
+    return {name: buf.detach().clone() for name, buf in module.named_buffers()}
+
+
+def _restore(torch, module, before: dict) -> None:
+    """Put buffers back: running a training-mode forward (tracing does) updates BatchNorm's
+    running statistics in place from the random example inputs, and a .pt2 program captured in
+    train() mode does so whatever mode it is asked for."""
+    with torch.no_grad():
+        for name, buf in module.named_buffers():
+            if name in before:
+                buf.copy_(before[name])
+
+
+def _trace(torch, module, examples, path, mode, opset, names, outputs, axes, program, before: dict) -> None:
+    """torch.onnx.export; the buffers are restored afterwards (see `_restore`)."""
+    training = torch.onnx.TrainingMode.TRAINING if mode == "training" else torch.onnx.TrainingMode.EVAL
+    module.train(mode == "training")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, examples, str(path), dynamo=False, export_params=True,
+                              do_constant_folding=mode == "inference", training=training, opset_version=opset,
+                              input_names=names, output_names=outputs, dynamic_axes=axes or None)
+    except Exception as exc:
+        raise OnnxportError(f"{program.info.path}: torch.onnx.export failed at opset {opset} "
+                            f"({type(exc).__name__}: {first_line(exc)})") from None
+    finally:
+        _restore(torch, module, before)
+
+
+def _restore_initializers(graph: onnx.GraphProto, before: dict, torch) -> None:
+    """Initializers named like a buffer get its value from before any forward ran (the exporter
+    serializes buffers after tracing, i.e. after the training-mode forward updated them)."""
+    from onnx import numpy_helper
+
+    from onnxport.core.io.param_files import tensor_to_numpy
+
+    for i, t in enumerate(graph.initializer):
+        value = before.get(t.name)
+        if value is None or tuple(value.shape) != tuple(t.dims) or t.data_type != onnx.TensorProto.FLOAT \
+                or value.dtype != torch.float32:
+            continue
+        graph.initializer[i].CopyFrom(numpy_helper.from_array(tensor_to_numpy(value, torch), t.name))
+
+
+def strip_prefix(graph: onnx.GraphProto, prefix: str) -> None:
+    """Remove a wrapper's `prefix` from names: values "model.x" -> "x", node scopes "/model/a" -> "/a".
+
+    A name is renamed only when its new name is not taken (by a value or a node of the wrapper).
+    """
+    scope = "/" + prefix.rstrip(".") + "/"
+    values = {t.name for t in graph.initializer} | {i.name for i in graph.input} | {
+        o for n in graph.node for o in n.output}
+    nodes = {n.name for n in graph.node}
+    io = {i.name for i in graph.input} | {o.name for o in graph.output}
+
+    def stripped(name: str) -> str | None:
+        if name.startswith(prefix):
+            return name[len(prefix):]
+        if name.startswith(scope):
+            return "/" + name[len(scope):]
+        return None
+
+    value_map = {n: new for n in values - io if (new := stripped(n)) and new not in values}
+    node_map = {n: new for n in nodes if (new := stripped(n)) and new not in nodes}
+    for t in graph.initializer:
+        t.name = value_map.get(t.name, t.name)
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        vi.name = value_map.get(vi.name, vi.name)
+    for node in graph.node:
+        node.input[:] = [value_map.get(n, n) for n in node.input]
+        node.output[:] = [value_map.get(n, n) for n in node.output]
+        node.name = node_map.get(node.name, node.name)
+
+
+def _annotate(model: onnx.ModelProto, program: LoadedProgram, mode: str) -> None:
+    entries = {"onnxport.torch_source": program.info.path.name, "onnxport.mode": mode}
+    if program.preset is not None:
+        entries["onnxport.task"] = program.preset.name
+    for key, value in entries.items():
+        prop = model.metadata_props.add()
+        prop.key, prop.value = key, value
+
+
+def save_atomic(model: onnx.ModelProto, out_path: Path, report: Reporter | None = None) -> None:
+    """Write `model` to `out_path` through a staging folder, committed with `report`'s commit
+    point (over 2 GB: external data in a file named for this run, in place before the model)."""
+    with Staging(out_path) as stage:
+        staged = stage.path(out_path.name)
+        data_files = []
+        try:
+            if model.ByteSize() > PROTOBUF_LIMIT - (64 << 20):
+                data_files = [stage.data_name]
+                onnx.save_model(model, str(staged), save_as_external_data=True, all_tensors_to_one_file=True,
+                                location=stage.data_name, size_threshold=1024)
+            else:
+                onnx.save_model(model, str(staged))
+        except OSError as exc:
+            raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+        stage.commit(staged, report, data_files=data_files)
+
+
+def _verify(torch, program: LoadedProgram, specs: list[InputSpec], path: Path, notes: list[str]) -> float | None:
+    """Max |ORT - PyTorch| over all outputs, on inputs of other sizes than the traced ones."""
+    import numpy as np
+    import onnxruntime as ort
+
+    examples = _examples(program, specs, seed=1, bump=1)
+    module = program.module.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = module(*examples)
+    expected = [expected] if isinstance(expected, torch.Tensor) else [
+        t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        used = {i.name for i in session.get_inputs()}
+        feeds = {s.name: t.numpy() for s, t in zip(specs, examples) if s.name in used}
+        got = session.run(None, feeds)
+    except Exception as exc:  # ORT raises its own exception types
+        notes.append(f"check in ONNX Runtime failed on inputs of other sizes: {first_line(exc)}")
+        return None
+    diffs = [float(np.max(np.abs(g - e.float().numpy()))) if g.size else 0.0 for g, e in zip(got, expected)]
+    return max(diffs) if diffs else None
+
+
+def quantize_dynamic_int8(path: Path) -> Path:
+    """Dynamic int8 quantization of `path` to `<stem>.int8.onnx` beside it (atomic)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    target = path.with_name(path.stem + ".int8.onnx")
+    with Staging(target) as stage:
+        staged = stage.path(target.name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                logging.disable(logging.WARNING)  # quantize_dynamic logs advice on the root logger
+                try:
+                    quantize_dynamic(str(path), str(staged), weight_type=QuantType.QInt8)
+                finally:
+                    logging.disable(logging.NOTSET)
+        except OSError as exc:
+            raise OnnxportError(f"cannot write {target}: {exc.strerror or exc}") from None
+        except Exception as exc:
+            raise OnnxportError(f"{path}: dynamic quantization failed ({first_line(exc)})") from None
+        stage.commit(staged)
+    return target

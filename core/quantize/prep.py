@@ -1,0 +1,64 @@
+"""Pre-processing before quantization: ONNX Runtime's graph optimizer, then ONNX shape inference.
+
+Contract: `preprocess(src, dst)` writes to `dst` the model ONNX Runtime's *basic* optimizer makes
+of `src` (constant folding - e.g. the `Transpose` of every weight a training-mode export leaves,
+which a quantizer would otherwise skip -, redundant-node removal, standard fusions; all of it
+plain ONNX) with value_info from ONNX shape inference, and tags it as pre-processed. That is
+`onnxruntime.quantization.quant_pre_process(..., skip_symbolic_shape=True)`: its symbolic shape
+inference, when it fails (it does on a BERT export), writes `sym_shape_infer_temp.onnx` into the
+current directory, which an app must never do. Files are written only at `dst` (and
+`dst.data` for models over 2 GB). Returns notes on what was skipped; a model the optimizer cannot
+handle is copied as is (quantization still works, maybe with fewer weights quantized).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import onnx
+
+from onnxport.core.evaluate.runtime import model_size, session_options
+
+BIG_MODEL_BYTES = 1536 << 20  # above this, write the optimized model with external data
+PRE_PROCESS_KEY = "onnx.quant.pre_process"  # what ORT's quantizer looks for before warning
+
+
+def preprocess(src: Path, dst: Path) -> list[str]:
+    import onnxruntime as ort
+
+    notes: list[str] = []
+    big = model_size(src) > BIG_MODEL_BYTES
+    so = session_options()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = str(dst)
+    if big:
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name", dst.name + ".data")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    try:
+        ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+        if not dst.is_file():
+            raise RuntimeError("no optimized model written")
+    except Exception as exc:  # noqa: BLE001 - any optimizer failure: quantize the model as it is
+        notes.append(f"ONNX Runtime's optimizer skipped ({str(exc).splitlines()[0][:200] if str(exc) else exc})")
+        _copy_model(src, dst)
+    try:
+        onnx.shape_inference.infer_shapes_path(str(dst), str(dst))
+    except Exception as exc:  # noqa: BLE001 - shape inference is best effort
+        notes.append(f"ONNX shape inference skipped ({str(exc).splitlines()[0][:200] if str(exc) else exc})")
+    model = onnx.load_model(str(dst), load_external_data=False)
+    if not any(p.key == PRE_PROCESS_KEY for p in model.metadata_props):
+        model.metadata_props.add(key=PRE_PROCESS_KEY, value="onnxruntime.quant")
+        onnx.save_model(model, str(dst))  # external tensors stay references to dst's data file
+    return notes
+
+
+def _copy_model(src: Path, dst: Path) -> None:
+    """Copy a model and its external data under `dst`'s name (locations rewritten)."""
+    model = onnx.load_model(str(src), load_external_data=False)
+    external = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not external:
+        shutil.copyfile(src, dst)
+        return
+    onnx.external_data_helper.load_external_data_for_model(model, str(src.parent))
+    onnx.save_model(model, str(dst), save_as_external_data=True, location=dst.name + ".data")

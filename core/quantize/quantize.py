@@ -1,0 +1,324 @@
+"""Quantize or convert a float32 model (dynamic int8, static int8 QDQ, float16) to an accuracy target.
+
+Contract: `quantize(model, out, mode, ...)` writes `out` (atomically: a work folder next to it,
+fsync, rename; a failure or cancel leaves nothing and never touches an existing `out`) and
+returns a `QuantizeResult`. Steps:
+1. ONNX Runtime's pre-processing (quantize_prep.py: its optimizer folds e.g. Transpose'd weights
+   so they get quantized, then shape inference) for the int8 modes;
+2. static: calibration ranges from `calibration` (a .npz, a folder of .npy, or generated from the
+   input specs), computed once, memory bounded by one batch;
+3. quantize (quantize_modes.py) and check ONNX Runtime runs the result;
+4. with `accuracy_target` (cosine per output on `validation_inputs`, default 0.99): validate
+   against the float32 model; while it misses, rank the quantized nodes by the error they add
+   (sensitivity.py) and keep the worst 1, 2, 4... in float (static: with the producers of their
+   inputs, whose quantized outputs they would still read), then quantize again. The nodes kept
+   are reported (`kept_float_nodes`) and recorded in the model's metadata (`onnxport.quantize`),
+   so `requantize` can exclude more and try again. If even that misses, nothing is written;
+5. a final validation report against the original model (with the nodes adding most error).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from onnxport.core.evaluate.compare import LOSSY, Thresholds
+from onnxport.core.evaluate.feeds import FeedsLike, input_specs, open_feeds
+from onnxport.core.evaluate.runtime import model_size, session
+from onnxport.core.evaluate.sensitivity import layer_errors
+from onnxport.core.evaluate.validate import ValidationReport, validate
+from onnxport.core.export.staging import Staging
+from onnxport.core.export.writer import check_destination
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.quantize import modes
+from onnxport.core.quantize.result import QuantizeResult
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+
+MODES = ("dynamic", "static", "fp16")
+METADATA_KEY = "onnxport.quantize"
+MAX_ROUNDS = 8
+CALIBRATION_BATCH = 8
+GENERATED_CALIBRATION_BATCHES = 16
+
+__all__ = ["MODES", "QuantizeResult", "quantize", "requantize"]
+
+
+def quantize(
+    model_path: str | Path,
+    out_path: str | Path,
+    mode: str,
+    *,
+    calibration: FeedsLike = None,
+    per_channel: bool = False,
+    reduce_range: bool = False,
+    op_types: Iterable[str] | None = None,
+    exclude_nodes: Iterable[str] = (),
+    keep_io_types: bool = True,
+    block_ops: Iterable[str] = (),
+    accuracy_target: float | None = 0.99,
+    validation_inputs: FeedsLike = None,
+    preprocess: bool = True,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> QuantizeResult:
+    """See the module docstring."""
+    started = time.perf_counter()
+    if mode not in MODES:
+        raise OnnxportError(f"unknown quantization mode '{mode}'; choose one of {', '.join(MODES)}")
+    if accuracy_target is not None and not 0.0 < accuracy_target <= 1.0:
+        raise OnnxportError(f"accuracy target must be a cosine in (0, 1], got {accuracy_target}")
+    op_types = list(op_types) if op_types else None
+    modes.check_op_types(mode, op_types)
+    model_path, out_path = Path(model_path), Path(out_path)
+    if out_path.resolve() == model_path.resolve():
+        raise OnnxportError(f"{out_path}: the output would overwrite the source model; choose another name")
+    check_destination(out_path)
+    report = Reporter(progress, cancel)
+    _quiet_onnxruntime()
+    report.check()
+    report(0.0, f"loading {model_path.name}")
+    source = load_graph(model_path)
+    specs = input_specs(source)
+    session(model_path, checked=True)  # a model ORT cannot run cannot be quantized meaningfully: say so first
+    source_bytes = model_size(model_path)
+    big = source_bytes > modes.SAVE_EXTERNAL_BYTES
+    notes: list[str] = []
+    excluded = list(dict.fromkeys(exclude_nodes))
+    if mode == "dynamic" and any(n.op_type in modes.NO_DYNAMIC for n in source.graph.node):
+        notes.append("Conv layers stay float in dynamic mode (ONNX Runtime's CPU provider has no int8 "
+                     "ConvInteger); --mode static quantizes them")
+    options = {"mode": mode, "per_channel": per_channel, "reduce_range": reduce_range, "op_types": op_types,
+               "keep_io_types": keep_io_types, "block_ops": list(block_ops), "accuracy_target": accuracy_target}
+
+    with Staging(out_path) as stage:
+        prepared = model_path
+        if mode != "fp16" and preprocess:
+            report.check()
+            report(0.02, "pre-processing (ONNX Runtime optimizer, shape inference)")
+            prepared = stage.path("prepared.onnx")
+            notes += _preprocess(model_path, prepared)
+        excluded = _map_node_names(excluded, model_path, prepared, notes)
+        val_source = validation_inputs if validation_inputs is not None else (
+            calibration if mode == "static" and calibration is not None else None)
+        val_feeds = open_feeds(val_source, specs, batch_size=CALIBRATION_BATCH, generate=2)
+        if val_feeds.generated:
+            notes.append(f"validated on generated inputs ({val_feeds.description})")
+        tensors_range = None
+        if mode == "static":
+            tensors_range = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
+                                       report.sub(0.1, 0.4), notes)
+
+        def attempt(exclude: list[str], dst: Path) -> None:
+            if mode == "dynamic":
+                modes.dynamic(prepared, dst, op_types=op_types, per_channel=per_channel,
+                              reduce_range=reduce_range, exclude=exclude, big=big)
+            elif mode == "static":
+                modes.static(prepared, dst, tensors_range=tensors_range, op_types=op_types,
+                             per_channel=per_channel, reduce_range=reduce_range, exclude=exclude, big=big)
+            else:
+                blocked = modes.fp16(prepared, dst, keep_io_types=keep_io_types, block_ops=block_ops,
+                                     exclude=exclude, big=big)
+                if blocked:
+                    notes.append(f"kept float for the CPU provider: op types {', '.join(blocked)}")
+
+        loop = report.sub(0.4, 0.92)
+        ranked_ops = None if mode == "fp16" else set(
+            modes.static_op_types(op_types) if mode == "static" else (op_types or modes.DYNAMIC_OP_TYPES)) | {"Gemm"}
+        expand = _input_producers(prepared, ranked_ops) if mode == "static" and accuracy_target is not None else None
+        dst, kept, attempts, met = _accuracy_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded,
+                                                  accuracy_target, ranked_ops, loop, expand)
+        if accuracy_target is not None and not met:
+            last = attempts[-1]
+            raise OnnxportError(
+                f"{model_path.name}: quantized model misses the accuracy target (cosine {last['min_cosine']:.4f} "
+                f"< {accuracy_target} on '{last['worst_output']}') even with {len(kept)} node(s) kept in float; "
+                "nothing written", hint="lower the target, or validate with representative inputs")
+        report.check()
+        report(0.93, "validating against the float32 model")
+        thresholds = Thresholds(min_cosine=accuracy_target) if accuracy_target is not None else LOSSY
+        final = validate(dst, model_path, inputs=val_feeds, thresholds=thresholds, layers=True)
+        final.model = str(out_path)
+        _stamp(dst, {**options, "excluded_nodes": excluded, "kept_float_nodes": kept, "source": model_path.name})
+        report.check()
+        report(0.98, f"writing {out_path.name}")
+        written = stage.commit(dst, report)
+    size = sum(p.stat().st_size for p in written)
+    report.finished()
+    return QuantizeResult(
+        path=out_path, data_path=next((p for p in written if p != out_path), None), mode=mode,
+        size_bytes=size, source_path=model_path, source_size_bytes=source_bytes, kept_float_nodes=kept,
+        excluded_nodes=excluded, options=options, attempts=attempts, target=accuracy_target,
+        target_met=met if accuracy_target is not None else None, validation=final, notes=notes,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _accuracy_loop(attempt, stage: Staging, name: str, prepared: Path, val_feeds, excluded: list[str],
+                   target: float | None, op_types: set[str] | None, report: Reporter, expand=None):
+    kept: list[str] = []
+    attempts: list[dict] = []
+    previous: Path | None = None
+    for round_ in range(MAX_ROUNDS + 1):
+        report.check()
+        report(round_ / (MAX_ROUNDS + 1), "quantizing" if round_ == 0 else
+               f"quantizing again with {len(kept)} node(s) kept in float")
+        folder = stage.path(f"attempt{round_}")
+        folder.mkdir()
+        dst = folder / name
+        attempt(excluded + kept, dst)
+        session(dst, label=f"quantized {name}")  # ORT must run what we write
+        if previous is not None:
+            shutil.rmtree(previous.parent, ignore_errors=True)
+        previous = dst
+        if target is None:
+            return dst, kept, attempts, True
+        check = validate(dst, prepared, inputs=val_feeds, thresholds=Thresholds(min_cosine=target), layers=False)
+        worst = min(check.outputs, key=lambda o: o.cosine)
+        attempts.append({"kept_float_nodes": list(kept), "min_cosine": worst.cosine, "worst_output": worst.name,
+                         "size_bytes": model_size(dst), "passed": check.passed})
+        if check.passed:
+            return dst, kept, attempts, True
+        if round_ == MAX_ROUNDS:
+            break
+        report.check()
+        errors = layer_errors(dst, prepared, val_feeds.first(), workdir=stage.dir, op_types=op_types)
+        groups = [[n for n in e.group if n not in excluded and n not in kept] for e in errors if e.added > 0]
+        groups = [g for g in groups if g]
+        if not groups:
+            break
+        for group in groups[: 2**round_]:
+            if expand is not None:
+                group = group + expand(group)
+            kept += [n for n in group if n not in kept and n not in excluded]
+    return previous, kept, attempts, False
+
+
+def _input_producers(model_path: Path, op_types: set[str] | None):
+    """For QDQ: a node kept in float still reads its inputs through the Q/DQ pair its producer's
+    quantized output got (e.g. a Softmax after an Add of a -1e4 attention mask: the error is in
+    that edge). So keeping a node in float also keeps the quantizable producers of its inputs."""
+    graph = load_graph(model_path).graph
+    producer = {o: n for n in graph.node for o in n.output if o}
+    by_name = {n.name: n for n in graph.node}
+
+    def expand(group: list[str]) -> list[str]:
+        found = []
+        for name in group:
+            node = by_name.get(name)
+            for inp in node.input if node is not None else ():
+                p = producer.get(inp)
+                if p is not None and p.name and (op_types is None or p.op_type in op_types):
+                    found.append(p.name)
+        return [n for n in dict.fromkeys(found) if n not in group]
+
+    return expand
+
+
+def _map_node_names(names: list[str], original: Path, prepared: Path, notes: list[str]) -> list[str]:
+    """Node names of the original model -> names in the pre-processed one (ORT's fusions rename
+    a node `n` to `n/<Fusion>/`). Unknown names are an error; fused-away ones are noted."""
+    if not names:
+        return names
+    import difflib
+
+    before = [n.name for n in load_graph(original).graph.node]
+    after = [n.name for n in load_graph(prepared).graph.node] if prepared != original else before
+    after_set = set(after)
+    mapped: list[str] = []
+    for name in names:
+        if name in after_set:
+            mapped.append(name)
+            continue
+        if name not in before:
+            close = difflib.get_close_matches(name, before, n=3)
+            raise OnnxportError(f"{original.name}: no node named '{name}' to keep in float"
+                                + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""))
+        renamed = [a for a in after if a.startswith(name + "/")]
+        if renamed:
+            mapped += renamed
+        else:
+            notes.append(f"node '{name}' was folded away by pre-processing; nothing to keep in float")
+    return list(dict.fromkeys(mapped))
+
+
+def _preprocess(src: Path, dst: Path) -> list[str]:
+    from onnxport.core.quantize.prep import preprocess
+
+    return preprocess(src, dst)
+
+
+def _calibrate(prepared: Path, calibration: FeedsLike, specs, workdir: Path, big: bool, op_types,
+               report: Reporter, notes: list[str]):
+    from onnxport.core.quantize.calibration import calibrate
+
+    feeds = open_feeds(calibration, specs, batch_size=CALIBRATION_BATCH, generate=GENERATED_CALIBRATION_BATCHES)
+    if feeds.generated:
+        notes.append("calibrated on generated random inputs: ranges may not match real data "
+                     "(give calibration data for a better model)")
+    return calibrate(prepared, feeds, modes.static_op_types(op_types), workdir, report, big)
+
+
+def _stamp(path: Path, info: dict) -> None:
+    """Record how the model was quantized in its metadata (for `requantize` and for people)."""
+    import onnx
+
+    model = load_graph(path)
+    kept = [p for p in model.metadata_props if p.key != METADATA_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    model.metadata_props.add(key=METADATA_KEY, value=json.dumps(info))
+    onnx.save_model(model, str(path))
+
+
+def quantize_info(path: str | Path) -> dict | None:
+    """The `onnxport.quantize` metadata of a model onnxport quantized, else None."""
+    for p in load_graph(path).metadata_props:
+        if p.key == METADATA_KEY:
+            try:
+                return json.loads(p.value)
+            except ValueError:
+                return None
+    return None
+
+
+def requantize(quantized_path: str | Path, reference_path: str | Path, out_path: str | Path,
+               exclude_more: Iterable[str], **overrides) -> QuantizeResult:
+    """Quantize `reference_path` again as `quantized_path` was, also keeping `exclude_more` in float."""
+    info = quantize_info(quantized_path)
+    if info is None:
+        raise OnnxportError(f"{quantized_path}: not quantized by onnxport (no '{METADATA_KEY}' metadata); "
+                            "run onnxport quantize with --exclude instead")
+    kwargs = {k: info[k] for k in ("per_channel", "reduce_range", "op_types", "keep_io_types", "block_ops",
+                                   "accuracy_target") if k in info}
+    kwargs["exclude_nodes"] = list(dict.fromkeys(
+        list(info.get("excluded_nodes", [])) + list(info.get("kept_float_nodes", [])) + list(exclude_more)))
+    kwargs.update(overrides)
+    return quantize(reference_path, out_path, info["mode"], **kwargs)
+
+
+class _DropOrtRootWarnings(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in (record.pathname or "")
+
+
+_FILTER = _DropOrtRootWarnings()
+
+
+def _quiet_onnxruntime() -> None:
+    """The core never prints: ORT's quantizer logs warnings on the root logger and its C++ side logs
+    to stderr. Silence both (idempotent); onnxport reports what matters itself."""
+    import onnxruntime as ort
+
+    root = logging.getLogger()
+    if _FILTER not in root.filters:
+        root.addFilter(_FILTER)
+    logging.getLogger("onnxruntime").setLevel(logging.ERROR)
+    ort.set_default_logger_severity(3)
+
+
+__all__ += ["ValidationReport", "quantize_info"]

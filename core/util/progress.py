@@ -1,0 +1,105 @@
+"""Progress reporting and cooperative cancellation for long core operations, kept apart.
+
+Every long operation takes ``progress: ProgressFn | None`` and ``cancel: CancelToken | None``.
+The core never prints; the CLI turns progress into a stderr line and the app into a signal.
+
+Contract (one mechanism for every job):
+- Progress never raises: `Reporter(fraction, message)` only reports.
+- Cancellation is checked only where an operation calls `check()`: between steps, every chunk of
+  a long copy, before its commit point. A cancel raises `Cancelled` there, and the operation's
+  `finally`/`with` blocks remove its temps.
+- `commit()` marks the commit point (the file is about to be renamed into place). From then on
+  `check()` is a no-op and a cancel is ignored: the result exists, so the job reports it as
+  written, never as "cancelled". The mark lives on the job's `CancelToken`, so it holds in
+  sub-reporters, parents and any other code that checks the same token.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from onnxport.core.util.errors import Cancelled
+
+# progress(fraction in [0, 1] or None when unknown, short message)
+ProgressFn = Callable[[float | None, str], None]
+
+
+class CancelToken:
+    """One job's cancel flag (set from any thread) and commit mark (set by the job)."""
+
+    def __init__(self) -> None:
+        self._cancel = threading.Event()
+        self._commit = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def commit(self) -> None:
+        """The job passed its commit point: cancelling no longer applies."""
+        self._commit.set()
+
+    @property
+    def committed(self) -> bool:
+        return self._commit.is_set()
+
+    def check(self) -> None:
+        """Raise `Cancelled` if cancellation was requested before the commit point."""
+        if self._cancel.is_set() and not self._commit.is_set():
+            raise Cancelled()
+
+
+class Reporter:
+    """A job's progress callback and cancel token; see the module docstring.
+
+    A Reporter built over another Reporter (`Reporter(parent.sub(a, b), cancel)`, what nested
+    core calls do) shares its token when it is given none, so a commit anywhere holds everywhere.
+    """
+
+    def __init__(self, progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> None:
+        self._progress = progress
+        if cancel is None:
+            cancel = progress.token if isinstance(progress, Reporter) else CancelToken()
+        self.token = cancel
+
+    def __call__(self, fraction: float | None, message: str) -> None:
+        """Report; never checks for cancel. A callback's own error surfaces before the commit
+        point; after it, nothing may turn a written result into a failure."""
+        if self._progress is None:
+            return
+        if not self.token.committed:
+            self._progress(fraction, message)
+            return
+        try:
+            self._progress(fraction, message)
+        except Exception:  # noqa: BLE001 - after the commit point progress is best effort
+            pass
+
+    def check(self) -> None:
+        """Raise `Cancelled` if the user cancelled and the commit point is not passed yet."""
+        self.token.check()
+
+    def commit(self) -> None:
+        """Mark the commit point: the last `check()` is behind; from here on cancel is ignored."""
+        self.token.commit()
+
+    @property
+    def committed(self) -> bool:
+        return self.token.committed
+
+    def finished(self, message: str = "done") -> None:
+        """Report completion (never raises: see `__call__`)."""
+        self(1.0, message)
+
+    def sub(self, start: float, end: float) -> Reporter:
+        """A reporter mapping [0, 1] onto [start, end] of this one, on the same token."""
+        parent = self
+
+        def scaled(fraction: float | None, message: str) -> None:
+            parent(None if fraction is None else start + (end - start) * fraction, message)
+
+        return Reporter(scaled, self.token)

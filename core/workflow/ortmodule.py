@@ -1,0 +1,90 @@
+"""ORTModule-trained models (seed 004): the ONNX graphs ORTModule saved + a PyTorch state_dict.
+
+`ORTModule(model, DebugOptions(save_onnx=True, onnx_prefix=P))` saves, per export mode, files
+named `P_<stage>_<mode>.onnx` (onnxruntime/training/ortmodule/_onnx_models.py):
+stage in torch_exported, post_processed, optimized_pre_grad, optimized, execution_model;
+mode in training, inference. The `torch_exported` graphs are plain `torch.onnx.export` output with
+`export_params=False, keep_initializers_as_inputs=True`: every parameter is a graph input named
+after the module's parameter, prefixed `_original_module.` (ORTModule's `_FlattenedModule` wraps
+the user's module under that attribute). The later stages hold ORT-internal rewrites (and, for
+training, the gradient graph), so they are only fallbacks.
+
+Contract (the pieces live in small modules so `sources` can use them without an import cycle):
+- `find_ortmodule_sets(paths)` groups such files by prefix; `OrtModuleFiles.inference_graph()`
+  picks the graph to export (inference-mode torch_exported first; a training-mode one is fine
+  too: export puts Dropout/BatchNorm in inference form). See `ortmodule_files`.
+- `align_parameter_names(model, params)` renames a state_dict's entries to the graph's names when
+  they differ by a wrapper prefix (`_original_module.`, DDP's `module.`, torch.compile's
+  `_orig_mod.`...), and reports what matched and what did not. See `name_alignment`.
+- `embed_state_dict(graph, state_dict, out)` does both, then `export.export_model`.
+
+ORTModule itself is not run here: onnxruntime-training 1.19.2's ORTModule cannot be imported with
+torch >= 2.9 (`torch.onnx._internal.jit_utils` moved), and this package does not need it; the
+tests build graphs the way ORTModule's exporter does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from onnxport.core.export.export import ExportResult, export_model
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.ortmodule_files import (
+    FILE_NAME,
+    PREFERENCE,
+    STAGES,
+    OrtModuleFiles,
+    find_ortmodule_sets,
+    parse_file_name,
+    pick_graph,
+)
+from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.io.readers import read_parameters
+from onnxport.core.params.name_alignment import WRAPPER_PREFIXES, NameAlignment, align_parameter_names
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken, ProgressFn
+
+__all__ = [
+    "FILE_NAME", "PREFERENCE", "STAGES", "WRAPPER_PREFIXES", "EmbedResult", "NameAlignment", "OrtModuleFiles",
+    "align_parameter_names", "embed_state_dict", "find_ortmodule_sets", "parse_file_name", "pick_graph",
+]
+
+
+@dataclass
+class EmbedResult:
+    graph: Path
+    export: ExportResult
+    alignment: NameAlignment
+
+
+def embed_state_dict(
+    graph: str | Path,
+    state: str | Path | ParameterSet,
+    out_path: str | Path,
+    outputs: list[str] | None = None,
+    *,
+    prefix: str | None = None,
+    external_data: str = "auto",
+    fold: bool = True,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> EmbedResult:
+    """Embed a state_dict (or any parameter file) into a graph whose parameters it names, and export.
+
+    `graph` is an .onnx file or a folder of ORTModule-saved graphs (`prefix` picks one model);
+    `outputs` defaults to the graph's outputs. Missing or mismatched parameters stop the export
+    with a clear error; entries the graph does not use (e.g. `num_batches_tracked`) are reported
+    in `alignment.unused`.
+    """
+    path = pick_graph(graph, prefix)
+    params = state if isinstance(state, ParameterSet) else read_parameters(state)
+    model = load_graph(path)
+    params, alignment = align_parameter_names(model, params)
+    if not alignment.match.matched:
+        sample = ", ".join(list(params)[:3])
+        raise OnnxportError(f"{path}: none of the parameter file's names ({sample} ...) is a parameter of this graph")
+    outputs = list(outputs) if outputs else [o.name for o in model.graph.output]
+    result = export_model(path, out_path, outputs, params, external_data=external_data, fold=fold, model=model,
+                          progress=progress, cancel=cancel)
+    return EmbedResult(path, result, alignment)

@@ -1,0 +1,86 @@
+"""After `onnxport export`: validate the export, quantize it, measure both, write the report.
+
+Contract (called by core/cli/export_cmd.py for `export --validate` / `--quantize MODE`):
+`post_export(export_result, model_path, checkpoints, quantize=..., calibration=..., validate=...)`
+- `validate`: the export against the reference - the eval graph `model_path` fed with the
+  checkpoints' parameters (or the source model itself when there is no checkpoint);
+- `quantize`: writes `<stem>.int8.onnx` (dynamic), `<stem>.qdq.onnx` (static) or
+  `<stem>.fp16.onnx` next to the export (which stays as the float32 model), with the accuracy
+  target loop and its validation against the export, then benchmarks export vs quantized;
+- writes `<stem>.report.json` (atomically) next to the export.
+Returns a dict for the CLI: `validation`, `quantize`, `bench` (as in the report), `report_path`,
+`passed` (False when a validation failed, None when nothing was validated) and `summary_lines`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from onnxport.core.evaluate.benchmark import benchmark
+from onnxport.core.evaluate.report import build_report, summary_lines, write_report
+from onnxport.core.evaluate.validate import validate as run_validate
+from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
+from onnxport.core.quantize.quantize import quantize as run_quantize
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+
+SUFFIXES = {"dynamic": ".int8.onnx", "static": ".qdq.onnx", "fp16": ".fp16.onnx"}
+POST_BENCH_SECONDS = 1.0
+
+
+def quantized_path(out_path: str | Path, mode: str) -> Path:
+    out_path = Path(out_path)
+    return out_path.with_name(out_path.stem + SUFFIXES[mode])
+
+
+def report_path_for(out_path: str | Path) -> Path:
+    out_path = Path(out_path)
+    return out_path.with_name(out_path.stem + ".report.json")
+
+
+def _params(checkpoints) -> ParameterSet | None:
+    if isinstance(checkpoints, ParameterSet):
+        return checkpoints
+    if not checkpoints:
+        return None
+    from onnxport.core.io.readers import read_parameters
+
+    paths = [checkpoints] if isinstance(checkpoints, (str, Path)) else list(checkpoints)
+    return merge_parameter_sets([read_parameters(p) for p in paths])
+
+
+def post_export(
+    export_result,
+    model_path: str | Path,
+    checkpoints: Sequence[str | Path] | ParameterSet | None = None,
+    *,
+    quantize: str | None = None,
+    calibration=None,
+    validate: bool = False,
+    inputs=None,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> dict:
+    """See the module docstring. `export_result`: an ExportResult (or the exported model's path)."""
+    report = Reporter(progress, cancel)
+    out = Path(getattr(export_result, "path", export_result))
+    export = export_result.to_dict() if hasattr(export_result, "to_dict") else {"path": str(out)}
+    validation = quantized = bench = None
+    if validate:
+        report.check()
+        report(0.0, "validating the export")
+        validation = run_validate(out, model_path, params=_params(checkpoints), inputs=inputs,
+                                  progress=report.sub(0.0, 0.2), cancel=cancel)
+    if quantize:
+        quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
+                                 validation_inputs=inputs, progress=report.sub(0.2, 0.85), cancel=cancel)
+        report.check()
+        report(0.85, "benchmarking float32 vs quantized")
+        bench = benchmark([out, quantized.path], inputs=inputs, seconds=POST_BENCH_SECONDS,
+                          progress=report.sub(0.85, 1.0), cancel=cancel)
+    full = build_report(export=export, validation=validation, quantize=quantized, bench=bench)
+    path = write_report(report_path_for(out), full)
+    report.finished()
+    lines = summary_lines(full) + [f"report: {path}"]
+    return {key: full[key] for key in ("validation", "quantize", "bench") if key in full} | {
+        "report_path": str(path), "passed": full["passed"], "summary_lines": lines}

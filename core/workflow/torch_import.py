@@ -1,0 +1,93 @@
+"""The app's PyTorch import flow as one job: export, then (training) artifacts; say what to open next.
+
+Contract: `run_import(TorchImportOptions, progress, cancel) -> TorchImportResult`. The import
+dialog (gui/import_dialog.py) fills the options; a worker runs this; the main window then opens
+`result.open_paths` in the normal tree / preview / export screen:
+- inference: the exported model (and nothing else: its weights are inside);
+- training with an artifacts folder: the eval graph and the checkpoint (the pair the export
+  screen turns into an inference model after on-device training);
+- training without artifacts: the forward graph.
+Trainable/frozen names are the module's parameter names (as `SourceInfo.parameters` lists them);
+those the exporter dropped (unused by the traced forward) are skipped and listed in `notes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from onnxport.core.pytorch.export import TorchExportResult, export_torch
+from onnxport.core.pytorch.sources import InputSpec
+from onnxport.core.training.artifacts import (
+    ArtifactsResult,
+    generate_training_artifacts,
+    parameter_candidates,
+)
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+
+
+@dataclass
+class TorchImportOptions:
+    source: Path
+    out_path: Path  # the .onnx to write (the forward graph in training mode)
+    mode: str = "inference"
+    task: str | None = None
+    opset: int | None = None
+    inputs: list[InputSpec] | None = None
+    output_names: list[str] | None = None
+    pooling: str = "mean"
+    quantize: bool = False
+    artifacts_dir: Path | None = None  # training: generate ORT training artifacts here
+    trainable: list[str] | None = None
+    frozen: list[str] | None = None
+    loss: str = "crossentropy"
+    optimizer: str = "adamw"
+    trust_code: bool = False  # the user trusts a TorchScript/.pt2 program to run (program_trust.py)
+
+
+@dataclass
+class TorchImportResult:
+    export: TorchExportResult
+    artifacts: ArtifactsResult | None = None
+    open_paths: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
+               cancel: CancelToken | None = None) -> TorchImportResult:
+    report = Reporter(progress, cancel)
+    with_artifacts = options.mode == "training" and options.artifacts_dir is not None
+    export_part = report.sub(0.0, 0.5 if with_artifacts else 1.0)
+    exported = export_torch(options.source, options.out_path, mode=options.mode, task=options.task,
+                            opset=options.opset, inputs=options.inputs, output_names=options.output_names,
+                            quantize=options.quantize, pooling=options.pooling, progress=export_part,
+                            cancel=cancel, trust_code=options.trust_code)
+    result = TorchImportResult(exported, notes=list(exported.notes))
+    if not with_artifacts:
+        result.open_paths = [exported.path]
+        return result
+    graph = onnx.load(str(exported.path), load_external_data=False)
+    available = set(parameter_candidates(graph))
+    del graph
+    trainable = _present(options.trainable, available, "trainable", result.notes)
+    frozen = _present(options.frozen, available, "frozen", result.notes)
+    arts = generate_training_artifacts(exported.path, options.artifacts_dir, trainable=trainable, frozen=frozen,
+                                       loss=options.loss, optimizer=options.optimizer,
+                                       progress=report.sub(0.5, 1.0), cancel=cancel)
+    result.artifacts = arts
+    result.notes += arts.notes
+    result.open_paths = [arts.eval_model, arts.checkpoint]
+    return result
+
+
+def _present(names: list[str] | None, available: set[str], what: str, notes: list[str]) -> list[str] | None:
+    if names is None:
+        return None
+    kept = [n for n in names if n in available]
+    skipped = [n for n in names if n not in available]
+    if skipped:
+        notes.append(f"{len(skipped)} {what} parameter(s) are not in the exported graph (unused by its forward), "
+                     f"e.g. {skipped[0]}")
+    return kept

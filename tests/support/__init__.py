@@ -1,0 +1,1 @@
+"""Test support code that ships nowhere: the ORT checkpoint writer (tests and benchmarks)."""
