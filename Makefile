@@ -56,10 +56,12 @@ run: $(STAMP)
 
 test: $(STAMP) $(TRAINING_DEPS)
 	$(BIN)/ruff check core gui resources tests scripts bench
+	$(BIN)/lint-imports
 	$(TEST_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench
+	$(BIN)/lint-imports
 
 bench: $(STAMP) $(TRAINING_DEPS)
 	$(BIN)/python -m bench
