@@ -81,7 +81,7 @@ class Staging:
                         if entry.key == "location":
                             entry.value = unique[entry.value]
                 for name, new in unique.items():
-                    os.replace(staged_model.parent / name, staged_model.parent / new)
+                    self._tx.rename_inside(staged_model.parent / name, staged_model.parent / new)
                 with open(staged_model, "wb") as f:
                     f.write(model.SerializeToString())
         except OSError as exc:

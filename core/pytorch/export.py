@@ -20,7 +20,6 @@ named exactly as the model's state_dict.
 
 from __future__ import annotations
 
-import logging
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from onnxport.core.pytorch.sources import (
 from onnxport.core.pytorch.trust import require_trust
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.logs import quiet_onnxruntime_records
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import first_line
 
@@ -358,13 +358,9 @@ def quantize_dynamic_int8(path: Path) -> Path:
     with Staging(target) as stage:
         staged = stage.path(target.name)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), quiet_onnxruntime_records():  # its advice goes to the root logger
                 warnings.simplefilter("ignore")
-                logging.disable(logging.WARNING)  # quantize_dynamic logs advice on the root logger
-                try:
-                    quantize_dynamic(str(path), str(staged), weight_type=QuantType.QInt8)
-                finally:
-                    logging.disable(logging.NOTSET)
+                quantize_dynamic(str(path), str(staged), weight_type=QuantType.QInt8)
         except OSError as exc:
             raise OnnxportError(f"cannot write {target}: {exc.strerror or exc}") from None
         except Exception as exc:

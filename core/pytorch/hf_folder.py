@@ -3,7 +3,7 @@
 Contract: `describe_hf(folder, task)` -> `SourceInfo` (inputs as the tokenizer names them, the
 parameters of the model class the task loads, the tasks on offer); `load_hf(folder, mode, task,
 pooling)` -> `LoadedProgram` whose module takes the inputs positionally and returns the task
-preset's outputs (see presets.py). Loading never touches the network (HF_HUB_OFFLINE=1,
+preset's outputs (see presets.py). Loading never touches the network (local_files_only=True on every call,
 `local_files_only=True`), never runs code from the folder (`trust_remote_code=False`), and reads
 weights from safetensors when present (a `.bin` is read with torch.load weights-only: a pickled
 object in it is refused in one line, its code never runs). A folder is data, not a program: it
@@ -17,7 +17,6 @@ a no-op, and ORT's gradient builder cannot differentiate it).
 from __future__ import annotations
 
 import inspect
-import os
 import pickle
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from onnxport.core.pytorch.program import (
     import_torch,
     read_json,
     text_input_specs,
-    weights_only_loads,
 )
 from onnxport.core.util.errors import OnnxportError, UnavailableError
 from onnxport.core.util.text import first_line
@@ -40,8 +38,6 @@ WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 
 
 def import_transformers():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import_torch()
     try:
         import transformers
@@ -145,8 +141,7 @@ def load_hf(folder: str | Path, *, mode: str = "inference", task: str | None = N
     if any(w.suffix == ".safetensors" for w in weights):
         kwargs["use_safetensors"] = True
     try:
-        with weights_only_loads():
-            model, loading = auto.from_pretrained(str(folder), **kwargs)
+        model, loading = auto.from_pretrained(str(folder), weights_only=True, **kwargs)
     except pickle.UnpicklingError:  # the weights-only unpickler met something other than tensors
         bins = ", ".join(w.name for w in weights if w.suffix == ".bin")
         raise OnnxportError(f"{folder}: {bins} holds pickled Python objects besides tensors; onnxport reads .bin "

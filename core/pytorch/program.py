@@ -5,10 +5,7 @@ program, and the guarded ways torch and its files are opened. Shared by `sources
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,24 +109,6 @@ def import_torch():
     except ImportError:
         raise UnavailableError(f"PyTorch sources {TORCH_HINT}") from None
     return torch
-
-
-_FORCE_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def weights_only_loads():
-    """Every torch.load inside runs with weights_only=True, whatever the caller asked."""
-    with _FORCE_LOCK:
-        old = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
-        os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
-        try:
-            yield
-        finally:
-            if old is None:
-                os.environ.pop("TORCH_FORCE_WEIGHTS_ONLY_LOAD", None)
-            else:
-                os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = old
 
 
 

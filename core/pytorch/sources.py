@@ -12,10 +12,9 @@ so both functions refuse them unless `trust_code=True` (program_trust.py); the C
 Nothing here unpickles outside `weights_only`, trusted or not:
 - TorchScript is read by `torch.jit.load`, whose unpickler builds TorchScript types only;
 - `.pt2` archives are checked member by member before torch opens them (pt2_archive_check.py:
-  any pickled object, wherever it sits, is refused), then read by `torch.export.load` with every
-  `torch.load` forced to `weights_only=True` (TORCH_FORCE_WEIGHTS_ONLY_LOAD) as a second guard;
-- Hugging Face folders load offline (`local_files_only=True`, HF_HUB_OFFLINE=1) with
-  `trust_remote_code=False`, from safetensors when present (`.bin` weights also weights-only).
+  any pickled object, wherever it sits, is refused), then read by `torch.export.load`;
+- Hugging Face folders load offline (`local_files_only=True`) with
+  `trust_remote_code=False`, from safetensors when present (`.bin` weights with `weights_only=True`).
 torch and transformers are imported lazily; without them `UnavailableError` says what to install.
 """
 
@@ -39,7 +38,6 @@ from onnxport.core.pytorch.program import (
     parse_input_spec,
     read_json,
     text_input_specs,
-    weights_only_loads,
 )
 from onnxport.core.pytorch.pt2_check import check_pt2_archive
 from onnxport.core.pytorch.trust import require_trust
@@ -116,8 +114,7 @@ def _load_pt2(path: Path) -> LoadedProgram:
     torch = import_torch()
     check_pt2_archive(path, torch)
     try:
-        with weights_only_loads():
-            ep = torch.export.load(str(path))
+        ep = torch.export.load(str(path))  # only after check_pt2_archive: nothing in it unpickles
         module = ep.module()
     except Exception as exc:
         raise OnnxportError(f"{path}: not a loadable torch.export program ({first_line(exc)})") from None
@@ -229,5 +226,5 @@ def shape_text_inputs(tensors: tuple, specs: list[InputSpec]) -> tuple:
 
 __all__ = ["DTYPES", "InputSpec", "LoadedProgram", "ParamInfo", "SourceInfo", "default_task", "describe_source",
            "example_inputs", "get_preset", "load_program", "parse_input_spec", "shape_text_inputs",
-           "wrap_for_task", "weights_only_loads", "DEFAULT_EXAMPLE_DIM", "EXAMPLE_DIM", "TORCH_HINT", "import_torch",
+           "wrap_for_task", "DEFAULT_EXAMPLE_DIM", "EXAMPLE_DIM", "TORCH_HINT", "import_torch",
            "read_json", "text_input_specs"]

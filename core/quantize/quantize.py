@@ -20,7 +20,6 @@ returns a `QuantizeResult`. Steps:
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import time
 from collections.abc import Iterable
@@ -37,6 +36,7 @@ from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize import modes
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.logs import with_quiet_onnxruntime
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 MODES = ("dynamic", "static", "fp16")
@@ -48,6 +48,7 @@ GENERATED_CALIBRATION_BATCHES = 16
 __all__ = ["MODES", "QuantizeResult", "quantize", "requantize"]
 
 
+@with_quiet_onnxruntime
 def quantize(
     model_path: str | Path,
     out_path: str | Path,
@@ -301,23 +302,11 @@ def requantize(quantized_path: str | Path, reference_path: str | Path, out_path:
     return quantize(reference_path, out_path, info["mode"], **kwargs)
 
 
-class _DropOrtRootWarnings(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "onnxruntime" not in (record.pathname or "")
-
-
-_FILTER = _DropOrtRootWarnings()
-
-
 def _quiet_onnxruntime() -> None:
-    """The core never prints: ORT's quantizer logs warnings on the root logger and its C++ side logs
-    to stderr. Silence both (idempotent); onnxport reports what matters itself."""
+    """ORT's C++ side logs to stderr: keep it to errors (ORT's own process-wide logger setting; its
+    Python side's root-logger records are dropped by `with_quiet_onnxruntime` for the call only)."""
     import onnxruntime as ort
 
-    root = logging.getLogger()
-    if _FILTER not in root.filters:
-        root.addFilter(_FILTER)
-    logging.getLogger("onnxruntime").setLevel(logging.ERROR)
     ort.set_default_logger_severity(3)
 
 

@@ -262,6 +262,13 @@ class AtomicWrite:
             return path
         raise OnnxportError(f"cannot write {self.dest}: no free temp folder name")
 
+    def rename_inside(self, src: Path, dst: Path) -> None:
+        """Rename a file inside one of this write's temp folders (e.g. a tool's `x.data` to the
+        run's unique name); nothing outside the temps moves before `commit`."""
+        if not any(t in src.parents and t in dst.parents for t in self._temps):
+            raise ValueError(f"{src} -> {dst}: not inside this write's temp folders")
+        os.replace(src, dst)
+
     def _track(self, path: Path) -> None:
         self._temps.append(path)
         _register(path)

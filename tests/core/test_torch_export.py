@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 
 import numpy as np
@@ -157,15 +156,6 @@ def test_pt2_with_pickled_objects_is_refused_before_loading(tmp_path):
     with pytest.raises(OnnxportError, match="pickled Python objects"):
         export_torch(source, tmp_path / "x.onnx", trust_code=True)
     assert not (tmp_path / "x.onnx").exists()
-
-
-def test_weights_only_loading_is_forced_then_restored():
-    from onnxport.core.pytorch.sources import weights_only_loads
-
-    before = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
-    with weights_only_loads():
-        assert os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] == "1"
-    assert os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD") == before
 
 
 # ---- Hugging Face ---------------------------------------------------------------------------------
