@@ -30,8 +30,8 @@ from onnx import helper
 
 from onnxport.core.io.npz_reader import NpzMember, list_npz, read_member
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.shapes import Dim, value_info_shape
 
-Dim = int | str | None
 BATCH_SIZE = 2
 DYNAMIC_SIZE = 16
 _PASS_THROUGH = {"Cast", "Unsqueeze", "Squeeze", "Reshape", "Identity", "Flatten", "Expand", "Clip"}
@@ -60,7 +60,7 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     inits = {t.name: t for t in graph.initializer}
     static_shapes = {t.name: tuple(t.dims) for t in graph.initializer}
     for vi in list(graph.input) + list(graph.value_info):
-        dims = _dims(vi)
+        dims = value_info_shape(vi)
         if dims is not None and all(isinstance(d, int) for d in dims):
             static_shapes.setdefault(vi.name, dims)
     consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
@@ -76,15 +76,8 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         if _is_int(elem):
             mask = "mask" in vi.name.lower()
             int_range = None if mask else _index_range(vi.name, consumers, static_shapes)
-        specs.append(InputSpec(vi.name, elem, _dims(vi), int_range, mask))
+        specs.append(InputSpec(vi.name, elem, value_info_shape(vi), int_range, mask))
     return specs
-
-
-def _dims(vi: onnx.ValueInfoProto) -> tuple[Dim, ...] | None:
-    tt = vi.type.tensor_type
-    if not tt.HasField("shape"):
-        return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
 
 
 def _is_int(elem: int) -> bool:

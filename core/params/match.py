@@ -14,6 +14,7 @@ import onnx
 
 from onnxport.core.io.parameter_set import ParameterSet, dtype_name
 from onnxport.core.util.errors import CheckpointMismatchError, NominalCheckpointError
+from onnxport.core.util.shapes import value_info_shape
 
 # Graph inputs named like these are parameters even when the checkpoint lacks them.
 PARAM_NAME = re.compile(r"(\.|^)(weight|bias|running_mean|running_var|num_batches_tracked|gamma|beta)$")
@@ -80,10 +81,9 @@ def _type_text(elem_type: int, shape) -> str:
 
 
 def _input_shape(vi: onnx.ValueInfoProto) -> tuple | None:
-    tt = vi.type.tensor_type
-    if not tt.HasField("shape"):
-        return None
-    return tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+    """The declared shape, symbolic sizes as None (unknown: any size fits)."""
+    shape = value_info_shape(vi)
+    return None if shape is None else tuple(d if isinstance(d, int) else None for d in shape)
 
 
 def match_parameters(model: onnx.ModelProto, params: ParameterSet) -> ParamMatch:
