@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.evaluate.runtime import load_full
 from onnxport.core.graph.index import infer_value_info
-from onnxport.core.graph.prune import prune_model
+from onnxport.core.graph.prune import plan_prune, prune
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import match_parameters
 from onnxport.core.params.name_alignment import align_if_better
@@ -49,7 +49,7 @@ def reference_model(path: str | Path, outputs: list[str], params: ParameterSet |
         _initializers_to_inputs(model, set(params))
     typed = {vi.name for vi in list(graph.output) + list(graph.value_info) + list(graph.input)}
     value_info = infer_value_info(model) if any(o not in typed for o in outputs) else None
-    pruned = prune_model(model, outputs, value_info)
+    pruned = prune(model, plan_prune(model, outputs), value_info).model  # in place: `model` is ours
     eval_semantics(pruned.graph)
     feeds: dict[str, np.ndarray] = {}
     if params is not None:

@@ -24,9 +24,10 @@ from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.fold import fold_constants
 from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.index import TensorIndex, infer_value_info
-from onnxport.core.graph.prune import plan_prune, pruned_skeleton
+from onnxport.core.graph.passes import FOLDED, REMOVED, REWRITTEN
+from onnxport.core.graph.prune import plan_prune, prune
 from onnxport.core.io.external_data import inline_nested_external
-from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.model_io import copy_without_initializers, load_graph
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import match_parameters
 from onnxport.core.util.errors import OnnxportError
@@ -149,9 +150,10 @@ def export_model(
     check_graph(model.graph, str(model_path))  # a cycle or a tensor made twice: refuse before writing
     plan = plan_prune(model, outputs, param_names)
     value_info = infer_value_info(model, model_path) if _needs_types(model, plan.outputs) else None
-    skeleton = pruned_skeleton(model, plan, value_info)
+    skeleton = copy_without_initializers(model)  # the passes edit this copy; `model` stays as given
+    prune(skeleton, plan, value_info)
     inline_nested_external(skeleton, model_path.parent)  # sub-graph/attribute tensors: confined reads
-    changes = to_inference_form(skeleton.graph)
+    inference = to_inference_form(skeleton)
     report.check()
 
     consts: dict[str, ConstTensor] = {}
@@ -165,10 +167,8 @@ def export_model(
         consts[name] = from_param(name, params[name])
     folded: list[str] = []
     if fold:
-        nodes, consts, folded = fold_constants(list(skeleton.graph.node), consts, set(plan.outputs))
-        del skeleton.graph.node[:]
-        skeleton.graph.node.extend(nodes)
-        _drop_stale_value_info(skeleton.graph, consts)
+        folding = fold_constants(skeleton, consts)
+        consts, folded = folding.constants, folding.names(FOLDED)
     _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
 
     estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
@@ -188,21 +188,13 @@ def export_model(
         folded=len(folded),
         parameters=len(consts),
         seconds=time.perf_counter() - started,
-        eval_mode_changes=changes,
+        eval_mode_changes=inference.names(REMOVED, REWRITTEN),
     )
 
 
 def _needs_types(model: onnx.ModelProto, outputs: list[str]) -> bool:
     typed = {vi.name for vi in list(model.graph.output) + list(model.graph.value_info)}
     return any(name not in typed for name in outputs)
-
-
-def _drop_stale_value_info(graph: onnx.GraphProto, consts: dict[str, ConstTensor]) -> None:
-    """value_info for tensors that folding turned into initializers is no longer needed."""
-    live = {n for node in graph.node for n in list(node.input) + list(node.output)}
-    keep = [vi for vi in graph.value_info if vi.name in live and vi.name not in consts]
-    del graph.value_info[:]
-    graph.value_info.extend(keep)
 
 
 def _set_metadata(model: onnx.ModelProto, entries: dict[str, str]) -> None:

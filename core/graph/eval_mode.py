@@ -1,20 +1,23 @@
-"""Put training-mode ops in their inference form.
+"""Put training-mode ops in their inference form (a pass: see `passes`).
 
-Contract: in, a (pruned) graph; out, the same graph where
-- `Dropout` disappears: its consumers read its data input directly (an `Identity` stays where its
-  output is a graph output). A Dropout whose mask is used is kept with `training_mode` pinned to
-  False;
+Contract: in, a (pruned) model, edited in place; out, a `PassResult` on that model where
+- `Dropout` disappears: its consumers read its data input directly (REMOVED), or an `Identity`
+  of the same name takes its place where its output is a graph output or sub-graphs could
+  capture it (REWRITTEN). A Dropout whose mask is used is kept with its `training_mode` input
+  pointed at a `False` constant (REWRITTEN; the Constant node is ADDED once);
 - `BatchNormalization` with `training_mode=1` gets `training_mode=0` and only its first output
-  (running-statistics outputs must be unused by the kept graph);
+  (running-statistics outputs must be unused by the kept graph) (REWRITTEN);
 - (opset < 7) `Dropout`'s `is_test` attribute, and old BN's `is_test`, are treated the same way.
-The function edits `graph` in place and returns the names of the nodes it changed. Results equal
-an inference run of the same model: that is what ORT's eval session does with these ops.
+Results equal an inference run of the same model: that is what ORT's eval session does with
+these ops. Other nodes, inputs, outputs and initializers are left as they are.
 """
 
 from __future__ import annotations
 
 import onnx
 from onnx import helper
+
+from onnxport.core.graph.passes import ADDED, REMOVED, REWRITTEN, NodeChange, PassResult, node_label
 
 
 def _used_names(graph: onnx.GraphProto) -> set[str]:
@@ -23,10 +26,13 @@ def _used_names(graph: onnx.GraphProto) -> set[str]:
     return used
 
 
-def to_inference_form(graph: onnx.GraphProto) -> list[str]:
+def to_inference_form(model: onnx.ModelProto) -> PassResult:
+    """Dropout and BatchNormalization of `model` in inference form, in place. See the module docstring."""
+    graph = model.graph
     used = _used_names(graph)
     graph_outputs = {o.name for o in graph.output}
-    changed: list[str] = []
+    changes: list[NodeChange] = []
+    added: list[NodeChange] = []
     new_nodes: list[onnx.NodeProto] = []
     renames: dict[str, str] = {}
     false_const: str | None = None
@@ -37,11 +43,12 @@ def to_inference_form(graph: onnx.GraphProto) -> list[str]:
         if node.domain in ("", "ai.onnx") and node.op_type == "Dropout":
             secondary_used = any(o and o in used for o in node.output[1:])
             if not secondary_used:
-                changed.append(node.name)
                 if node.output[0] in graph_outputs or _has_subgraphs(graph):
                     new_nodes.append(helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name))
+                    changes.append(NodeChange(node_label(node), REWRITTEN, "Dropout became Identity"))
                 else:
                     renames[node.output[0]] = node.input[0]
+                    changes.append(NodeChange(node_label(node), REMOVED, "Dropout bypassed"))
                 continue
             if len(node.input) >= 3 and node.input[2]:
                 if false_const is None:
@@ -49,15 +56,18 @@ def to_inference_form(graph: onnx.GraphProto) -> list[str]:
                     new_nodes.append(helper.make_node(
                         "Constant", [], [false_const], name=false_const,
                         value=helper.make_tensor(false_const, onnx.TensorProto.BOOL, [], [False])))
+                    added.append(NodeChange(false_const, ADDED, "training_mode False for Dropout"))
                 node.input[2] = false_const
-                changed.append(node.name)
+                changes.append(NodeChange(node_label(node), REWRITTEN, "Dropout training_mode pinned to False"))
         elif node.domain in ("", "ai.onnx") and node.op_type == "BatchNormalization":
             if _set_bn_inference(node, used):
-                changed.append(node.name)
+                changes.append(NodeChange(node_label(node), REWRITTEN, "BatchNormalization in inference mode"))
         new_nodes.append(node)
-    del graph.node[:]
-    graph.node.extend(new_nodes)
-    return changed
+    changes += added
+    if changes:
+        del graph.node[:]
+        graph.node.extend(new_nodes)
+    return PassResult(model, changed=bool(changes), changes=changes)
 
 
 def _has_subgraphs(graph: onnx.GraphProto) -> bool:

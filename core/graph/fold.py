@@ -2,12 +2,14 @@
 
 A training-mode export (`do_constant_folding=False`) leaves e.g. a `Transpose` of every Linear
 weight in the graph. Folding them makes the model faster and lets a quantizer see constant MatMul
-weights. Contract: in, the kept nodes and the constants (initializers) by name; out, the nodes
-that remain and the constants they need. Folded outputs are `ConstTensor`s of known shape: small
-ones computed at once, others *lazy* (computed one at a time when written, so memory stays at one
-tensor). Only ops whose numpy result is bit-identical to ONNX Runtime's are folded (data
-movement, casts between numpy-native types, IEEE elementwise arithmetic); nodes producing graph
-outputs are left alone.
+weights. Contract (a pass: see `passes`): `fold_constants(model, constants)` takes a model (edited
+in place) and the values of its weights by name; each node computed from constants only is
+FOLDED (it leaves the graph, its output becomes a constant), Constant nodes nothing reads any more
+are REMOVED, and `result.constants` are the constants the remaining graph needs. Folded outputs
+are `ConstTensor`s of known shape: small ones computed at once, others *lazy* (computed one at a
+time when written, so memory stays at one tensor). Only ops whose numpy result is bit-identical
+to ONNX Runtime's are folded (data movement, casts between numpy-native types, IEEE elementwise
+arithmetic); nodes producing graph outputs are left alone.
 
 Bounded (see `budgets`): each node's output shape is inferred and validated first
 (`fold_shapes`); a node is folded only if its output, the model's total growth and the total work
@@ -17,6 +19,7 @@ stay within budget. Otherwise it is left in the graph - folding never fails on a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -26,6 +29,7 @@ from onnxport.core.graph.const_tensors import ConstTensor, from_array
 from onnxport.core.graph.fold_budget import FoldBudget, output_allowed
 from onnxport.core.graph.fold_ops import FLOAT_ONLY_SAFE, FLOAT_TYPES, FOLDERS, NUMPY_EXACT, attrs_of
 from onnxport.core.graph.fold_shapes import output_shape
+from onnxport.core.graph.passes import FOLDED, REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.prune import subgraph_captures
 from onnxport.core.io.parameter_set import c_contiguous, np_dtype_for
 from onnxport.core.util.budgets import FOLD_OUTPUT_FLOOR, FOLD_VALUE_MAX
@@ -34,16 +38,25 @@ from onnxport.core.util.errors import CorruptFileError, OnnxportError
 T = onnx.TensorProto
 
 
-def fold_constants(
-    nodes: Sequence[onnx.NodeProto],
-    consts: dict[str, ConstTensor],
-    protected: set[str],
-) -> tuple[list[onnx.NodeProto], dict[str, ConstTensor], list[str]]:
-    """Fold nodes whose inputs are all constants. Returns (nodes left, constants needed, folded names).
+@dataclass
+class FoldResult(PassResult):
+    """A `PassResult` plus the constants the folded model needs (the writer writes them)."""
 
-    `protected`: names that must stay produced by nodes (graph outputs).
+    constants: dict[str, ConstTensor] = field(default_factory=dict)
+
+
+def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) -> FoldResult:
+    """Fold the nodes of `model` whose inputs are all constants, in place. See the module docstring.
+
+    `constants`: the values of the graph's weights by name (the model's own initializers are not
+    read: a model being exported holds none, the writer adds them). Graph outputs stay produced by
+    nodes. `result.constants` is what the remaining graph needs: the given constants still read and
+    the folded tensors; `constants` itself is not modified.
     """
-    folder = _Folder(nodes, consts, protected)
+    graph = model.graph
+    protected = {o.name for o in graph.output}
+    nodes = list(graph.node)
+    folder = _Folder(nodes, constants, protected)
     remaining = [node for index, node in enumerate(nodes) if not folder.fold(index, node)]
     # Drop what nothing uses any more (folded-away weights, Constant nodes consumed by folds);
     # names that sub-graphs (If/Loop bodies) capture from this scope count as used.
@@ -56,7 +69,30 @@ def fold_constants(
     constant_node_outputs = {o for n in live_nodes if n.op_type == "Constant" for o in n.output}
     available = folder.available
     needed = {name: c for name, c in available.items() if name in used and name not in constant_node_outputs}
-    return live_nodes, needed, folder.folded
+    changes = list(folder.changes)
+    live_ids = {id(n) for n in live_nodes}
+    changes += [NodeChange(node_label(n), REMOVED, "Constant no longer read") for n in remaining
+                if id(n) not in live_ids]
+    if changes:
+        kept = list(live_nodes)
+        del graph.node[:]
+        graph.node.extend(kept)
+    notes = _drop_stale_value_info(graph, needed)
+    return FoldResult(model, changed=bool(changes or notes), changes=changes, notes=notes, constants=needed)
+
+
+def _drop_stale_value_info(graph: onnx.GraphProto, consts: dict[str, ConstTensor]) -> list[str]:
+    """value_info for tensors that are constants now (initializers when written) or gone is not needed."""
+    live = {n for node in graph.node for n in list(node.input) + list(node.output)}
+    keep = [vi for vi in graph.value_info if vi.name in live and vi.name not in consts]
+    if len(keep) == len(graph.value_info):
+        return []
+    kept = {vi.name for vi in keep}
+    notes = [f"value_info '{vi.name}' dropped: a constant now, or gone" for vi in graph.value_info
+             if vi.name not in kept]
+    del graph.value_info[:]
+    graph.value_info.extend(keep)
+    return notes
 
 
 class _Folder:
@@ -65,7 +101,7 @@ class _Folder:
     def __init__(self, nodes: Sequence[onnx.NodeProto], consts: dict[str, ConstTensor], protected: set[str]):
         self.available = dict(consts)
         self.protected = protected
-        self.folded: list[str] = []
+        self.changes: list[NodeChange] = []
         self.budget = FoldBudget.for_constants(sum(c.nbytes for c in consts.values()))
         self.pending: dict[str, int] = {}  # lazy folded tensor -> bytes read/computed to write it
         self.in_memory: set[str] = set()  # computed or decoded already: free to read again
@@ -114,7 +150,7 @@ class _Folder:
             self.available[name] = ConstTensor(name, elem_type, shape, out_bytes, compute=compute)
             self.pending[name] = cost
         self.budget.spend(growth, work)
-        self.folded.append(node.name or name)
+        self.changes.append(NodeChange(node_label(node), FOLDED, f"{node.op_type} of constants"))
         return True
 
     def _foldable(self, node: onnx.NodeProto) -> bool:

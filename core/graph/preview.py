@@ -1,12 +1,14 @@
 """What the graph preview shows: the graph an export would write, without its weights.
 
-Contract: `preview_model(model, outputs, parameter_names)` returns a new ModelProto holding the
-nodes an export to `outputs` keeps, in inference form (Dropout gone, BatchNorm in inference
-mode), with every kept parameter present as a weight-free initializer (name, type, dims: Netron
-draws it as a weight of its node, not as a graph input). `outputs=None` gives the original
-graph, weights stripped the same way. `preview_bytes` serializes either. The input model is not
-modified. Size: a few bytes per node, whatever the weights weigh, so a preview is instant even
-for a multi-GB model; parameter-only folding is not applied (it needs the weights' values).
+Contract: `to_preview(model, outputs, parameter_names)` is a pass (see `passes`): it edits
+`model` in place into the nodes an export to `outputs` keeps (pruned), in inference form
+(Dropout gone, BatchNorm in inference mode), with every kept initializer and parameter present as
+a weight-free initializer (name, type, dims: Netron draws it as a weight of its node, not as a
+graph input). `outputs=None` keeps the whole graph, weights stripped the same way.
+`preview_model` gives the same as a new model and leaves its input alone (the pass runs on a
+weight-free copy); `preview_bytes` serializes it. Size: a few bytes per node, whatever the weights
+weigh, so a preview is instant even for a multi-GB model; parameter-only folding is not applied
+(it needs the weights' values).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.graph.eval_mode import to_inference_form
-from onnxport.core.graph.prune import plan_prune, pruned_skeleton
-from onnxport.core.io.model_io import load_graph, strip_weights
+from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
+from onnxport.core.graph.prune import plan_prune, prune
+from onnxport.core.io.model_io import load_graph, strip_weights, tensor_nbytes
+from onnxport.core.util.shapes import value_info_shape
 
 PREVIEW_DATA_BYTES = 0  # no tensor keeps its values in a preview
 
@@ -29,40 +33,69 @@ def _header(name: str, data_type: int, dims: Iterable[int]) -> onnx.TensorProto:
     return header
 
 
-def preview_model(model: onnx.ModelProto, outputs: list[str] | None = None,
-                  parameter_names: Iterable[str] = ()) -> onnx.ModelProto:
+def to_preview(model: onnx.ModelProto, outputs: list[str] | None = None,
+               parameter_names: Iterable[str] = ()) -> PassResult:
+    """`model` made its preview, in place. See the module docstring."""
+    graph = model.graph
     if outputs is None:
-        return strip_weights(model, keep_bytes=PREVIEW_DATA_BYTES)
-    params = set(parameter_names)
-    plan = plan_prune(model, outputs, params)
-    skeleton = pruned_skeleton(model, plan)
-    kept = set(plan.initializers)
-    for t in model.graph.initializer:
-        if t.name in kept:
-            skeleton.graph.initializer.append(_header(t.name, t.data_type, t.dims))
-    inputs = {vi.name: vi for vi in model.graph.input}
+        notes = _strip_in_place(graph)
+        return PassResult(model, changed=bool(notes), notes=notes)
+    plan = plan_prune(model, outputs, set(parameter_names))
+    wanted = set(plan.parameter_inputs)
+    param_types = {vi.name: (vi.type.tensor_type.elem_type, value_info_shape(vi)) for vi in graph.input
+                   if vi.name in wanted}  # read before prune removes these inputs
+    pruned = prune(model, plan)
+    changes, notes = list(pruned.changes), list(pruned.notes)
+    headers = [_header(t.name, t.data_type, t.dims) for t in graph.initializer]
+    stripped = [t.name for t, h in zip(graph.initializer, headers) if t.ByteSize() != h.ByteSize()]
+    notes += [f"initializer '{name}' stripped of its data" for name in stripped]
     for name in plan.parameter_inputs:
-        tensor_type = inputs[name].type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor_type.shape.dim]
-        skeleton.graph.initializer.append(_header(name, tensor_type.elem_type, dims))
-    to_inference_form(skeleton.graph)
-    _drop_dead_nodes(skeleton.graph)
-    used = {name for node in skeleton.graph.node for name in node.input}
-    unused = [t for t in skeleton.graph.initializer if t.name not in used]  # e.g. a removed Dropout's ratio
+        elem_type, shape = param_types[name]
+        headers.append(_header(name, elem_type, [d if isinstance(d, int) else 0 for d in shape or ()]))
+        notes.append(f"parameter '{name}' drawn as a weight-free initializer")
+    del graph.initializer[:]
+    graph.initializer.extend(headers)
+    changes += to_inference_form(model).changes
+    changes += [NodeChange(node_label(n), REMOVED, "nothing reads it") for n in _drop_dead_nodes(graph)]
+    used = {name for node in graph.node for name in node.input}
+    unused = [t for t in graph.initializer if t.name not in used]  # e.g. a removed Dropout's ratio
     for t in unused:
-        skeleton.graph.initializer.remove(t)
-    return skeleton
+        notes.append(f"initializer '{t.name}' removed: nothing reads it")
+        graph.initializer.remove(t)
+    changed = pruned.changed or bool(changes or stripped or plan.parameter_inputs or unused)
+    return PassResult(model, changed=changed, changes=changes, notes=notes)
 
 
-def _drop_dead_nodes(graph: onnx.GraphProto) -> None:
+def _strip_in_place(graph: onnx.GraphProto) -> list[str]:
+    """Every initializer holding data becomes a header (name, type, dims, doc string)."""
+    notes = []
+    for t in graph.initializer:
+        if tensor_nbytes(t) > PREVIEW_DATA_BYTES or t.data_location == onnx.TensorProto.EXTERNAL:
+            header = _header(t.name, t.data_type, t.dims)
+            header.doc_string = t.doc_string
+            if header.ByteSize() != t.ByteSize():
+                t.CopyFrom(header)
+                notes.append(f"initializer '{t.name}' stripped of its data")
+    return notes
+
+
+def _drop_dead_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     """Nodes nothing reads any more (a removed Dropout's ratio Constant), as the export drops them."""
+    dropped = []
     while True:
         used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
         dead = [n for n in graph.node if not any(o in used for o in n.output if o)]
         if not dead:
-            return
+            return dropped
         for node in dead:
+            dropped.append(node)
             graph.node.remove(node)
+
+
+def preview_model(model: onnx.ModelProto, outputs: list[str] | None = None,
+                  parameter_names: Iterable[str] = ()) -> onnx.ModelProto:
+    """The preview of `model` as a new model (`to_preview` on a weight-free copy); `model` is not modified."""
+    return to_preview(strip_weights(model, keep_bytes=PREVIEW_DATA_BYTES), outputs, parameter_names).model
 
 
 def preview_bytes(model_path: str | Path, outputs: list[str] | None = None,

@@ -1,10 +1,16 @@
 """Prune a graph to chosen outputs.
 
-Contract: in, a model and output names (graph outputs or any node output, in the order wanted);
-out, a `PrunePlan` naming exactly the nodes, graph inputs and initializers/parameters those
-outputs need. `prune_model` applies a plan to a model and returns a new one (graph order kept).
-Unknown names raise `UnknownOutputError` with the closest names. Sub-graphs (If/Loop/Scan) keep
-the outer tensors they capture.
+Contract: `plan_prune(model, outputs, parameter_names)` (a query: the model is not touched) takes
+output names (graph outputs or any node output, in the order wanted) and returns a `PrunePlan`
+naming exactly the nodes, graph inputs and initializers/parameters those outputs need. Unknown
+names raise `UnknownOutputError` with the closest names. Sub-graphs (If/Loop/Scan) keep the outer
+tensors they capture.
+
+`prune(model, plan)` is the pass (see `passes`) applying a plan in place: the kept nodes in graph
+order (the others REMOVED), the graph inputs the user still feeds (inputs nothing needs and
+parameter inputs go: parameters become initializers when written), the planned outputs in order
+and typed where a type is known, the value_info of live tensors, and the initializers the plan
+keeps.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from onnxport.core.io.model_io import copy_without_initializers
+from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.util.errors import UnknownOutputError
 
 
@@ -123,44 +129,49 @@ def plan_prune(model: onnx.ModelProto, outputs: Iterable[str], parameter_names: 
     )
 
 
-def pruned_skeleton(
-    model: onnx.ModelProto,
-    plan: PrunePlan,
-    value_info: dict[str, onnx.ValueInfoProto] | None = None,
-) -> onnx.ModelProto:
-    """The pruned model *without initializers* (the writer adds them); graph outputs typed.
+def prune(model: onnx.ModelProto, plan: PrunePlan,
+          value_info: dict[str, onnx.ValueInfoProto] | None = None) -> PassResult:
+    """Keep only what `plan` needs, in place (a pass: see `passes`). See the module docstring.
 
-    `value_info` (from shape inference) types outputs that were intermediate tensors.
+    `plan` is `plan_prune` of this model or of a copy with the same nodes (the export plans on
+    the source and prunes a weight-free copy). `value_info` (from shape inference) types outputs
+    that were intermediate tensors.
     """
     graph = model.graph
-    result = copy_without_initializers(model)
-    g = result.graph
-    del g.node[:]
-    g.node.extend(graph.node[i] for i in plan.node_indices)
+    if plan.total_nodes != len(graph.node):
+        raise ValueError(f"the prune plan is for a graph of {plan.total_nodes} nodes, not {len(graph.node)}")
+    before = _signature(graph)
+    kept = set(plan.node_indices)
+    changes = [NodeChange(node_label(n), REMOVED, "not needed by the outputs")
+               for i, n in enumerate(graph.node) if i not in kept]
+    if changes:
+        nodes = [graph.node[i] for i in plan.node_indices]
+        del graph.node[:]
+        graph.node.extend(nodes)
+    notes = [f"input '{n}' dropped: nothing kept reads it" for n in plan.dropped_inputs]
+    notes += [f"input '{n}' removed: a parameter fills it" for n in plan.parameter_inputs]
     by_name = {vi.name: vi for vi in graph.input}
-    del g.input[:]
-    g.input.extend(by_name[n] for n in plan.inputs)
     known = {vi.name: vi for vi in list(graph.value_info) + list(graph.output)}
-    if value_info:
-        for name, vi in value_info.items():
-            known.setdefault(name, vi)
-    known.update({vi.name: vi for vi in graph.input})
-    del g.output[:]
-    for name in plan.outputs:
-        vi = known.get(name)
-        g.output.append(vi if vi is not None else onnx.ValueInfoProto(name=name))
-    live = {n for node in g.node for n in list(node.input) + list(node.output)} | set(plan.outputs)
+    for name, vi in (value_info or {}).items():
+        known.setdefault(name, vi)
+    known.update(by_name)
+    inputs = [by_name[n] for n in plan.inputs]
+    outputs = [known[name] if name in known else onnx.ValueInfoProto(name=name) for name in plan.outputs]
+    live = {n for node in graph.node for n in [*node.input, *node.output]} | set(plan.outputs)
     kept_vi = [vi for vi in graph.value_info if vi.name in live and vi.name not in plan.outputs]
-    del g.value_info[:]
-    g.value_info.extend(kept_vi)
-    return result
-
-
-def prune_model(model: onnx.ModelProto, outputs: Iterable[str],
-                value_info: dict[str, onnx.ValueInfoProto] | None = None) -> onnx.ModelProto:
-    """A new model keeping only what `outputs` need (initializers included, copied)."""
-    plan = plan_prune(model, outputs)
-    result = pruned_skeleton(model, plan, value_info)
+    for field_, values in ((graph.input, inputs), (graph.output, outputs), (graph.value_info, kept_vi)):
+        del field_[:]
+        field_.extend(values)
     needed = set(plan.initializers)
-    result.graph.initializer.extend(t for t in model.graph.initializer if t.name in needed)
-    return result
+    for i in reversed(range(len(graph.initializer))):  # one by one: kept weights are never copied
+        if graph.initializer[i].name not in needed:
+            notes.append(f"initializer '{graph.initializer[i].name}' removed: nothing kept reads it")
+            del graph.initializer[i]
+    return PassResult(model, changed=_signature(graph) != before, changes=changes, notes=notes)
+
+
+def _signature(graph: onnx.GraphProto) -> tuple:
+    """What prune can change, cheaply compared (value_info and outputs include their types)."""
+    return (len(graph.node), [vi.SerializeToString() for vi in graph.input],
+            [vi.SerializeToString() for vi in graph.output], [vi.SerializeToString() for vi in graph.value_info],
+            [t.name for t in graph.initializer])

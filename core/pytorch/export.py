@@ -30,6 +30,7 @@ import onnx
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.graph.eval_mode import to_inference_form
+from onnxport.core.graph.passes import REMOVED, REWRITTEN
 from onnxport.core.pytorch.sources import (
     InputSpec,
     LoadedProgram,
@@ -141,7 +142,7 @@ def export_torch(
         if program.prefix:
             strip_prefix(model.graph, program.prefix)
         if mode == "inference" and program.captured_training:
-            changed = to_inference_form(model.graph)
+            changed = to_inference_form(model).names(REMOVED, REWRITTEN)
             notes.append(f"the .pt2 program was captured in train() mode: {len(changed)} Dropout/BatchNorm "
                          "node(s) put in inference form; not compared with PyTorch, which computes training-mode "
                          "results for it")

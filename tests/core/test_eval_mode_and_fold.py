@@ -47,7 +47,8 @@ def test_dropout_with_used_mask_is_pinned_to_inference():
         [helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], name="d")], "g",
         [helper.make_tensor_value_info("x", T.FLOAT, [2])],
         [helper.make_tensor_value_info("y", T.FLOAT, [2]), helper.make_tensor_value_info("mask", T.BOOL, [2])])
-    changed = to_inference_form(graph)
+    result = to_inference_form(helper.make_model(graph))
+    changed, graph = result.names("removed", "rewritten"), result.model.graph
     assert changed == ["d"]
     assert graph.node[-1].op_type == "Dropout" and graph.node[-1].input[2].endswith("training_mode_false")
 

@@ -122,7 +122,10 @@ def test_constant_claiming_4_tib_is_never_decoded():
     lying = onnx.TensorProto(name="c", data_type=T.FLOAT, dims=[1 << 40], raw_data=b"\0\0\0\0")
     nodes = [helper.make_node("Constant", [], ["C"], value=lying), helper.make_node("Transpose", ["C"], ["Ct"]),
              helper.make_node("Add", ["x", "Ct"], ["y"])]
-    left, needed, folded = fold_constants(nodes, {}, {"y"})
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    result = fold_constants(helper.make_model(graph), {})
+    left, needed, folded = result.model.graph.node, result.constants, result.names("folded")
     assert folded == [] and [n.op_type for n in left] == ["Constant", "Transpose", "Add"] and needed == {}
 
 

@@ -1,0 +1,62 @@
+"""The one shape of a graph transformation: `pass(model, ...) -> PassResult`.
+
+Every pass (prune, inference form, constant folding, preview) is a function taking the model
+first and returning a `PassResult`. The contract they all keep:
+
+- **In place.** A pass edits the `ModelProto` it is given and returns that same object as
+  `result.model` (`result.model is model`). Nothing is copied, so a pass over a model holding
+  gigabytes of weights costs no second copy of them. A caller that must keep its model as it was
+  passes a copy; `io.model_io.copy_without_initializers` / `strip_weights` make one without
+  copying weight bytes (what the export and the preview do with the model the app holds).
+- **Reported.** `changed` is True exactly when the model differs from what was given. Every node
+  the pass touched is one `NodeChange` in `changes`, in the order the pass met them: its name
+  (its first output's name when it has none), what happened (`REMOVED`, `REWRITTEN`, `FOLDED`,
+  `ADDED`) and why, in a few words. Changes that are not nodes (graph inputs dropped, outputs
+  retyped, weights stripped) are one line each in `notes`.
+- **Never fails on a valid graph.** A pass leaves what it cannot transform as it is; only
+  invalid requests (an unknown output name) raise, as `OnnxportError`s, before anything is edited.
+- **No disk, no weights decoded** unless the pass says so (folding computes small constants).
+
+In the spirit of onnx-ir's passes (`PassResult(model, modified)`), kept to functions over
+`onnx.ModelProto` because the rest of onnxport streams weights and never builds an IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+REMOVED = "removed"  # the node left the graph (pruned, bypassed, dead)
+REWRITTEN = "rewritten"  # the node stayed, with other attributes, inputs, outputs or op type
+FOLDED = "folded"  # the node was computed: its output is now a constant
+ADDED = "added"  # the pass made the node
+ACTIONS = (REMOVED, REWRITTEN, FOLDED, ADDED)
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """What a pass did to one node."""
+
+    node: str  # the node's name, or its first output's name when it has none
+    action: str  # one of ACTIONS
+    reason: str = ""  # a few words: "Dropout bypassed", "training_mode=0"
+
+
+@dataclass
+class PassResult:
+    """The outcome of a pass. See the module docstring for the contract."""
+
+    model: onnx.ModelProto
+    changed: bool = False
+    changes: list[NodeChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def names(self, *actions: str) -> list[str]:
+        """The names of the nodes changed (only those of `actions`, if given), in order."""
+        return [c.node for c in self.changes if not actions or c.action in actions]
+
+
+def node_label(node: onnx.NodeProto) -> str:
+    """How a change names a node: its name, else its first output, else its op type."""
+    return node.name or next((o for o in node.output if o), "") or node.op_type
