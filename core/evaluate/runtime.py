@@ -16,6 +16,7 @@ import onnx
 from onnxport.core.io.external_data import has_external
 from onnxport.core.io.model_io import check_model_file, load_graph
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.text import first_line
 
 SESSION_BYTES_LIMIT = (2**31 - 1) - (64 << 20)
 
@@ -72,8 +73,7 @@ def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, th
     try:
         return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises several Fail/InvalidGraph/NotImplemented types
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise OnnxportError(f"{label}: ONNX Runtime cannot run this model: {message[:400]}") from None
+        raise OnnxportError(f"{label}: ONNX Runtime cannot run this model: {first_line(exc, 400)}") from None
 
 
 def load_full(path: str | Path) -> onnx.ModelProto:

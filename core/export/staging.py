@@ -21,7 +21,7 @@ from pathlib import Path
 from onnxport.core.export.writer import check_destination
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.data_files import data_location, external_tensors, previous_data_files
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import cannot_write
 from onnxport.core.util.progress import Reporter
 
 
@@ -85,7 +85,7 @@ class Staging:
                 with open(staged_model, "wb") as f:
                     f.write(model.SerializeToString())
         except OSError as exc:
-            raise OnnxportError(f"cannot write {self.out_path}: {exc.strerror or exc}") from None
+            raise cannot_write(self.out_path, exc) from None
         if report is not None:
             report.check()
             report.commit()
@@ -107,6 +107,6 @@ def write_json_atomic(path: str | Path, data: dict) -> Path:
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as exc:
-            raise OnnxportError(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise cannot_write(path, exc) from None
         tx.commit([(tmp, path)])
     return path

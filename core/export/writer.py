@@ -29,7 +29,7 @@ from onnxport.core.graph.const_tensors import ConstTensor
 from onnxport.core.io.parameter_set import FileSpan, c_contiguous
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.data_files import previous_data_files
-from onnxport.core.util.errors import CorruptFileError, OnnxportError
+from onnxport.core.util.errors import CorruptFileError, OnnxportError, cannot_write
 from onnxport.core.util.progress import Reporter
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -162,11 +162,11 @@ def check_destination(out_path: Path) -> Path:
     """The folder `out_path` will be written in; a clear error if that cannot work."""
     folder = out_path.parent if str(out_path.parent) else Path(".")
     if out_path.is_dir():
-        raise OnnxportError(f"cannot write {out_path}: it is a folder; give a file name such as model.onnx")
+        raise cannot_write(out_path, "it is a folder; give a file name such as model.onnx")
     if not folder.is_dir():
-        raise OnnxportError(f"cannot write {out_path}: folder {folder} does not exist")
+        raise cannot_write(out_path, f"folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
-        raise OnnxportError(f"cannot write {out_path}: folder {folder} is not writable")
+        raise cannot_write(out_path, f"folder {folder} is not writable")
     return folder
 
 
@@ -236,7 +236,7 @@ def write_model(
             tx.commit(moves, obsolete=lambda: previous_data_files(out_path))
             return WriteResult(out_path, sink.pos, data_path, data_bytes)
     except OSError as exc:
-        raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+        raise cannot_write(out_path, exc) from None
     finally:
         for fd_ in list(sources.values()) + fds:
             os.close(fd_)

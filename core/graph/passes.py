@@ -14,7 +14,8 @@ first and returning a `PassResult`. The contract they all keep:
   `ADDED`) and why, in a few words. Changes that are not nodes (graph inputs dropped, outputs
   retyped, weights stripped) are one line each in `notes`.
 - **Never fails on a valid graph.** A pass leaves what it cannot transform as it is; only
-  invalid requests (an unknown output name) raise, as `OnnxportError`s, before anything is edited.
+  invalid requests (an unknown output name) raise, as `OnnxportError`s, before anything is edited
+  (a caller's bug, such as a prune plan made for another graph, raises `ValueError`).
 - **No disk, no weights decoded** unless the pass says so (folding computes small constants).
 
 In the spirit of onnx-ir's passes (`PassResult(model, modified)`), kept to functions over

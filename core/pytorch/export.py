@@ -42,7 +42,7 @@ from onnxport.core.pytorch.sources import (
 )
 from onnxport.core.pytorch.trust import require_trust
 from onnxport.core.util.atomic import AtomicWrite
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, cannot_write
 from onnxport.core.util.logs import quiet_onnxruntime_records
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import first_line
@@ -321,7 +321,7 @@ def save_atomic(model: onnx.ModelProto, out_path: Path, report: Reporter | None 
             else:
                 onnx.save_model(model, str(staged))
         except OSError as exc:
-            raise OnnxportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+            raise cannot_write(out_path, exc) from None
         stage.commit(staged, report, data_files=data_files)
 
 
@@ -363,7 +363,7 @@ def quantize_dynamic_int8(path: Path) -> Path:
                 warnings.simplefilter("ignore")
                 quantize_dynamic(str(path), str(staged), weight_type=QuantType.QInt8)
         except OSError as exc:
-            raise OnnxportError(f"cannot write {target}: {exc.strerror or exc}") from None
+            raise cannot_write(target, exc) from None
         except Exception as exc:
             raise OnnxportError(f"{path}: dynamic quantization failed ({first_line(exc)})") from None
         stage.commit(staged)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from onnxport.core.io.archive_bounds import ZIP_ERRORS, open_zip
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.text import first_line
 
 OBJECT_PREFIXES = ("opaque_obj_", "custom_obj_")
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt")
@@ -147,6 +148,6 @@ def _check_sample_inputs(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path,
     try:
         torch.load(io.BytesIO(zf.read(info)), weights_only=True, map_location="cpu")
     except Exception as exc:  # UnpicklingError for foreign objects; RuntimeError/ValueError for garbage
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        first = first_line(exc, 200)
         raise OnnxportError(f"{path}: its sample inputs ({info.filename}) are not plain tensors; onnxport never "
                             f"unpickles a .pt2 ({first})") from None

@@ -19,6 +19,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.evaluate.runtime import model_size, session_options
+from onnxport.core.util.text import first_line
 
 BIG_MODEL_BYTES = 1536 << 20  # above this, write the optimized model with external data
 PRE_PROCESS_KEY = "onnx.quant.pre_process"  # what ORT's quantizer looks for before warning
@@ -40,12 +41,12 @@ def preprocess(src: Path, dst: Path) -> list[str]:
         if not dst.is_file():
             raise RuntimeError("no optimized model written")
     except Exception as exc:  # noqa: BLE001 - any optimizer failure: quantize the model as it is
-        notes.append(f"ONNX Runtime's optimizer skipped ({str(exc).splitlines()[0][:200] if str(exc) else exc})")
+        notes.append(f"ONNX Runtime's optimizer skipped ({first_line(exc, 200)})")
         _copy_model(src, dst)
     try:
         onnx.shape_inference.infer_shapes_path(str(dst), str(dst))
     except Exception as exc:  # noqa: BLE001 - shape inference is best effort
-        notes.append(f"ONNX shape inference skipped ({str(exc).splitlines()[0][:200] if str(exc) else exc})")
+        notes.append(f"ONNX shape inference skipped ({first_line(exc, 200)})")
     model = onnx.load_model(str(dst), load_external_data=False)
     if not any(p.key == PRE_PROCESS_KEY for p in model.metadata_props):
         model.metadata_props.add(key=PRE_PROCESS_KEY, value="onnxruntime.quant")

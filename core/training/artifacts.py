@@ -44,7 +44,7 @@ import onnx
 
 from onnxport.core.training.process import TrainingProcess
 from onnxport.core.util.atomic import AtomicWrite
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, cannot_write
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 # onnxruntime-training 1.19.2 ships with onnx < 1.18, which refuses IR versions above 10.
@@ -211,9 +211,9 @@ def generate_training_artifacts(
     out_dir = Path(out_dir)
     parent = out_dir.parent if str(out_dir.parent) else Path(".")
     if out_dir.exists() and not out_dir.is_dir():
-        raise OnnxportError(f"cannot write artifacts to {out_dir}: it is a file")
+        raise cannot_write(f"artifacts to {out_dir}", "it is a file")
     if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise OnnxportError(f"cannot write artifacts to {out_dir}: folder {parent} does not exist or is not writable")
+        raise cannot_write(f"artifacts to {out_dir}", f"folder {parent} does not exist or is not writable")
     report.check()
     report(0.02, "reading the forward graph")
     model = _load_forward(forward)
@@ -295,4 +295,4 @@ def _install(write: AtomicWrite, generated: Path, out_dir: Path) -> None:
         else:
             write.commit([(generated / n, out_dir / n) for n in FILES if (generated / n).exists()])
     except OSError as exc:
-        raise OnnxportError(f"cannot write artifacts to {out_dir}: {exc.strerror or exc}") from None
+        raise cannot_write(f"artifacts to {out_dir}", exc) from None

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import cannot_write
 
 TEMP_SUFFIX = ".onnxport-tmp"
 _NAME_KEEP = 180  # destination name characters kept in a temp name (file names are <= 255 bytes)
@@ -243,10 +243,10 @@ class AtomicWrite:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise OnnxportError(f"cannot write {self.dest}: {exc.strerror or exc}") from None
+                raise cannot_write(self.dest, exc) from None
             self._track(path)
             return fd, path
-        raise OnnxportError(f"cannot write {self.dest}: no free temp file name")
+        raise cannot_write(self.dest, "no free temp file name")
 
     def new_dir(self) -> Path:
         """A new empty temp folder (tools that write files by path work in it)."""
@@ -257,10 +257,10 @@ class AtomicWrite:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise OnnxportError(f"cannot write {self.dest}: {exc.strerror or exc}") from None
+                raise cannot_write(self.dest, exc) from None
             self._track(path)
             return path
-        raise OnnxportError(f"cannot write {self.dest}: no free temp folder name")
+        raise cannot_write(self.dest, "no free temp folder name")
 
     def rename_inside(self, src: Path, dst: Path) -> None:
         """Rename a file inside one of this write's temp folders (e.g. a tool's `x.data` to the
@@ -311,7 +311,7 @@ class AtomicWrite:
                 for folder in dict.fromkeys(folder_of(p) for p in old):
                     fsync_dir(folder)
         except OSError as exc:
-            raise OnnxportError(f"cannot write {self.dest}: {exc.strerror or exc}") from None
+            raise cannot_write(self.dest, exc) from None
         finally:
             # an exception (a signal's) between the last rename and `done` must not undo it
             if not done and not _is_inode(moves[-1][1], inode):

@@ -7,6 +7,8 @@ traceback. Anything else that escapes is a bug and is shown with details.
 
 from __future__ import annotations
 
+import os
+
 
 class OnnxportError(Exception):
     """A problem with the user's input or environment, explained in one line."""
@@ -45,3 +47,13 @@ class Cancelled(OnnxportError):
 
 class UnavailableError(OnnxportError):
     """A feature needs a package that is not installed here (e.g. onnxruntime-training)."""
+
+
+def cannot_write(path: str | os.PathLike, reason: OSError | str) -> OnnxportError:
+    """The one-line error for a destination that cannot be written: `cannot write PATH: REASON`.
+
+    An `OSError` gives its strerror ("No space left on device"), else its text. Raise it with
+    `from None`: the OS error is the whole story, not a traceback.
+    """
+    text = (reason.strerror or str(reason)) if isinstance(reason, OSError) else reason
+    return OnnxportError(f"cannot write {path}: {text}")
