@@ -9,10 +9,10 @@ first and returning a `PassResult`. The contract they all keep:
   passes a copy; `io.model_io.copy_without_initializers` / `strip_weights` make one without
   copying weight bytes (what the export and the preview do with the model the app holds).
 - **Reported.** `changed` is True exactly when the model differs from what was given. Every node
-  the pass touched is one `NodeChange` in `changes`, in the order the pass met them: its name
-  (its first output's name when it has none), what happened (`REMOVED`, `REWRITTEN`, `FOLDED`,
-  `ADDED`) and why, in a few words. Changes that are not nodes (graph inputs dropped, outputs
-  retyped, weights stripped) are one line each in `notes`.
+  the pass touched is one `NodeChange` in `changes`, in the order the pass made them (graph order
+  within each step): its name (its first output's name when it has none), what happened
+  (`REMOVED`, `REWRITTEN`, `FOLDED`, `ADDED`) and why, in a few words. Changes that are not nodes
+  (graph inputs dropped, outputs retyped, weights stripped) are one line each in `notes`.
 - **Never fails on a valid graph.** A pass leaves what it cannot transform as it is; only
   invalid requests (an unknown output name) raise, as `OnnxportError`s, before anything is edited
   (a caller's bug, such as a prune plan made for another graph, raises `ValueError`).
