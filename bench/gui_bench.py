@@ -119,14 +119,15 @@ def wait_side_jobs(app, window) -> None:
     for _ in range(40):  # the plan timer fires 150 ms after a change
         app.processEvents()
         time.sleep(0.005)
-    wait(app, lambda: not window._side_jobs)
+    wait(app, lambda: not window.runner.side_jobs)
 
 
 def main() -> int:
-    from onnxport.gui.app import prepare_environment
+    from onnxport.gui.app import prepare_environment, tune_process
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     prepare_environment()  # WebEngine (the preview panel) needs --no-sandbox as root
+    tune_process()  # the switch interval and GC freezing the app's main() sets: measure the app as run
     from PySide6.QtCore import QCoreApplication, QSettings, Qt
     from PySide6.QtWidgets import QApplication
 
@@ -134,7 +135,7 @@ def main() -> int:
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
 
     from onnxport.core.io.model_io import load_graph
-    from onnxport.gui.export_dialog import ExportChoices
+    from onnxport.gui.dialogs.export_dialog import ExportChoices
     from onnxport.gui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])

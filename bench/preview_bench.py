@@ -138,7 +138,7 @@ def main() -> int:
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
 
     from onnxport.core.graph.preview import preview_model
-    from onnxport.gui.preview_panel import PreviewPanel
+    from onnxport.gui.preview.preview_panel import PreviewPanel
 
     app = QApplication.instance() or QApplication([])
     OUT.mkdir(parents=True, exist_ok=True)

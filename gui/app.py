@@ -30,7 +30,7 @@ def chromium_flags(current: str, as_root: bool) -> str:
       servers and reveals no local addresses;
     - `--host-resolver-rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"`: every host but 127.0.0.1 (the
       preview server) fails to resolve inside Chromium, so nothing that slips past the page's
-      request interceptor (gui/netron_view.py) - a preconnect, a report the browser itself sends -
+      request interceptor (gui/preview/netron_view.py) - a preconnect, a report the browser itself sends -
       can look up a name or open a connection; kept as the user's if they set their own rules;
     - `--disable-features=...`: web features whose reports or fetches the browser itself sends
       (Network Error Logging, Attribution Reporting, Topics, Protected Audience, Shared Storage,
@@ -61,6 +61,25 @@ def prepare_environment() -> None:
     business, for this process (and what it starts) only."""
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = chromium_flags(os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", ""), as_root)
+
+
+SWITCH_INTERVAL_S = 0.0005
+
+
+def tune_process() -> None:
+    """Process-wide settings for a responsive window: the entry point's business (main()), never a
+    widget's (tests and scripts that build a window themselves keep their process as it was).
+
+    - `sys.setswitchinterval`: each call from Qt into Python (a paint asking the tree model for
+      data) must take the GIL; while a worker runs Python it gives the GIL up only every switch
+      interval (5 ms by default), so a repaint with dozens of such calls stalls for 50+ ms.
+      0.5 ms keeps the GUI thread's waits short at a small cost to the worker.
+    - `freeze_survivors`: what a job builds under `quiet_gc` (a 100,000-tensor index, its tree) is
+      frozen when the job ends, so later collections skip it (gui/jobs/quiet_gc.py)."""
+    from .jobs.quiet_gc import freeze_survivors
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    freeze_survivors(True)
 
 
 EXIT_SIGTERM = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
@@ -115,6 +134,7 @@ def handle_sigterm(app, window):
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     prepare_environment()
+    tune_process()
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtWidgets import QApplication
 

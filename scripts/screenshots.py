@@ -54,7 +54,7 @@ def run() -> int:
     QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
     app = QApplication([])
-    from onnxport.gui.export_dialog import ExportDialog
+    from onnxport.gui.dialogs.export_dialog import ExportDialog
     from onnxport.gui.main_window import MainWindow
     from onnxport.resources import example_files
 

@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if args.quantize or args.validate:
         from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline
 
-        report.update(post_export(result, args.model, args.checkpoint, quantize=args.quantize,
-                                  calibration=args.calibration, validate=args.validate, progress=progress))
+        post = post_export(result, args.model, args.checkpoint, quantize=args.quantize,
+                           calibration=args.calibration, validate=args.validate, progress=progress)
+        report.update(post.to_dict())
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")

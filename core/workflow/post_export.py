@@ -8,24 +8,52 @@ Contract (called by core/cli/export_cmd.py for `export --validate` / `--quantize
   `<stem>.fp16.onnx` next to the export (which stays as the float32 model), with the accuracy
   target loop and its validation against the export, then benchmarks export vs quantized;
 - writes `<stem>.report.json` (atomically) next to the export.
-Returns a dict for the CLI: `validation`, `quantize`, `bench` (as in the report), `report_path`,
-`passed` (False when a validation failed, None when nothing was validated) and `summary_lines`.
+Returns a `PostExportResult`: the typed results of each step, the report as written (the app's
+report view draws it; nobody reads the file back) and its path; `to_dict()` is the CLI's JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from onnxport.core.evaluate.benchmark import benchmark
+from onnxport.core.evaluate.benchmark import BenchReport, benchmark
 from onnxport.core.evaluate.report import build_report, summary_lines, write_report
+from onnxport.core.evaluate.validate import ValidationReport
 from onnxport.core.evaluate.validate import validate as run_validate
 from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.quantize.quantize import quantize as run_quantize
+from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 SUFFIXES = {"dynamic": ".int8.onnx", "static": ".qdq.onnx", "fp16": ".fp16.onnx"}
 POST_BENCH_SECONDS = 1.0
+
+
+@dataclass
+class PostExportResult:
+    """What `post_export` did. Each step's result is None when it did not run."""
+
+    validation: ValidationReport | None  # the export against the reference
+    quantize: QuantizeResult | None  # the quantized model, with its validation against the export
+    bench: BenchReport | None  # export vs quantized
+    report: dict  # the report as written to `report_path` (evaluate/report.py's shape)
+    report_path: Path
+    summary_lines: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool | None:
+        """False when a validation failed, None when nothing was validated."""
+        verdicts = [v.passed for v in (self.validation, self.quantize and self.quantize.validation) if v]
+        return all(verdicts) if verdicts else None
+
+    def to_dict(self) -> dict:
+        """The CLI's JSON: `validation`, `quantize`, `bench` (as in the report, when they ran),
+        `report_path`, `passed` and `summary_lines`."""
+        steps = {key: self.report[key] for key in ("validation", "quantize", "bench") if key in self.report}
+        return steps | {"report_path": str(self.report_path), "passed": self.passed,
+                        "summary_lines": list(self.summary_lines)}
 
 
 def quantized_path(out_path: str | Path, mode: str) -> Path:
@@ -60,7 +88,7 @@ def post_export(
     inputs=None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
-) -> dict:
+) -> PostExportResult:
     """See the module docstring. `export_result`: an ExportResult (or the exported model's path)."""
     report = Reporter(progress, cancel)
     out = Path(getattr(export_result, "path", export_result))
@@ -81,6 +109,5 @@ def post_export(
     full = build_report(export=export, validation=validation, quantize=quantized, bench=bench)
     path = write_report(report_path_for(out), full)
     report.finished()
-    lines = summary_lines(full) + [f"report: {path}"]
-    return {key: full[key] for key in ("validation", "quantize", "bench") if key in full} | {
-        "report_path": str(path), "passed": full["passed"], "summary_lines": lines}
+    return PostExportResult(validation=validation, quantize=quantized, bench=bench, report=full, report_path=path,
+                            summary_lines=summary_lines(full) + [f"report: {path}"])

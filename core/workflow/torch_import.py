@@ -1,7 +1,7 @@
 """The app's PyTorch import flow as one job: export, then (training) artifacts; say what to open next.
 
 Contract: `run_import(TorchImportOptions, progress, cancel) -> TorchImportResult`. The import
-dialog (gui/import_dialog.py) fills the options; a worker runs this; the main window then opens
+dialog (gui/dialogs/import_dialog.py) fills the options; a worker runs this; the main window then opens
 `result.open_paths` in the normal tree / preview / export screen:
 - inference: the exported model (and nothing else: its weights are inside);
 - training with an artifacts folder: the eval graph and the checkpoint (the pair the export

@@ -38,26 +38,31 @@ def test_validate_quantize_bench_and_report(exported):
     q_path = quantized_path(result.path, "dynamic")
     assert q_path.name == "model.int8.onnx" and q_path.is_file()
     assert precision_of(onnx.load(str(q_path))) == "quantized"
-    assert out["passed"] is True
-    v = out["validation"]
-    assert v["reference_kind"] == "eval graph + parameters" and v["passed"]
-    assert all(o["max_abs_diff"] < 1e-4 for o in v["outputs"])
-    assert out["quantize"]["validation"]["reference"] == str(result.path)  # the fp32 export is the reference
-    assert len(out["bench"]["models"]) == 2 and out["bench"]["size_ratio"] > 0
+    assert out.passed is True
+    v = out.validation
+    assert v.reference_kind == "eval graph + parameters" and v.passed
+    assert all(o.max_abs_diff < 1e-4 for o in v.outputs)
+    assert out.quantize.validation.reference == str(result.path)  # the fp32 export is the reference
+    assert len(out.bench.models) == 2 and out.bench.size_ratio > 0
     report = json.loads(report_path_for(result.path).read_text())
     assert report["export"]["path"] == str(result.path) and report["chart"]["latency_ms"]["after"] > 0
-    assert out["report_path"] == str(report_path_for(result.path))
-    assert any("report:" in line for line in out["summary_lines"])
+    assert out.report_path == report_path_for(result.path)
+    assert out.report == report  # the front ends get the report as written, without reading it back
+    assert any("report:" in line for line in out.summary_lines)
+    as_json = json.loads(json.dumps(out.to_dict()))  # the CLI's --json
+    assert as_json["passed"] is True and as_json["report_path"] == str(report_path_for(result.path))
+    assert as_json["validation"] == report["validation"] and as_json["bench"] == report["bench"]
     assert seen[-1] == 1.0 and all(b >= a for a, b in zip(seen, seen[1:]) if a is not None and b is not None)
 
 
 def test_validate_only_and_fp16(exported):
     eval_path, ckpt, result = exported
     out = post_export(result, eval_path, [ckpt], validate=True)
-    assert out["passed"] is True and "quantize" not in out and "bench" not in out
+    assert out.passed is True and out.quantize is None and out.bench is None
+    assert "quantize" not in out.to_dict() and "bench" not in out.to_dict()
     out16 = post_export(result, eval_path, [ckpt], quantize="fp16")
-    assert quantized_path(result.path, "fp16").is_file() and out16["quantize"]["mode"] == "fp16"
-    assert "validation" not in out16 and out16["passed"] is True
+    assert quantized_path(result.path, "fp16").is_file() and out16.quantize.mode == "fp16"
+    assert out16.validation is None and "validation" not in out16.to_dict() and out16.passed is True
 
 
 def test_validation_with_the_wrong_checkpoint_fails(exported, tmp_path):
@@ -65,7 +70,8 @@ def test_validation_with_the_wrong_checkpoint_fails(exported, tmp_path):
     other = tmp_path / "other_checkpoint"
     write_checkpoint(other, mlp_weights(seed=9))
     out = post_export(result, eval_path, [other], validate=True)
-    assert out["passed"] is False and not out["validation"]["passed"]
+    assert out.passed is False and not out.validation.passed
+    assert out.to_dict()["passed"] is False and out.report["passed"] is False
 
 
 def test_cancel_during_quantize_leaves_the_export_alone(exported):

@@ -21,9 +21,10 @@ DRIVER = """
 import sys
 from pathlib import Path
 
-from onnxport.gui.app import handle_sigterm, prepare_environment
+from onnxport.gui.app import handle_sigterm, prepare_environment, tune_process
 
 prepare_environment()
+tune_process()
 from PySide6.QtCore import QCoreApplication, QSettings, Qt, QTimer
 
 QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
@@ -31,7 +32,7 @@ import PySide6.QtWebEngineWidgets  # noqa: F401
 from PySide6.QtWidgets import QApplication
 
 app = QApplication([sys.argv[0]])
-from onnxport.gui.export_dialog import ExportChoices
+from onnxport.gui.dialogs.export_dialog import ExportChoices
 from onnxport.gui.main_window import MainWindow
 
 model, ckpt, out, ini = sys.argv[1:5]

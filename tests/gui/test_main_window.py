@@ -9,8 +9,8 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from onnxport.gui import jobs
-from onnxport.gui.export_dialog import ExportChoices, ExportDialog
+from onnxport.gui.dialogs.export_dialog import ExportChoices, ExportDialog
+from onnxport.gui.jobs import core_calls
 from tests.support.checkpoint_writer import write_checkpoint
 
 from .conftest import big_eval_model
@@ -41,7 +41,7 @@ def error_boxes() -> list[QMessageBox]:
 
 
 def test_drop_opens_model_and_checkpoint_and_fills_the_tree(qtbot, window, example):
-    assert window.left.currentWidget() is window.empty
+    assert window.left.currentWidget() is window.left.empty
     open_example(qtbot, window, reversed(example))  # order does not matter: the app works it out
     assert window.left.currentIndex() == 1
     assert window.model.checked_outputs() == ["logits", "probabilities"]
@@ -65,7 +65,7 @@ def test_checking_outputs_updates_the_plan_and_training_tensors_are_protected(qt
     qtbot.waitUntil(lambda: "/Relu_output_0" in window.plan_panel.text(), timeout=5000)
     window.tree.setCurrentIndex(relu)
     assert "produced by Relu" in window.details_panel.text()
-    window.allow_training.setChecked(True)
+    window.left.allow_training.setChecked(True)
     assert model.flags(model.index_of("onnx::loss::2")) & Qt.ItemIsUserCheckable
     for name in ("logits", "probabilities", "/Relu_output_0"):
         model.set_checked(name, False)
@@ -76,11 +76,11 @@ def test_checking_outputs_updates_the_plan_and_training_tensors_are_protected(qt
 def test_filter_and_outputs_only(qtbot, window, example):
     open_example(qtbot, window, example)
     total = window.model.visible_tensor_count()
-    window.filter_edit.setText("relu")
+    window.left.filter_edit.setText("relu")
     qtbot.waitUntil(lambda: window.model.visible_tensor_count() == 1, timeout=3000)
-    window.filter_edit.setText("")
+    window.left.filter_edit.setText("")
     qtbot.waitUntil(lambda: window.model.visible_tensor_count() == total, timeout=3000)
-    window.outputs_only.setChecked(True)
+    window.left.outputs_only.setChecked(True)
     qtbot.waitUntil(lambda: window.model.visible_tensor_count() == 3, timeout=3000)  # loss + 2 forward outputs
     assert window.model.checked_outputs() == ["logits", "probabilities"]  # filtering keeps the checks
 
@@ -93,7 +93,7 @@ def test_export_in_the_worker_writes_a_model_that_runs_and_validates(qtbot, wind
         window.start_export(ExportChoices(out, validate=True))
     export, post = blocker.args[0]
     assert export.path == out and out.exists()
-    assert post["passed"] is True
+    assert post.passed is True
     sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     assert [o.name for o in sess.get_outputs()] == ["logits", "probabilities"]
     probs = sess.run(["probabilities"], {"input": np.zeros((2, 8), np.float32)})[0]
@@ -125,7 +125,7 @@ def clicking_cancel_when(monkeypatch, when):
     """The export job the window runs, with the user's Cancel click landing exactly when
     `when(message, token)` says, from inside the job's progress callback (in the worker thread,
     so the moment is deterministic, unlike a click queued through the event loop)."""
-    real = jobs.export_job
+    real = core_calls.export_job
 
     def export_job(*args, **kwargs):
         run = real(*args, **kwargs)
@@ -140,7 +140,7 @@ def clicking_cancel_when(monkeypatch, when):
 
         return wrapped
 
-    monkeypatch.setattr(jobs, "export_job", export_job)
+    monkeypatch.setattr(core_calls, "export_job", export_job)
 
 
 def test_cancel_midway_leaves_nothing_and_keeps_the_old_file(qtbot, window, tmp_path, monkeypatch):
@@ -154,7 +154,7 @@ def test_cancel_midway_leaves_nothing_and_keeps_the_old_file(qtbot, window, tmp_
     seen = []
     clicking_cancel_when(monkeypatch, lambda message, token: seen.append(message) or "writing" in message)
 
-    window.status_text.setText("")
+    window.job_status.text.setText("")
     with qtbot.waitSignal(window.jobEnded, timeout=60_000) as ended:
         window.start_export(ExportChoices(out, validate=False))
     assert ended.args == ["export", "cancelled"], seen
@@ -197,7 +197,7 @@ def test_bad_file_is_an_error_dialog_not_a_crash(qtbot, window, tmp_path):
     assert boxes and boxes[0].text() == shown.args[0]
     assert "Traceback" in boxes[0].detailedText()  # details on demand
     boxes[0].close()
-    assert window.sources is None and window.left.currentWidget() is window.empty
+    assert window.sources is None and window.left.currentWidget() is window.left.empty
 
 
 def test_nominal_checkpoint_is_refused_at_export_with_a_dialog(qtbot, window, example, tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from onnxport.gui.export_dialog import ExportChoices
+from onnxport.gui.dialogs.export_dialog import ExportChoices
 
 pytestmark = pytest.mark.gui
 
@@ -36,10 +36,10 @@ def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tm
     pytest.importorskip("torch")
     from PySide6.QtWidgets import QMessageBox
 
-    # the user trusts the program's code when asked (gui/trust_prompt.py)
+    # the user trusts the program's code when asked (gui/dialogs/trust_prompt.py)
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     from onnxport.core.pytorch.sources import InputSpec
-    from onnxport.gui.import_dialog import ImportDialog
+    from onnxport.gui.dialogs.import_dialog import ImportDialog
 
     from ..core import torch_builders as builders
 
@@ -67,7 +67,7 @@ def test_import_dialog_without_training_environment_says_why(qtbot, tmp_path, mo
     pytest.importorskip("torch")
     from onnxport.core.pytorch.sources import describe_source
     from onnxport.core.training.environment import ENV_VARIABLE
-    from onnxport.gui.import_dialog import ImportDialog
+    from onnxport.gui.dialogs.import_dialog import ImportDialog
 
     from ..core import torch_builders as builders
 

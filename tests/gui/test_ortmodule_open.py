@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnxport.gui.export_dialog import ExportChoices
+from onnxport.gui.dialogs.export_dialog import ExportChoices
 
 from .test_main_window import drop, error_boxes
 
@@ -42,6 +42,6 @@ def test_drop_an_ortmodule_folder_and_a_state_dict_then_export(qtbot, window, tm
         window.start_export(ExportChoices(out, validate=True))
     export, post = blocker.args[0]
     assert export.path == out and export.outputs == [OUTPUT]
-    assert post["passed"] is True
+    assert post.passed is True
     assert run_both(module, out) <= 1e-5
     assert not errors

@@ -3,7 +3,7 @@
 (a) the page's request interceptor logs every request; none to a host off the machine got through
     (judged here from the URL itself, not by the interceptor's own rule);
 (b) every ~50 ms the sockets of this process and all its children (QtWebEngineProcess...) are
-    read from /proc (tests/gui/net_watch.py); none ever had a remote address off the machine (a
+    read from /proc (tests/gui/preview/net_watch.py); none ever had a remote address off the machine (a
     connect()ed UDP socket counts, even if it sent nothing) - with one exception, named below.
 """
 
@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from onnxport.core.graph.preview import preview_model
-from onnxport.gui.export_dialog import ExportChoices
+from onnxport.gui.dialogs.export_dialog import ExportChoices
 
 from .net_watch import NetWatch, SocketSeen, off_machine
 

@@ -1,4 +1,4 @@
-"""The socket watcher (tests/gui/net_watch.py) must catch what it is there to catch.
+"""The socket watcher (tests/gui/preview/net_watch.py) must catch what it is there to catch.
 
 Every "off the machine" socket here is UDP connect()ed to a documentation address (192.0.2.0/24,
 2001:db8::/32): a UDP connect() only records the peer, it sends no packet, so nothing leaves.

@@ -11,7 +11,7 @@ frozen. Float buffers (BatchNorm running statistics) are always frozen and canno
 non-float buffers are not parameters and are not shown.
 
 A TorchScript or `.pt2` source is a program: the dialog's `trust_code` (by default what the user
-answered gui/trust_prompt.py's question for the file) goes into `TorchImportOptions.trust_code`.
+answered gui/dialogs/trust_prompt.py's question for the file) goes into `TorchImportOptions.trust_code`.
 """
 
 from __future__ import annotations

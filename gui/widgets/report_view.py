@@ -1,4 +1,4 @@
-"""A standalone view of an onnxport report (core/report.py): is it right, and is it faster?
+"""A standalone view of an onnxport report (core/evaluate/report.py): is it right, and is it faster?
 
 `ReportView.set_report(report_dict)` shows the verdict, the numbers (size, latency, speed-up,
 per-output errors, nodes kept in float, notes) and a `ReportChart`: bars of size and p50 latency
@@ -9,18 +9,16 @@ Any section of the report may be missing; the view shows what is there.
 
 Public API (embedded by gui/main_window.py):
 - `ReportView(parent=None)`: a QWidget; `set_report(report: dict | None)` shows a report dict as
-  `core.report.build_report` makes it (or as read back with `load_report(path)`); None clears it.
+  `core.evaluate.report.build_report` makes it (as written to `<stem>.report.json`); None clears it.
   `.report` is the dict shown.
 - `requantizeRequested(list[str])` (signal): the node names the user checked, after a click on
   "Keep checked nodes in float and quantize again"; `checked_nodes()` returns them.
 - `.chart` is the `ReportChart` (`panels()`, `bar_rects()` describe what it draws); `.verdict`,
   `.details` are the labels with the verdict and the numbers.
-- `load_report(path) -> dict`: read a `<stem>.report.json`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from PySide6.QtCore import QRectF, Qt, Signal
@@ -41,11 +39,6 @@ AFTER = QColor("#2f7fd1")
 GOOD = QColor("#3a9a4a")
 BAD = QColor("#c8423b")
 TARGET = QColor("#d08a1a")
-
-
-def load_report(path: str | Path) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 class ReportChart(QWidget):

@@ -26,7 +26,7 @@ def answers(monkeypatch):
 
 
 def test_declining_runs_nothing_and_says_why(qtbot, window, tmp_path, answers):
-    from onnxport.gui.import_dialog import ImportDialog
+    from onnxport.gui.dialogs.import_dialog import ImportDialog
 
     asked, queue = answers
     marker = tmp_path / "ran"
@@ -44,7 +44,7 @@ def test_declining_runs_nothing_and_says_why(qtbot, window, tmp_path, answers):
 
 
 def test_a_yes_is_remembered_for_the_file_and_reaches_the_export_options(qtbot, window, tmp_path, answers):
-    from onnxport.gui.import_dialog import ImportDialog
+    from onnxport.gui.dialogs.import_dialog import ImportDialog
 
     asked, queue = answers
     source = builders.save_torchscript(builders.bn_net(), tmp_path / "net.pt")
@@ -63,7 +63,7 @@ def test_a_yes_is_remembered_for_the_file_and_reaches_the_export_options(qtbot, 
 
 
 def test_data_sources_ask_nothing(tmp_path, answers):
-    from onnxport.gui.trust_prompt import TrustedPrograms, trust_for_import
+    from onnxport.gui.dialogs.trust_prompt import TrustedPrograms, trust_for_import
 
     asked, _ = answers
     folder = tmp_path / "bert"

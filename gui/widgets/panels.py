@@ -1,4 +1,5 @@
-"""The main window's read-only panels: what is loaded, the selected tensor, what the export keeps.
+"""The main window's read-only panels: what is loaded, the selected tensor, what the export
+keeps, what the last export wrote.
 
 Each panel is a QGroupBox around one rich-text label, filled from core objects (LoadedSources,
 TensorInfo, ExportPlan) by a pure function returning HTML, so the text is testable without Qt
@@ -9,13 +10,17 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
-from onnxport.core.export.export import ExportPlan
+from onnxport.core.export.export import ExportPlan, ExportResult
 from onnxport.core.graph.index import TensorInfo
 from onnxport.core.workflow.sources import LoadedSources
+
+if TYPE_CHECKING:  # the quantize/validate stack loads with the first export that uses it, not at startup
+    from onnxport.core.workflow.post_export import PostExportResult
 
 WARN = "#b25d00"
 BAD = "#c0392b"
@@ -137,17 +142,16 @@ def plan_html(plan: ExportPlan | None, error: str | None = None) -> str:
     return "<br>".join(rows)
 
 
-def export_html(result, post: dict | None = None) -> str:
+def export_html(result: ExportResult, post: PostExportResult | None = None) -> str:
     """The result of an export: where it went, how big, what it keeps, and the verdict."""
     rows = [f"<b>Wrote</b> <tt>{_esc(result.path)}</tt>",
             f"{human_bytes(result.size_bytes)}"
             + (f" + external data <tt>{_esc(Path(result.data_path).name)}</tt>" if result.data_path else "")
             + f" &middot; {result.nodes} nodes, {result.folded} folded &middot; {result.seconds:.2f} s",
             f"outputs: {_names(list(result.outputs))} &middot; inputs: {_names(list(result.inputs))}"]
-    quantized = (post or {}).get("quantize") or {}
-    if quantized.get("path"):
-        rows.append(f"quantized: <tt>{_esc(quantized['path'])}</tt>")
-    passed = (post or {}).get("passed")
+    if post is not None and post.quantize is not None:
+        rows.append(f"quantized: <tt>{_esc(post.quantize.path)}</tt>")
+    passed = post.passed if post is not None else None
     if passed is not None:
         color, word = (OK, "passed") if passed else (BAD, "FAILED")
         rows.append(f"<span style='color:{color}'><b>validation {word}</b></span>")

@@ -1,7 +1,7 @@
-"""The core calls the window runs as jobs, as plain `fn(progress, cancel)` closures.
+"""The core calls the window runs as jobs, as plain `fn(progress, cancel)` closures (Qt-free).
 
 Keeping them apart from the window keeps main_window.py about widgets, and lets tests and the
-GUI benchmark run exactly what the window runs.
+GUI benchmark run exactly what the window runs (tests replace one through this module).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from onnxport.core.export.export import ExportResult, export_model, plan_export
 from onnxport.core.util.progress import Reporter
 from onnxport.core.workflow.sources import LoadedSources, open_sources
 
-from .tree_model import build_tree
-from .worker import quiet_gc
+from ..widgets.outputs_tree import build_tree
+from .quiet_gc import quiet_gc
 
 
 def open_job(paths: list[Path]):
@@ -45,7 +45,7 @@ def plan_job(sources: LoadedSources, outputs: list[str]):
 
 
 def export_job(sources: LoadedSources, outputs: list[str], choices):
-    """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, post dict or None)."""
+    """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None)."""
     post_needed = choices.validate or choices.quantize
 
     def run(progress, cancel):
@@ -75,15 +75,6 @@ def validate_job(sources: LoadedSources, exported: Path):
         return build_report(export={"path": str(exported)}, validation=validation)
 
     return run
-
-
-def load_report(post: dict | None) -> dict | None:
-    if not post or not post.get("report_path"):
-        return None
-    import json
-
-    with open(post["report_path"], encoding="utf-8") as f:
-        return json.load(f)
 
 
 def export_only_report(result: ExportResult) -> dict:

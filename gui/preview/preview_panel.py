@@ -1,13 +1,13 @@
 """The "Preview" tab: the graph the export will write, drawn by Netron, following the selection.
 
 `set_model(path, outputs, parameter_names)` is debounced (the user ticks several boxes in a
-row); the weight-free preview model (core/preview.py) is built in the worker, published on the
-loopback server (gui/netron_server.py) and opened in the running Netron page (the page is loaded
-only the first time, or again if that fails). After each open the panel polls
-the page until Netron has drawn (`rendered(node_count)`), then re-focuses the tensor the user
-had selected, so the place is kept across reloads where Netron allows. "Pruned"/"Original"
-switches between the export's graph and the whole graph. Without WebEngine the panel says why
-and offers the same preview in the system browser.
+row); the weight-free preview model (core/graph/preview.py) is built in a side job (newest answer
+only, gui/jobs/runner.py), published on the loopback server (gui/preview/netron_server.py) and
+opened in the running Netron page (the page is loaded only the first time, or again if that
+fails). After each open the panel polls the page until Netron has drawn (`rendered(node_count)`),
+then re-focuses the tensor the user had selected, so the place is kept across reloads where
+Netron allows. "Pruned"/"Original" switches between the export's graph and the whole graph.
+Without WebEngine the panel says why and offers the same preview in the system browser.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QV
 
 from onnxport.core.graph.preview import preview_bytes
 
-from .error_dialog import error_text
+from ..dialogs.error_dialog import error_text
+from ..jobs.runner import JobRunner
 from .netron_server import PreviewServer
-from .worker import Job
 
 DEBOUNCE_MS = 250
 POLL_MS = 50
@@ -40,8 +40,8 @@ class PreviewPanel(QWidget):
         self._request: tuple[str, list[str], tuple[str, ...]] | None = None
         self._focus_tensor: str | None = None
         self._producer_of = lambda tensor: None
-        self._generation = 0
-        self._jobs: set[Job] = set()
+        self._generation = 0  # the model being shown: answers and page events of older ones are ignored
+        self.jobs = JobRunner(self)
         self._poll_started = 0.0
         self.last_node_count = -1
         self.last_url = ""
@@ -119,7 +119,7 @@ class PreviewPanel(QWidget):
 
         end = time.perf_counter() + timeout
         while time.perf_counter() < end:
-            if not self._debounce.isActive() and not self._jobs and not self._poll.isActive() \
+            if not self._debounce.isActive() and not self.jobs.side_jobs and not self._poll.isActive() \
                     and self.last_node_count >= 0:
                 return self.last_node_count
             QApplication.processEvents()
@@ -134,6 +134,7 @@ class PreviewPanel(QWidget):
         self._debounce.stop()
         self._poll.stop()
         self._generation += 1
+        self.jobs.drop("preview")
         view, self.view = self.view, None
         if view is not None:
             view.release()
@@ -149,12 +150,9 @@ class PreviewPanel(QWidget):
         generation = self._generation
         self.last_node_count = -1
         self.status.setText("building the preview…")
-        job = Job(lambda progress, cancel: preview_bytes(path, chosen, params), "preview")
-        job.signals.returned.connect(lambda data: self._publish(generation, data))
-        job.signals.errored.connect(lambda exc, _tb: self._failed(generation, error_text(exc)))
-        self._jobs.add(job)
-        job.signals.finished.connect(lambda: self._jobs.discard(job))
-        job.start()
+        self.jobs.side("preview", lambda progress, cancel: preview_bytes(path, chosen, params),
+                       lambda data: self._publish(generation, data),
+                       lambda exc: self._failed(generation, error_text(exc)))
 
     def _publish(self, generation: int, data: bytes) -> None:
         if generation != self._generation:

@@ -1,6 +1,6 @@
 """Watch the sockets of a process tree and keep every one whose remote end is off this machine.
 
-Why: the page's request interceptor (gui/netron_view.py) only sees URL requests. Chromium also
+Why: the page's request interceptor (gui/preview/netron_view.py) only sees URL requests. Chromium also
 opens sockets of its own (DNS lookups, prefetches, an IPv6 reachability probe that connect()s a
 UDP socket to a public resolver), and QtWebEngineProcess children do their own work. This looks at
 the sockets themselves, from the kernel's side, for this process and all its descendants:

@@ -10,13 +10,13 @@ from onnxport.core.evaluate.report import build_report
 from onnxport.core.export.export import export_model
 from onnxport.core.quantize.quantize import quantize
 
-from ..core.model_builders import forward_mlp, mlp_weights
+from ...core.model_builders import forward_mlp, mlp_weights
 
 pytestmark = pytest.mark.gui
 
 
 def test_report_of_a_real_quantization(qtbot, tmp_path):
-    from onnxport.gui.report_view import ReportView
+    from onnxport.gui.widgets.report_view import ReportView
 
     forward = tmp_path / "forward.onnx"
     onnx.save(forward_mlp(mlp_weights(d_hidden=64)), forward)

@@ -8,9 +8,9 @@ import onnx
 import pytest
 
 from onnxport.core.graph.preview import preview_model
-from onnxport.gui.netron_server import AGE_CHECK, NETRON_DIR, PreviewServer, patched_browser_js
+from onnxport.gui.preview.netron_server import AGE_CHECK, NETRON_DIR, PreviewServer, patched_browser_js
 
-from ..core.model_builders import eval_like_mlp, mlp_weights
+from ...core.model_builders import eval_like_mlp, mlp_weights
 
 pytestmark = pytest.mark.gui
 PARAMS = tuple(mlp_weights())
@@ -25,7 +25,7 @@ def eval_model(tmp_path):
 
 @pytest.fixture
 def panel(qtbot):
-    from onnxport.gui.preview_panel import PreviewPanel
+    from onnxport.gui.preview.preview_panel import PreviewPanel
 
     widget = PreviewPanel()
     qtbot.addWidget(widget)
@@ -80,7 +80,7 @@ def test_focus_selects_the_producing_node(qtbot, panel, eval_model):
 
 def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
     """Serve Netron with a build date years old: its own check would loop on 'Please update'."""
-    from onnxport.gui.preview_panel import PreviewPanel
+    from onnxport.gui.preview.preview_panel import PreviewPanel
 
     assert AGE_CHECK in (NETRON_DIR / "browser.js").read_text(encoding="utf-8")  # the check we defuse exists
     assert AGE_CHECK not in patched_browser_js((NETRON_DIR / "browser.js").read_text(encoding="utf-8"))
@@ -119,9 +119,9 @@ PARAMS_EXAMPLE = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
 def test_without_webengine_the_panel_says_why_and_offers_the_browser(qtbot, monkeypatch, eval_model):
     import sys
 
-    from onnxport.gui.preview_panel import PreviewPanel
+    from onnxport.gui.preview.preview_panel import PreviewPanel
 
-    monkeypatch.setitem(sys.modules, "onnxport.gui.netron_view", None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "onnxport.gui.preview.netron_view", None)  # import fails as if not installed
     panel = PreviewPanel()
     qtbot.addWidget(panel)
     try:

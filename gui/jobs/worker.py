@@ -20,12 +20,9 @@ window must say so, never "cancelled".
 
 from __future__ import annotations
 
-import gc
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
@@ -51,7 +48,7 @@ class Job(QRunnable):
 
     def __init__(self, fn: JobFn, name: str = "job") -> None:
         super().__init__()
-        self.setAutoDelete(False)  # the window keeps a reference; Qt must not delete it under us
+        self.setAutoDelete(False)  # the runner keeps a reference; Qt must not delete it under us
         self.fn = fn
         self.name = name
         self.token = CancelToken()
@@ -103,34 +100,3 @@ class Job(QRunnable):
         except RuntimeError:  # the app is shutting down and its signal object is gone
             pass
 
-
-_quiet_lock = threading.Lock()
-_quiet_depth = 0
-_gc_was_enabled = True
-
-
-@contextmanager
-def quiet_gc() -> Iterator[None]:
-    """For jobs that build many long-lived objects (a 100,000-tensor index, its tree).
-
-    Why: Python's cycle collector runs full collections while such a structure grows, each one
-    holding the GIL for 50-120 ms (measured here at 100,000 tensors) - the GUI thread freezes
-    although the work is in a worker. Inside this block automatic collection is off; at the end
-    the survivors are frozen (`gc.freeze`: later collections skip them) and collection resumes.
-    What is built here must be acyclic (the index and `TreeNode` trees are), so reference
-    counting still frees it when the next model replaces it."""
-    global _quiet_depth, _gc_was_enabled
-    with _quiet_lock:
-        if _quiet_depth == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _quiet_depth += 1
-    try:
-        yield
-    finally:
-        with _quiet_lock:
-            _quiet_depth -= 1
-            if _quiet_depth == 0:
-                gc.freeze()
-                if _gc_was_enabled:
-                    gc.enable()

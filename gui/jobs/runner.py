@@ -1,0 +1,120 @@
+"""`JobRunner`: how a widget runs core work, so no widget keeps its own copy of the rules.
+
+Two kinds of job (each a `Job`, gui/jobs/worker.py):
+
+- the main job (`run`): one at a time (open, export, validate, import...); the user sees it
+  (the runner reports `started`, `progress`, `failed`, `ended`, `finished` for the status bar,
+  the log and dialogs) and may cancel it. A result the caller cannot use (its `on_result`
+  raises) is reported as the job's failure, never lost.
+- side jobs (`side`): quiet work next to it (the "export keeps" plan, the filtered tree, the
+  preview model): no progress, no cancel, and only the newest answer of each name is used -
+  an older one still running when a newer one starts is dropped when it arrives (`drop` drops
+  the one in flight too).
+
+Callbacks are called on the GUI thread and never after the runner (a child of its widget) is
+deleted: a job may finish after its window is gone.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import shiboken6
+from PySide6.QtCore import QObject, Signal
+
+from .worker import Job, JobFn
+
+
+class JobRunner(QObject):
+    """See the module docstring."""
+
+    started = Signal(str)  # the main job's name
+    progress = Signal(object, str)  # (fraction or None, message) of the main job
+    message = Signal(str)  # a line for the log ("busy: ...", "... cancelled; nothing was written")
+    failed = Signal(str, object, str)  # (name, exception, traceback text): the caller shows the error
+    ended = Signal(str, str)  # (name, "returned" | "errored" | "cancelled")
+    finished = Signal(str)  # the main job is over (after `ended`); the runner is free again
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.job: Job | None = None
+        self.side_jobs: set[Job] = set()
+        self._generations: dict[str, int] = {}
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    def _alive(self) -> bool:
+        """False once Qt has deleted the runner (with its widget)."""
+        return shiboken6.isValid(self)
+
+    # --- the main job ---------------------------------------------------------------------------
+    def run(self, name: str, fn: JobFn, on_result: Callable[[Any], None]) -> Job | None:
+        """Start `fn` as the main job; None (and a `message`) when one is already running."""
+        if self.job is not None:
+            self.message.emit(f"busy: {self.job.name} is running")
+            return None
+        job = self.job = Job(fn, name)
+        job.signals.progress.connect(lambda fraction, text: self._alive() and self.progress.emit(fraction, text))
+        job.signals.returned.connect(lambda result: self._alive() and self._returned(job, on_result, result))
+        job.signals.errored.connect(lambda exc, tb: self._alive() and self._failed(job, exc, tb))
+        job.signals.cancelled.connect(lambda: self._alive() and self._cancelled(job))
+        job.signals.finished.connect(lambda: self._alive() and self._finished(job))
+        self.started.emit(name)
+        job.start()
+        return job
+
+    def cancel(self) -> Job | None:
+        """Ask the main job to stop (it may be past its commit point: `Job.committed`); returns it."""
+        if self.job is not None:
+            self.job.cancel()
+        return self.job
+
+    def _returned(self, job: Job, on_result, result) -> None:
+        if job.cancel_requested and job.committed:
+            self.message.emit(f"{job.name}: the cancel came after the result was written; it is kept")
+        try:
+            on_result(result)
+        except Exception as exc:  # noqa: BLE001 - a result the window cannot use is an error dialog
+            self._failed(job, exc, traceback.format_exc())
+            return
+        self.ended.emit(job.name, "returned")
+
+    def _failed(self, job: Job, exc: BaseException, details: str) -> None:
+        self.failed.emit(job.name, exc, details)
+        self.ended.emit(job.name, "errored")
+
+    def _cancelled(self, job: Job) -> None:
+        self.message.emit(f"{job.name} cancelled; nothing was written")
+        self.ended.emit(job.name, "cancelled")
+
+    def _finished(self, job: Job) -> None:
+        if self.job is job:
+            self.job = None
+        self.finished.emit(job.name)
+
+    # --- side jobs: newest answer only ---------------------------------------------------------
+    def side(self, name: str, fn: JobFn, on_result: Callable[[Any], None],
+             on_error: Callable[[BaseException], None] | None = None) -> Job:
+        """Run `fn` quietly; only the newest `side` job of this `name` reaches its callbacks."""
+        generation = self.drop(name)
+
+        def current() -> bool:
+            return self._alive() and self._generations.get(name) == generation
+
+        job = Job(fn, name)
+        job.signals.returned.connect(lambda result: current() and on_result(result))
+        if on_error is not None:
+            job.signals.errored.connect(lambda exc, _tb: current() and on_error(exc))
+        self.side_jobs.add(job)
+        job.signals.finished.connect(lambda: self.side_jobs.discard(job))
+        job.start()
+        return job
+
+    def drop(self, name: str) -> int:
+        """Ignore the answer of the `name` side job in flight (if any); returns the new generation."""
+        self._generations[name] = generation = self._generations.get(name, 0) + 1
+        return generation

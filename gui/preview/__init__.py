@@ -1,0 +1,17 @@
+"""The "Preview" tab: Netron served from a loopback server, shown in a locked-down WebEngine view."""
+
+from __future__ import annotations
+
+
+def make_preview():
+    """The Netron preview panel if it is there, else a placeholder label saying why not."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QLabel
+
+    try:
+        from .preview_panel import PreviewPanel
+    except ImportError as exc:
+        label = QLabel(f"The graph preview is not available ({exc}).", alignment=Qt.AlignCenter)
+        label.setWordWrap(True)
+        return label
+    return PreviewPanel()

@@ -1,0 +1,63 @@
+"""What the app remembers between runs (QSettings): recent files, the last folder opened, the
+window's geometry and dock/toolbar layout. The export dialog keeps its own folder there too.
+
+Kept out of the main window so the window is about widgets; `AppState(QSettings(...))` in tests
+points it at a file of their own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMainWindow, QMenu
+
+MAX_RECENT = 8
+
+
+class AppState:
+    def __init__(self, settings: QSettings | None = None) -> None:
+        self.settings = settings or QSettings()
+
+    # --- the folder of the last files opened ---------------------------------------------------
+    @property
+    def open_folder(self) -> str:
+        return self.settings.value("open/folder", str(Path.home()))
+
+    @open_folder.setter
+    def open_folder(self, folder: str | Path) -> None:
+        self.settings.setValue("open/folder", str(folder))
+
+    # --- recent files ----------------------------------------------------------------------------
+    def recent(self) -> list[list[str]]:
+        """The last sets of files opened together, newest first (resolved paths)."""
+        try:
+            return json.loads(self.settings.value("recent", "[]"))
+        except (TypeError, ValueError):
+            return []
+
+    def remember_recent(self, paths: list[Path]) -> None:
+        entry = [str(p.resolve()) for p in paths]
+        recent = [entry] + [r for r in self.recent() if r != entry]
+        self.settings.setValue("recent", json.dumps(recent[:MAX_RECENT]))
+
+    def fill_recent_menu(self, menu: QMenu, open_paths: Callable[[list[str]], None]) -> None:
+        """One action per recent entry ("checkpoint + eval_model.onnx"); the menu is off when empty."""
+        menu.clear()
+        recent = self.recent()
+        for entry in recent:
+            act = menu.addAction(" + ".join(Path(p).name for p in entry))
+            act.setToolTip("\n".join(entry))
+            act.triggered.connect(lambda _=False, e=entry: open_paths(e))
+        menu.setEnabled(bool(recent))
+
+    # --- window layout ---------------------------------------------------------------------------
+    def restore_window(self, window: QMainWindow) -> None:
+        window.restoreGeometry(self.settings.value("window/geometry", b""))
+        window.restoreState(self.settings.value("window/state", b""))
+
+    def save_window(self, window: QMainWindow) -> None:
+        self.settings.setValue("window/geometry", window.saveGeometry())
+        self.settings.setValue("window/state", window.saveState())

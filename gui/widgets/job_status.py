@@ -1,0 +1,50 @@
+"""The status bar's view of the main job: a message, a progress bar and Cancel.
+
+Progress and Cancel stay in place (disabled when idle): showing/hiding them would re-layout and
+repaint the whole window at the start of every job; for the same reason a changing message does
+not re-layout the bar (its size policy is Ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QSizePolicy, QStatusBar
+
+
+class JobStatus:
+    def __init__(self, bar: QStatusBar, on_cancel: Callable[[], None]) -> None:
+        self.progress = QProgressBar(maximumWidth=260, textVisible=True)
+        self.progress.setEnabled(False)
+        self.progress.setFormat("")
+        self.text = QLabel()
+        self.text.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.cancel_button = QPushButton("Cancel", clicked=on_cancel)
+        self.cancel_button.setEnabled(False)
+        bar.addWidget(self.text, 1)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.cancel_button)
+
+    def busy(self, name: str) -> None:
+        """A job started: progress of unknown length until it reports some; Cancel on."""
+        self.progress.setRange(0, 0)
+        self.progress.setFormat("%p%")
+        self.progress.setEnabled(True)
+        self.cancel_button.setEnabled(True)
+        self.text.setText(f"{name}…")
+
+    def show_progress(self, fraction: float | None, message: str) -> None:
+        if fraction is None:
+            self.progress.setRange(0, 0)
+        else:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * fraction))
+        self.text.setText(message)
+
+    def idle(self) -> None:
+        self.progress.setRange(0, 1000)
+        self.progress.setValue(0)
+        self.progress.setFormat("")
+        self.progress.setEnabled(False)
+        self.cancel_button.setEnabled(False)
+        self.text.setText("ready")

@@ -1,0 +1,148 @@
+"""JobRunner: one main job at a time with its outcome reported once; side jobs give the newest
+answer only; nothing reaches a runner Qt has deleted. Jobs are gated with events, never timed."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import shiboken6
+from PySide6.QtCore import QObject, QThreadPool
+from PySide6.QtWidgets import QApplication
+
+from onnxport.gui.jobs.runner import JobRunner
+
+pytestmark = pytest.mark.gui
+WAIT = 10.0  # seconds: a bound against a hang, not a measurement
+
+
+def gated(gate: threading.Event, value):
+    """A job that returns `value` once `gate` is set."""
+
+    def run(progress, cancel):
+        assert gate.wait(WAIT)
+        return value
+
+    return run
+
+
+def recorder(runner: JobRunner) -> list[tuple]:
+    seen: list[tuple] = []
+    runner.started.connect(lambda name: seen.append(("started", name)))
+    runner.message.connect(lambda text: seen.append(("message", text)))
+    runner.failed.connect(lambda name, exc, details: seen.append(("failed", name, type(exc).__name__, details)))
+    runner.ended.connect(lambda name, how: seen.append(("ended", name, how)))
+    runner.finished.connect(lambda name: seen.append(("finished", name)))
+    return seen
+
+
+def test_one_main_job_at_a_time(qtbot):
+    runner = JobRunner()
+    seen = recorder(runner)
+    results = []
+    gate = threading.Event()
+    first = runner.run("first", gated(gate, 41), results.append)
+    assert first is not None and runner.busy and runner.job is first
+    assert runner.run("second", gated(gate, 0), results.append) is None  # refused, said in the log
+    assert ("message", "busy: first is running") in seen
+    gate.set()
+    qtbot.waitUntil(lambda: not runner.busy, timeout=10_000)
+    assert results == [41]
+    assert [s for s in seen if s[0] != "message"] == [("started", "first"), ("ended", "first", "returned"),
+                                                      ("finished", "first")]
+    assert runner.run("third", gated(gate, 43), results.append) is not None  # free again
+    qtbot.waitUntil(lambda: not runner.busy, timeout=10_000)
+    assert results == [41, 43]
+
+
+def test_a_result_the_caller_cannot_use_is_the_jobs_failure(qtbot):
+    runner = JobRunner()
+    seen = recorder(runner)
+
+    def unusable(result):
+        raise ValueError(f"cannot show {result}")
+
+    runner.run("open", lambda progress, cancel: "a model", unusable)
+    qtbot.waitUntil(lambda: not runner.busy, timeout=10_000)
+    failed = [s for s in seen if s[0] == "failed"]
+    assert len(failed) == 1 and failed[0][1:3] == ("open", "ValueError") and "cannot show a model" in failed[0][3]
+    assert [s for s in seen if s[0] == "ended"] == [("ended", "open", "errored")]
+
+
+def test_an_error_in_the_job_is_reported_once(qtbot):
+    runner = JobRunner()
+    seen = recorder(runner)
+
+    def broken(progress, cancel):
+        raise OSError("disk gone")
+
+    runner.run("export", broken, lambda result: pytest.fail("no result"))
+    qtbot.waitUntil(lambda: not runner.busy, timeout=10_000)
+    assert [s[:3] for s in seen if s[0] == "failed"] == [("failed", "export", "OSError")]
+    assert [s for s in seen if s[0] == "ended"] == [("ended", "export", "errored")]
+
+
+def test_cancel_ends_the_job_cancelled(qtbot):
+    runner = JobRunner()
+    seen = recorder(runner)
+    running = threading.Event()
+
+    def waits_for_cancel(progress, cancel):
+        running.set()
+        for _ in range(int(WAIT / 0.005)):
+            cancel.check()
+            threading.Event().wait(0.005)
+        return "never"
+
+    runner.run("export", waits_for_cancel, lambda result: pytest.fail("no result"))
+    assert running.wait(WAIT)
+    assert runner.cancel() is not None
+    qtbot.waitUntil(lambda: not runner.busy, timeout=10_000)
+    assert ("ended", "export", "cancelled") in seen and ("message", "export cancelled; nothing was written") in seen
+    assert runner.cancel() is None  # nothing running
+
+
+def test_side_jobs_give_the_newest_answer_only(qtbot):
+    runner = JobRunner()
+    answers, errors = [], []
+    old_gate, new_gate = threading.Event(), threading.Event()
+    runner.side("plan", gated(old_gate, "old"), answers.append)
+    runner.side("plan", gated(new_gate, "new"), answers.append)
+    runner.side("filter", lambda progress, cancel: "tree", answers.append)  # another name: its own newest
+    new_gate.set()
+    qtbot.waitUntil(lambda: "new" in answers and "tree" in answers, timeout=10_000)
+    old_gate.set()  # the older plan answers last: dropped
+    qtbot.waitUntil(lambda: not runner.side_jobs, timeout=10_000)
+    assert sorted(answers) == ["new", "tree"]
+    assert not runner.busy  # side jobs are not the main job
+
+    def broken(progress, cancel):
+        raise RuntimeError("no plan")
+
+    runner.side("plan", broken, answers.append, errors.append)
+    qtbot.waitUntil(lambda: not runner.side_jobs, timeout=10_000)
+    assert [str(e) for e in errors] == ["no plan"]
+
+    gate = threading.Event()
+    runner.side("plan", gated(gate, "stale"), answers.append)
+    runner.drop("plan")  # e.g. no output is checked any more
+    gate.set()
+    qtbot.waitUntil(lambda: not runner.side_jobs, timeout=10_000)
+    assert "stale" not in answers
+
+
+def test_nothing_reaches_a_deleted_runner(qtbot):
+    owner = QObject()
+    runner = JobRunner(owner)
+    called = []
+    gate = threading.Event()
+    runner.run("open", gated(gate, 1), called.append)
+    runner.side("plan", gated(gate, 2), called.append)
+    runner.ended.connect(lambda *args: called.append(args))
+    shiboken6.delete(owner)  # the window closed while its jobs still run
+    assert not shiboken6.isValid(runner)
+    gate.set()
+    assert QThreadPool.globalInstance().waitForDone(10_000)
+    for _ in range(5):
+        QApplication.processEvents()
+    assert called == []
