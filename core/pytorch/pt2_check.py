@@ -116,7 +116,7 @@ def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, raw: set[str], pat
     if base.startswith(OLD_LAYOUT) or name == "version":
         raise OnnxportError(f"{path}: an archive of the pre-2.7 torch.export format ({name}), which torch reads "
                             "by unpickling; save the program again with torch.export.save")
-    if info.is_dir():
+    if name.endswith("/"):  # a folder (ZipInfo.is_dir() fails on an empty name)
         return
     if base.lower().endswith(PICKLE_SUFFIXES) and not sample:
         raise _pickled(path, name)

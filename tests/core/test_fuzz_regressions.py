@@ -166,6 +166,13 @@ def test_pt2_member_name_that_is_not_utf8(tmp_path):
     _refused(lambda p: check_pt2_archive(p, torch), path, "not a readable .pt2 archive")
 
 
+def test_pt2_member_with_an_empty_name(tmp_path):
+    import torch
+
+    path = write_zip(tmp_path / "m.pt2", [stored("", b"{}")])
+    check_pt2_archive(path, torch)  # JSON-like bytes under no name: nothing torch would unpickle
+
+
 def test_sniffing_a_zip_whose_member_name_is_not_utf8(tmp_path):
     assert sniff(_zip_with_raw_name(tmp_path / "p.npz", b"\xff.npy")) == SourceKind.UNKNOWN
 
