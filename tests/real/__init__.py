@@ -1,0 +1,1 @@
+"""Tests on real pretrained models shipped inside PyPI packages (see models.txt)."""
