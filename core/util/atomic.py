@@ -238,13 +238,15 @@ class AtomicWrite:
         """A new empty temp file (mode 0600 until commit) and its fd open for writing."""
         for _ in range(16):
             path = self._temp_path()
+            self._track(path)  # before it exists: a signal right after the create still finds it
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
-            except FileExistsError:
+            except FileExistsError:  # not ours: forget the name, never remove that file
+                self._untrack(path)
                 continue
             except OSError as exc:
+                self._untrack(path)
                 raise cannot_write(self.dest, exc) from None
-            self._track(path)
             return fd, path
         raise cannot_write(self.dest, "no free temp file name")
 
@@ -252,13 +254,15 @@ class AtomicWrite:
         """A new empty temp folder (tools that write files by path work in it)."""
         for _ in range(16):
             path = self._temp_path()
+            self._track(path)  # before it exists, as in new_file
             try:
                 path.mkdir(mode=0o700)
             except FileExistsError:
+                self._untrack(path)
                 continue
             except OSError as exc:
+                self._untrack(path)
                 raise cannot_write(self.dest, exc) from None
-            self._track(path)
             return path
         raise cannot_write(self.dest, "no free temp folder name")
 
@@ -272,6 +276,10 @@ class AtomicWrite:
     def _track(self, path: Path) -> None:
         self._temps.append(path)
         _register(path)
+
+    def _untrack(self, path: Path) -> None:
+        self._temps.remove(path)
+        _unregister(path)
 
     def companion(self, suffix: str = "data") -> Path:
         """`<dest name>.<run id>.<suffix>` beside dest: a name no other write uses."""
