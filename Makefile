@@ -65,6 +65,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench
 	$(BIN)/lint-imports
 
+# A long random run of the reader fuzzing that `make test` runs bounded and derandomized.
+FUZZ_EXAMPLES ?= 5000
+fuzz: $(STAMP)
+	ONNXPORT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/core/test_fuzz_readers.py tests/core/test_checkpoint_fuzz.py
+
 bench: $(STAMP) $(TRAINING_DEPS)
 	$(BIN)/python -m bench
 
