@@ -11,7 +11,7 @@ differ by a wrapper prefix (ORTModule's `_original_module.`, DDP's `module.`), a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from onnxport.core.export.export import ExportResult, export_model
@@ -34,8 +34,10 @@ def export_for_inference(
     all_ranks: bool = False,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    verify: Callable[[Path], None] | None = None,
 ) -> ExportResult:
-    """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`."""
+    """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`.
+    `verify(path)` checks the written model before it is put in place (see `export_model`)."""
     reason = skip_reason(all_ranks)
     if reason is not None:
         return ExportResult(Path(out_path), None, 0, list(outputs), [], 0, 0, 0, 0.0, skipped=reason)
@@ -51,4 +53,4 @@ def export_for_inference(
         model = load_graph(eval_model)
         params, _ = align_if_better(model, params)
     return export_model(eval_model, out_path, list(outputs), params, external_data=external_data,
-                        fold=fold, model=model, progress=progress, cancel=cancel)
+                        fold=fold, model=model, progress=progress, cancel=cancel, verify=verify)

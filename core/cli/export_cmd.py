@@ -46,9 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     outputs = split_names(args.outputs)
     progress = StderrProgress(quiet=args.quiet)
+    gate = None
+    if args.validate:  # validated before it is put in place: a failed validation writes nothing
+        from onnxport.core.workflow.post_export import ValidationGate
+
+        gate = ValidationGate(args.out, args.model, args.checkpoint)
     result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
                                   external_data=args.external_data, fold=not args.no_fold,
-                                  all_ranks=args.all_ranks, progress=progress)
+                                  all_ranks=args.all_ranks, progress=progress, verify=gate)
     if result.skipped:
         print(f"onnxport: {result.skipped}; nothing to do here", file=sys.stderr)
         return 0
@@ -57,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline
 
         post = post_export(result, args.model, args.checkpoint, quantize=args.quantize,
-                           calibration=args.calibration, validate=args.validate, progress=progress)
+                           calibration=args.calibration, validate=args.validate, progress=progress,
+                           validated=gate.report if gate is not None else None)
         report.update(post.to_dict())
     if args.json:
         json.dump(report, sys.stdout, indent=2)

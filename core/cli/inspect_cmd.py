@@ -1,6 +1,7 @@
 """`onnxport inspect MODEL_OR_CHECKPOINT [--checkpoint CKPT ...] [--json] [--all]`.
 
-Given a model: its inputs, outputs, the forward outputs an eval graph hides, parameters; given a
+Given a model: its inputs, outputs, the forward outputs an eval graph hides, parameters, and (with
+--all or --json) every tensor, those inside If/Loop/Scan bodies under their node; given a
 checkpoint: its tensors, trainable/frozen split, optimizer state and properties; given both: how
 the checkpoint's parameters match the model's.
 """
@@ -61,6 +62,7 @@ def _tensor_dict(t: TensorInfo) -> dict:
         "shape": list(t.shape) if t.shape is not None else None,
         "producer": t.producer, "op": t.producer_op, "consumers": t.consumers, "scope": t.scope,
         "training_only": t.training_only, "graph_output": t.is_graph_output, "bytes": t.nbytes,
+        "subgraph": t.subgraph or None,
     }
 
 
@@ -101,6 +103,8 @@ def _index_dict(index: TensorIndex, include_all: bool) -> dict:
     }
     if include_all:
         result["tensors"] = [_tensor_dict(x) for x in t.values()]
+        result["subgraphs"] = [sub.to_dict() | {"tensors": [_tensor_dict(x) for x in sub.tensors]}
+                               for sub in index.subgraphs]
     return result
 
 
@@ -147,6 +151,20 @@ def _rows(index: TensorIndex, names: list[str]) -> list[list[str]]:
     return rows
 
 
+def _print_subgraphs(index: TensorIndex) -> None:
+    """Each body under its node, indented by depth, with the outer tensors it reads and its own."""
+    if index.subgraphs:
+        print(f"\nInside sub-graphs ({len(index.subgraphs)} bodies):")
+    for sub in index.subgraphs:
+        pad = "  " * sub.depth
+        reads = f"; reads {', '.join(sub.captures)}" if sub.captures else ""
+        print(f"\n{pad}{sub.node} ({sub.op}) {sub.attribute}: {sub.nodes} nodes, {len(sub.tensors)} tensors{reads}")
+        rows = [[t.name, t.kind.value, t.dtype or "?", t.shape_text, t.producer_op or "-"] for t in sub.tensors]
+        widths = [max(len(str(r[i])) for r in rows) for i in range(5)] if rows else []
+        for r in rows:
+            print(pad + "  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
 def print_tables(loaded: LoadedSources, include_all: bool) -> None:
     index = loaded.index
     if index is not None:
@@ -166,6 +184,7 @@ def print_tables(loaded: LoadedSources, include_all: bool) -> None:
             print("\nAll tensors:")
             _table([[t.name, t.kind.value, t.dtype or "?", t.shape_text, t.producer_op or "-", t.scope]
                     for t in index.tensors.values()], ["name", "kind", "dtype", "shape", "op", "scope"])
+            _print_subgraphs(index)
     params = loaded.params
     if params is not None:
         files = ", ".join(Path(p).name for p in params.sources)

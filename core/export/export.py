@@ -5,13 +5,17 @@ keep exactly the chosen outputs, prune what they do not need, drop inputs no lon
 turn parameter inputs into initializers from the checkpoint, put Dropout/BatchNorm in inference
 form, keep IR version/opsets/functions/metadata, and record provenance. Then, unlike ORT, fold the
 parameter-only sub-graphs (`fold=False` writes the graph as ORT would) and stream the weights to
-disk without loading them.
+disk without loading them. Tensors that If/Loop/Scan bodies read from outside count as used by
+every pass (see `graph.uses`); nodes are written in topological order (a source listing them out
+of order is reordered), and the writer refuses a model ORT would not load. `verify(path)` (e.g.
+`export --validate`) sees the written model before it replaces anything; if it raises, nothing is.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +30,7 @@ from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.index import TensorIndex, infer_value_info
 from onnxport.core.graph.passes import FOLDED, REMOVED, REWRITTEN
 from onnxport.core.graph.prune import plan_prune, prune
+from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.io.external_data import inline_nested_external
 from onnxport.core.io.model_io import copy_without_initializers, load_graph
 from onnxport.core.io.parameter_set import ParameterSet
@@ -126,6 +131,7 @@ def export_model(
     model: onnx.ModelProto | None = None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    verify: Callable[[Path], None] | None = None,
 ) -> ExportResult:
     """Write the inference model for `outputs` to `out_path`. See the module docstring."""
     started = time.perf_counter()
@@ -154,6 +160,7 @@ def export_model(
     prune(skeleton, plan, value_info)
     inline_nested_external(skeleton, model_path.parent)  # sub-graph/attribute tensors: confined reads
     inference = to_inference_form(skeleton)
+    topological_sort(skeleton.graph)  # a no-op unless the source lists nodes out of order
     report.check()
 
     consts: dict[str, ConstTensor] = {}
@@ -176,7 +183,7 @@ def export_model(
         external_data == "auto" and estimated > PROTOBUF_LIMIT - AUTO_EXTERNAL_MARGIN
     )
     written = write_model(skeleton, list(consts.values()), out_path, external_data=use_external,
-                          report=report.sub(0.05, 1.0))
+                          report=report.sub(0.05, 1.0), verify=verify)
     report.finished()
     return ExportResult(
         path=written.path,

@@ -12,13 +12,22 @@ Contract: in, a model *skeleton* (everything but initializers) and the constants
   untouched. With external data, the model and its data file are replaced as one unit: the data
   file is named for this run (`<file>.<run id>.data`, 8 hex digits), is in place before the
   model is renamed, and the data file the previous model named is deleted after that rename;
-  so two runs writing one path never leave a model next to the other run's data.
+  so two runs writing one path never leave a model next to the other run's data;
+- only for a model ONNX Runtime would load: before anything is written, `graph.runnable` checks
+  that every node reads only tensors defined before it (inputs, the constants written here,
+  earlier nodes, enclosing graphs for If/Loop/Scan bodies) and that the outputs are defined; a
+  model that fails is refused in one line and nothing is touched;
+- `verify(path)`, when given, runs on the complete written model (at a private path, beside its
+  data file) after the fsync and before the commit: if it raises, nothing is put in place. This
+  is how `export --validate` checks the model before it replaces anything.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +35,7 @@ import numpy as np
 import onnx
 
 from onnxport.core.graph.const_tensors import ConstTensor
+from onnxport.core.graph.runnable import check_runnable
 from onnxport.core.io.parameter_set import FileSpan, c_contiguous
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.data_files import previous_data_files
@@ -177,10 +187,13 @@ def write_model(
     *,
     external_data: bool = False,
     report: Reporter | None = None,
+    verify: Callable[[Path], None] | None = None,
 ) -> WriteResult:
+    """See the module docstring."""
     out_path = Path(out_path)
     report = report or Reporter()
     check_destination(out_path)
+    check_runnable(skeleton.graph, f"{out_path}: not written", [c.name for c in consts])
     sources: dict[Path, int] = {}
     fds: list[int] = []
     try:
@@ -231,6 +244,9 @@ def write_model(
                 moves.insert(0, (tmp_data, data_path))
             while fds:
                 os.close(fds.pop())
+            if verify is not None:
+                report.check()
+                verify(_private_copy(tx, out_path, tmp_model, (tmp_data, data_path) if external_data else None))
             report.check()  # the last chance to cancel: nothing is replaced yet
             report.commit()
             tx.commit(moves, obsolete=lambda: previous_data_files(out_path))
@@ -240,6 +256,20 @@ def write_model(
     finally:
         for fd_ in list(sources.values()) + fds:
             os.close(fd_)
+
+
+def _private_copy(tx: AtomicWrite, out_path: Path, tmp_model: Path,
+                  data: tuple[Path, Path] | None) -> Path:
+    """The written model under its final name in a private temp folder (hard links: no copy),
+    beside its data file under the name the model gives it, for a check to open before commit."""
+    folder = tx.new_dir()
+    pairs = [(tmp_model, folder / out_path.name)] + ([(data[0], folder / data[1].name)] if data else [])
+    for src, dst in pairs:
+        try:
+            os.link(src, dst)
+        except OSError:  # a file system without hard links: a copy (only a check reads it)
+            shutil.copyfile(src, dst)
+    return folder / out_path.name
 
 
 def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, data_name: str,

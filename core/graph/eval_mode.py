@@ -7,7 +7,9 @@ Contract: in, a (pruned) model, edited in place; out, a `PassResult` on that mod
   pointed at a `False` constant (REWRITTEN; the Constant node is ADDED once);
 - `BatchNormalization` with `training_mode=1` gets `training_mode=0` and only its first output
   (running-statistics outputs must be unused by the kept graph) (REWRITTEN);
-- (opset < 7) `Dropout`'s `is_test` attribute, and old BN's `is_test`, are treated the same way.
+- (opset < 7) `Dropout`'s `is_test` attribute, and old BN's `is_test`, are treated the same way;
+- the bodies of If/Loop/Scan nodes get the same treatment (their changes follow their graph's),
+  and a tensor a body reads from outside counts as used (see `uses`).
 Results equal an inference run of the same model: that is what ORT's eval session does with
 these ops. Other nodes, inputs, outputs and initializers are left as they are.
 """
@@ -18,21 +20,22 @@ import onnx
 from onnx import helper
 
 from onnxport.core.graph.passes import ADDED, REMOVED, REWRITTEN, NodeChange, PassResult, node_label
-
-
-def _used_names(graph: onnx.GraphProto) -> set[str]:
-    used = {n for node in graph.node for n in node.input if n}
-    used.update(o.name for o in graph.output)
-    return used
+from onnxport.core.graph.uses import bodies, has_bodies, used_names
 
 
 def to_inference_form(model: onnx.ModelProto) -> PassResult:
     """Dropout and BatchNormalization of `model` in inference form, in place. See the module docstring."""
-    graph = model.graph
-    used = _used_names(graph)
-    graph_outputs = {o.name for o in graph.output}
     changes: list[NodeChange] = []
+    _graph_inference_form(model.graph, changes)
+    return PassResult(model, changed=bool(changes), changes=changes)
+
+
+def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> None:
+    """One graph's nodes (their changes first), then the bodies of its nodes, depth first."""
+    used = used_names(graph)  # what bodies capture counts: a Dropout mask read in a branch is used
+    graph_outputs = {o.name for o in graph.output}
     added: list[NodeChange] = []
+    own: list[NodeChange] = []
     new_nodes: list[onnx.NodeProto] = []
     renames: dict[str, str] = {}
     false_const: str | None = None
@@ -45,35 +48,36 @@ def to_inference_form(model: onnx.ModelProto) -> PassResult:
             if not secondary_used:
                 if node.output[0] in graph_outputs or _has_subgraphs(graph):
                     new_nodes.append(helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name))
-                    changes.append(NodeChange(node_label(node), REWRITTEN, "Dropout became Identity"))
+                    own.append(NodeChange(node_label(node), REWRITTEN, "Dropout became Identity"))
                 else:
                     renames[node.output[0]] = node.input[0]
-                    changes.append(NodeChange(node_label(node), REMOVED, "Dropout bypassed"))
+                    own.append(NodeChange(node_label(node), REMOVED, "Dropout bypassed"))
                 continue
             if len(node.input) >= 3 and node.input[2]:
                 if false_const is None:
-                    false_const = f"{node.name}__onnxport_training_mode_false"
+                    false_const = f"{node_label(node)}__onnxport_training_mode_false"
                     new_nodes.append(helper.make_node(
                         "Constant", [], [false_const], name=false_const,
                         value=helper.make_tensor(false_const, onnx.TensorProto.BOOL, [], [False])))
                     added.append(NodeChange(false_const, ADDED, "training_mode False for Dropout"))
                 node.input[2] = false_const
-                changes.append(NodeChange(node_label(node), REWRITTEN, "Dropout training_mode pinned to False"))
+                own.append(NodeChange(node_label(node), REWRITTEN, "Dropout training_mode pinned to False"))
         elif node.domain in ("", "ai.onnx") and node.op_type == "BatchNormalization":
             if _set_bn_inference(node, used):
-                changes.append(NodeChange(node_label(node), REWRITTEN, "BatchNormalization in inference mode"))
+                own.append(NodeChange(node_label(node), REWRITTEN, "BatchNormalization in inference mode"))
         new_nodes.append(node)
-    changes += added
-    if changes:
+    if own or added:
         del graph.node[:]
         graph.node.extend(new_nodes)
-    return PassResult(model, changed=bool(changes), changes=changes)
+    changes += own + added
+    for node in graph.node:
+        for _, body in bodies(node):
+            _graph_inference_form(body, changes)
 
 
 def _has_subgraphs(graph: onnx.GraphProto) -> bool:
     """Sub-graphs may capture names by reference; renaming is only safe without them."""
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in graph.node
-               for a in n.attribute)
+    return any(has_bodies(n) for n in graph.node)
 
 
 def _set_bn_inference(node: onnx.NodeProto, used: set[str]) -> bool:

@@ -30,7 +30,7 @@ from onnxport.core.graph.fold_budget import FoldBudget, output_allowed
 from onnxport.core.graph.fold_ops import FLOAT_ONLY_SAFE, FLOAT_TYPES, FOLDERS, NUMPY_EXACT, attrs_of
 from onnxport.core.graph.fold_shapes import output_shape
 from onnxport.core.graph.passes import FOLDED, REMOVED, NodeChange, PassResult, node_label
-from onnxport.core.graph.prune import subgraph_captures
+from onnxport.core.graph.uses import node_uses
 from onnxport.core.io.parameter_set import c_contiguous, np_dtype_for
 from onnxport.core.util.budgets import FOLD_OUTPUT_FLOOR, FOLD_VALUE_MAX
 from onnxport.core.util.errors import CorruptFileError, OnnxportError
@@ -61,7 +61,7 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
     # Drop what nothing uses any more (folded-away weights, Constant nodes consumed by folds);
     # names that sub-graphs (If/Loop bodies) capture from this scope count as used.
     def used_by(live: list[onnx.NodeProto]) -> set[str]:
-        return {n for node in live for n in [*node.input, *subgraph_captures(node)] if n} | protected
+        return {n for node in live for n in node_uses(node)} | protected
 
     used = used_by(remaining)
     live_nodes = [n for n in remaining if not (n.op_type == "Constant" and not (set(n.output) & used))]
@@ -107,7 +107,7 @@ class _Folder:
         self.in_memory: set[str] = set()  # computed or decoded already: free to read again
         self.consumers: dict[str, set[int]] = {}
         for index, node in enumerate(nodes):
-            for name in [*node.input, *subgraph_captures(node)]:
+            for name in node_uses(node):
                 self.consumers.setdefault(name, set()).add(index)
         self._values: dict[str, np.ndarray] = {}
 

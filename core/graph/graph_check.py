@@ -17,7 +17,7 @@ from collections import deque
 
 import onnx
 
-from onnxport.core.graph.prune import subgraph_captures
+from onnxport.core.graph.uses import GRAPH_ATTRS, bodies, subgraph_captures
 from onnxport.core.util.errors import CorruptFileError
 
 _SHOWN_NODES = 6  # nodes of a cycle named in the message
@@ -25,9 +25,6 @@ _SHOWN_NODES = 6  # nodes of a cycle named in the message
 
 def _name(node: onnx.NodeProto, index: int) -> str:
     return node.name or f"{node.op_type}#{index}"
-
-
-_GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def check_graph(graph: onnx.GraphProto, label: str) -> None:
@@ -45,7 +42,7 @@ def check_graph(graph: onnx.GraphProto, label: str) -> None:
                 producer[out] = i
         inputs.append(list(node.input))
         attrs = node.attribute
-        if attrs and any(a.type in _GRAPH_ATTRS for a in attrs):
+        if attrs and any(a.type in GRAPH_ATTRS for a in attrs):
             with_bodies.append(i)
     for i in with_bodies:
         inputs[i] += sorted(subgraph_captures(nodes[i]))
@@ -54,9 +51,8 @@ def check_graph(graph: onnx.GraphProto, label: str) -> None:
     _refuse_cycle(nodes, preds, label)
     for i in with_bodies:
         node = nodes[i]
-        for attr in node.attribute:
-            for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
-                check_graph(body, f"{label}: sub-graph '{attr.name}' of node '{node.name or node.op_type}'")
+        for attr, body in bodies(node):
+            check_graph(body, f"{label}: sub-graph '{attr}' of node '{node.name or node.op_type}'")
 
 
 def _refuse_cycle(nodes: list[onnx.NodeProto], preds: list[list[int]], label: str) -> None:

@@ -4,6 +4,8 @@ Built from the graph alone (weights stay on disk): graph inputs and outputs, eve
 parameters (initializers, and graph inputs that a checkpoint fills), each with shape (after shape
 inference), dtype, producer op, consumers, module scope (from node names such as
 `/encoder/layer.0/attention/MatMul`) and whether it only matters for training (loss, labels).
+A tensor an If/Loop/Scan body reads from outside is consumed by the node holding the body; the
+bodies' own tensors are listed apart, under their node (`subgraphs`, see `index_bodies`).
 """
 
 from __future__ import annotations
@@ -12,49 +14,20 @@ import difflib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 import onnx
 
+from onnxport.core.graph.index_bodies import SubgraphInfo, index_bodies
 from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES, inferred_value_infos
+from onnxport.core.graph.tensor_info import Dim, TensorInfo, TensorKind, scope_of, shape_of
+from onnxport.core.graph.uses import has_bodies, node_uses
 from onnxport.core.io.external_data import element_bits
 from onnxport.core.io.model_io import strip_weights, tensor_nbytes
 from onnxport.core.io.parameter_set import dtype_name
 
 LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
 LABEL_WORDS = ("label", "target")
-
-Dim = int | str | None
-
-
-class TensorKind(str, Enum):
-    INPUT = "input"  # a graph input the user feeds
-    PARAMETER = "parameter"  # an initializer, or a graph input a checkpoint fills
-    OUTPUT = "output"  # a graph output (produced by a node)
-    INTERMEDIATE = "intermediate"  # any other node output
-
-
-@dataclass
-class TensorInfo:
-    name: str
-    kind: TensorKind
-    dtype: str | None
-    shape: tuple[Dim, ...] | None  # None: unknown rank
-    producer: str | None = None  # node name
-    producer_op: str | None = None
-    consumers: list[str] = field(default_factory=list)  # node names
-    scope: str = ""  # "encoder/layer.0/attention", "" at top level
-    training_only: bool = False
-    is_graph_output: bool = False
-    nbytes: int | None = None  # parameters: bytes of their values
-
-    @property
-    def shape_text(self) -> str:
-        if self.shape is None:
-            return "?"
-        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
-
 
 @dataclass
 class TensorIndex:
@@ -70,6 +43,7 @@ class TensorIndex:
     opsets: dict[str, int]
     producer: str = ""
     suggested: list[str] = field(default_factory=list)  # likely forward outputs inside an eval graph
+    subgraphs: list[SubgraphInfo] = field(default_factory=list)  # If/Loop/Scan bodies, depth first
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -100,42 +74,18 @@ class TensorIndex:
         return close
 
 
-def scope_of(node_name: str) -> str:
-    """Module scope from a node name: '/encoder/layer.0/attn/MatMul_1' -> 'encoder/layer.0/attn'."""
-    if "/" not in node_name:
-        return ""
-    return node_name.strip("/").rpartition("/")[0]
-
-
-def _shape_of(vtype: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]:
-    if not vtype.HasField("tensor_type"):
-        kind = vtype.WhichOneof("value")
-        return kind, None
-    tt = vtype.tensor_type
-    dtype = dtype_name(tt.elem_type) if tt.elem_type else None
-    if not tt.HasField("shape"):
-        return dtype, None
-    dims: list[Dim] = []
-    for d in tt.shape.dim:
-        if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
-        elif d.HasField("dim_param"):
-            dims.append(d.dim_param)
-        else:
-            dims.append(None)
-    return dtype, tuple(dims)
-
-
-def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None) -> dict[str, onnx.ValueInfoProto]:
-    """Shape-infer a weight-free copy; return name -> ValueInfo for every known tensor.
+def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None,
+                     bodies: bool = False) -> dict[str, onnx.ValueInfoProto]:
+    """Shape-infer a weight-free copy; return name -> ValueInfo for every known tensor (with
+    `bodies`, those inside If/Loop/Scan bodies too).
 
     Big graphs given with their `path` are inferred in a child process that reads the file
     itself (see shape_infer: inference holds the GIL and would freeze the app's GUI thread)."""
     big = len(model.graph.node) >= OUT_OF_PROCESS_NODES
     if big and path is not None and Path(path).is_file():
-        found = inferred_value_infos(None, path, nodes=len(model.graph.node))
+        found = inferred_value_infos(None, path, nodes=len(model.graph.node), bodies=bodies)
     else:
-        found = inferred_value_infos(strip_weights(model))
+        found = inferred_value_infos(strip_weights(model), bodies=bodies)
     infos: dict[str, onnx.ValueInfoProto] = {vi.name: vi for vi in found}
     for vi in list(model.graph.input) + list(model.graph.output):
         infos.setdefault(vi.name, vi)
@@ -150,7 +100,7 @@ class _Node:
     def __init__(self, node: onnx.NodeProto) -> None:
         self.name = node.name
         self.op = node.op_type
-        self.inputs = [n for n in node.input if n]
+        self.inputs = node_uses(node)  # what its bodies capture is read by this node too
         self.outputs = list(node.output)
 
 
@@ -166,7 +116,8 @@ def build_index(
     name (`<op>_<position>`) in `model` so that every part of the app can refer to them.
     """
     graph = model.graph
-    infos = infer_value_info(model, path)
+    with_bodies = any(has_bodies(n) for n in graph.node)
+    infos = infer_value_info(model, path, bodies=with_bodies)
     init_by_name = {t.name: t for t in graph.initializer}
     param_inputs = set(parameter_names)
     output_names = [o.name for o in graph.output]
@@ -214,7 +165,7 @@ def build_index(
 
     def typed(name: str) -> tuple[str | None, tuple[Dim, ...] | None]:
         vi = infos.get(name)
-        return _shape_of(vi.type) if vi is not None else (None, None)
+        return shape_of(vi.type) if vi is not None else (None, None)
 
     for name in output_names:  # graph outputs first, in graph order
         node = producers.get(name)
@@ -229,7 +180,7 @@ def build_index(
     for vi in graph.input:
         if vi.name in tensors:
             continue
-        dtype, shape = _shape_of(vi.type)
+        dtype, shape = shape_of(vi.type)
         if vi.name in param_inputs or vi.name in init_by_name:
             parameters.append(vi.name)
             nbytes = None
@@ -258,6 +209,7 @@ def build_index(
         opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
         producer=f"{model.producer_name} {model.producer_version}".strip(),
         suggested=_suggested_outputs(nodes, training, output_set, consumers, producers),
+        subgraphs=index_bodies(graph, infos) if with_bodies else [],
     )
 
 

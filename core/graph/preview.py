@@ -4,7 +4,10 @@ Contract: `to_preview(model, outputs, parameter_names)` is a pass (see `passes`)
 `model` in place into the nodes an export to `outputs` keeps (pruned), in inference form
 (Dropout gone, BatchNorm in inference mode), with every kept initializer and parameter present as
 a weight-free initializer (name, type, dims: Netron draws it as a weight of its node, not as a
-graph input). `outputs=None` keeps the whole graph, weights stripped the same way.
+graph input). `outputs=None` keeps the whole graph, weights stripped the same way. If/Loop/Scan
+bodies are kept with what they read from outside (see `uses`); their initializers, and the
+values of Constant nodes over `PREVIEW_CONSTANT_BYTES` (weights a model holds in Constants), lose
+their data the same way, at every depth.
 `preview_model` gives the same as a new model and leaves its input alone (the pass runs on a
 weight-free copy); `preview_bytes` serializes it. Size: a few bytes per node, whatever the weights
 weigh, so a preview is instant even for a multi-GB model; parameter-only folding is not applied
@@ -21,10 +24,12 @@ import onnx
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.prune import plan_prune, prune
+from onnxport.core.graph.uses import bodies, used_names
 from onnxport.core.io.model_io import load_graph, strip_weights, tensor_nbytes
 from onnxport.core.util.shapes import value_info_shape
 
-PREVIEW_DATA_BYTES = 0  # no tensor keeps its values in a preview
+PREVIEW_DATA_BYTES = 0  # no initializer keeps its values in a preview
+PREVIEW_CONSTANT_BYTES = 1024  # Constant nodes this small keep theirs (shapes, axes: Netron shows them)
 
 
 def _header(name: str, data_type: int, dims: Iterable[int]) -> onnx.TensorProto:
@@ -39,6 +44,7 @@ def to_preview(model: onnx.ModelProto, outputs: list[str] | None = None,
     graph = model.graph
     if outputs is None:
         notes = _strip_in_place(graph)
+        notes += _strip_nested(graph)
         return PassResult(model, changed=bool(notes), notes=notes)
     plan = plan_prune(model, outputs, set(parameter_names))
     wanted = set(plan.parameter_inputs)
@@ -57,12 +63,14 @@ def to_preview(model: onnx.ModelProto, outputs: list[str] | None = None,
     graph.initializer.extend(headers)
     changes += to_inference_form(model).changes
     changes += [NodeChange(node_label(n), REMOVED, "nothing reads it") for n in _drop_dead_nodes(graph)]
-    used = {name for node in graph.node for name in node.input}
+    used = used_names(graph)
     unused = [t for t in graph.initializer if t.name not in used]  # e.g. a removed Dropout's ratio
     for t in unused:
         notes.append(f"initializer '{t.name}' removed: nothing reads it")
         graph.initializer.remove(t)
-    changed = pruned.changed or bool(changes or stripped or plan.parameter_inputs or unused)
+    nested = _strip_nested(graph)
+    notes += nested
+    changed = pruned.changed or bool(changes or stripped or plan.parameter_inputs or unused or nested)
     return PassResult(model, changed=changed, changes=changes, notes=notes)
 
 
@@ -79,11 +87,31 @@ def _strip_in_place(graph: onnx.GraphProto) -> list[str]:
     return notes
 
 
+def _strip_nested(graph: onnx.GraphProto) -> list[str]:
+    """Constant nodes' big values (in `graph` and its bodies) and body initializers lose their data."""
+    notes = []
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attr in node.attribute:
+                t = attr.t
+                if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and (
+                        tensor_nbytes(t) > PREVIEW_CONSTANT_BYTES or t.data_location == onnx.TensorProto.EXTERNAL):
+                    header = _header(t.name, t.data_type, t.dims)
+                    if header.ByteSize() != t.ByteSize():
+                        t.CopyFrom(header)
+                        notes.append(f"Constant '{node_label(node)}' stripped of its data")
+        for _, body in bodies(node):
+            notes += _strip_in_place(body)
+            notes += _strip_nested(body)
+    return notes
+
+
 def _drop_dead_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Nodes nothing reads any more (a removed Dropout's ratio Constant), as the export drops them."""
+    """Nodes nothing reads any more (a removed Dropout's ratio Constant), as the export drops them;
+    what sub-graphs read from outside counts as read."""
     dropped = []
     while True:
-        used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        used = used_names(graph)
         dead = [n for n in graph.node if not any(o in used for o in n.output if o)]
         if not dead:
             return dropped

@@ -4,7 +4,7 @@ Contract: `plan_prune(model, outputs, parameter_names)` (a query: the model is n
 output names (graph outputs or any node output, in the order wanted) and returns a `PrunePlan`
 naming exactly the nodes, graph inputs and initializers/parameters those outputs need. Unknown
 names raise `UnknownOutputError` with the closest names. Sub-graphs (If/Loop/Scan) keep the outer
-tensors they capture.
+tensors they capture (see `uses`).
 
 `prune(model, plan)` is the pass (see `passes`) applying a plan in place: the kept nodes in graph
 order (the others REMOVED), the graph inputs the user still feeds (inputs nothing needs and
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
+from onnxport.core.graph.uses import node_uses, used_names
 from onnxport.core.util.errors import UnknownOutputError
 
 
@@ -38,22 +39,6 @@ class PrunePlan:
     @property
     def dropped_nodes(self) -> int:
         return self.total_nodes - len(self.node_indices)
-
-
-def subgraph_captures(node: onnx.NodeProto) -> set[str]:
-    """Outer-scope names used inside a node's sub-graphs (If/Loop/Scan bodies)."""
-    captured: set[str] = set()
-    for attr in node.attribute:
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for g in graphs:
-            defined = {i.name for i in g.input} | {t.name for t in g.initializer}
-            for inner in g.node:
-                defined.update(o for o in inner.output if o)
-            for inner in g.node:
-                for name in list(inner.input) + sorted(subgraph_captures(inner)):
-                    if name and name not in defined:
-                        captured.add(name)
-    return captured
 
 
 def check_outputs(model: onnx.ModelProto, outputs: Iterable[str]) -> list[str]:
@@ -102,9 +87,7 @@ def plan_prune(model: onnx.ModelProto, outputs: Iterable[str], parameter_names: 
         if idx is None or idx in kept:
             continue
         kept.add(idx)
-        node = graph.node[idx]
-        stack.extend(n for n in node.input if n)
-        stack.extend(subgraph_captures(node))
+        stack.extend(node_uses(graph.node[idx]))
     params = set(parameter_names)
     initializer_names = {t.name for t in graph.initializer}
     inputs, param_inputs, dropped = [], [], []
@@ -157,7 +140,7 @@ def prune(model: onnx.ModelProto, plan: PrunePlan,
     known.update(by_name)
     inputs = [by_name[n] for n in plan.inputs]
     outputs = [known[name] if name in known else onnx.ValueInfoProto(name=name) for name in plan.outputs]
-    live = {n for node in graph.node for n in [*node.input, *node.output]} | set(plan.outputs)
+    live = used_names(graph) | {o for node in graph.node for o in node.output} | set(plan.outputs)
     kept_vi = [vi for vi in graph.value_info if vi.name in live and vi.name not in plan.outputs]
     for field_, values in ((graph.input, inputs), (graph.output, outputs), (graph.value_info, kept_vi)):
         del field_[:]

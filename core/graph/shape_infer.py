@@ -8,8 +8,10 @@ graph's value_info; protobuf parsing on our side takes milliseconds.
 
 Contract: `inferred_value_infos(light_model, path=None)` returns the ValueInfoProtos shape
 inference finds (value_info and outputs) for a weight-free model; given the model's `path`, the
-child loads the file itself (so nothing big is copied or piped while holding the GIL). Best
-effort: never raises for a model inference cannot handle (the index simply lacks those shapes).
+child loads the file itself (so nothing big is copied or piped while holding the GIL). With
+`bodies=True` those of If/Loop/Scan bodies (value_info, inputs, outputs, at every depth) follow
+the main graph's. Best effort: never raises for a model inference cannot handle (the index simply
+lacks those shapes).
 """
 
 from __future__ import annotations
@@ -19,32 +21,46 @@ import sys
 
 import onnx
 
+from onnxport.core.graph.uses import walk_bodies
+
 OUT_OF_PROCESS_NODES = 5_000
 TIMEOUT_S = 600
 
 _CHILD = r"""
 import sys, onnx
 from onnx import shape_inference
-if len(sys.argv) > 1:
+from onnxport.core.graph.shape_infer import body_value_infos
+bodies = sys.argv[1] == "1"
+if len(sys.argv) > 2:
     from onnxport.core.io.model_io import load_graph, strip_weights
-    model = strip_weights(load_graph(sys.argv[1]))
+    model = strip_weights(load_graph(sys.argv[2]))
 else:
     model = onnx.ModelProto.FromString(sys.stdin.buffer.read())
 model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
 graph = onnx.GraphProto()
 graph.value_info.extend(model.graph.value_info)
 graph.output.extend(model.graph.output)
+if bodies:
+    graph.value_info.extend(body_value_infos(model.graph))
 sys.stdout.buffer.write(graph.SerializeToString())
 """
 
 
+def body_value_infos(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """The value_info, inputs and outputs of every body below `graph`, depth first."""
+    found: list[onnx.ValueInfoProto] = []
+    for _path, _node, _attr, body in walk_bodies(graph):
+        found += [*body.input, *body.value_info, *body.output]
+    return found
+
+
 def inferred_value_infos(light: onnx.ModelProto | None, path=None,
-                         nodes: int | None = None) -> list[onnx.ValueInfoProto]:
+                         nodes: int | None = None, bodies: bool = False) -> list[onnx.ValueInfoProto]:
     """See the module docstring. `light` may be None when `path` is given (and `nodes` says
     how big the graph is)."""
     count = len(light.graph.node) if light is not None else (nodes or 0)
     if count >= OUT_OF_PROCESS_NODES or light is None:
-        graph = _in_child(light, path)
+        graph = _in_child(light, path, bodies)
         if graph is not None:
             return list(graph.value_info) + list(graph.output)
         if light is None:
@@ -53,11 +69,12 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None,
         model = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - best effort: the graph still indexes without shapes
         return []
-    return list(model.graph.value_info) + list(model.graph.output)
+    found = list(model.graph.value_info) + list(model.graph.output)
+    return found + body_value_infos(model.graph) if bodies else found
 
 
-def _in_child(light: onnx.ModelProto | None, path) -> onnx.GraphProto | None:
-    args = [sys.executable, "-c", _CHILD] + ([str(path)] if path is not None else [])
+def _in_child(light: onnx.ModelProto | None, path, bodies: bool = False) -> onnx.GraphProto | None:
+    args = [sys.executable, "-c", _CHILD, "1" if bodies else "0"] + ([str(path)] if path is not None else [])
     payload = b"" if path is not None else light.SerializeToString()
     try:
         proc = subprocess.run(args, input=payload, capture_output=True, timeout=TIMEOUT_S, check=False)

@@ -8,6 +8,10 @@ Contract (called by core/cli/export_cmd.py for `export --validate` / `--quantize
   `<stem>.fp16.onnx` next to the export (which stays as the float32 model), with the accuracy
   target loop and its validation against the export, then benchmarks export vs quantized;
 - writes `<stem>.report.json` (atomically) next to the export.
+`ValidationGate` validates *before* the export is put in place (`export --validate`): passed as
+the export's `verify`, it runs on the written model at a private path and raises when ONNX Runtime
+refuses the model or the validation fails, so a failed validation leaves the previous output
+untouched; its report then goes to `post_export(..., validated=gate.report)`.
 Returns a `PostExportResult`: the typed results of each step, the report as written (the app's
 report view draws it; nobody reads the file back) and its path; `to_dict()` is the CLI's JSON.
 """
@@ -15,7 +19,7 @@ report view draws it; nobody reads the file back) and its path; `to_dict()` is t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from onnxport.core.evaluate.benchmark import BenchReport, benchmark
@@ -25,6 +29,7 @@ from onnxport.core.evaluate.validate import validate as run_validate
 from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.quantize.quantize import quantize as run_quantize
 from onnxport.core.quantize.result import QuantizeResult
+from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 SUFFIXES = {"dynamic": ".int8.onnx", "static": ".qdq.onnx", "fp16": ".fp16.onnx"}
@@ -88,13 +93,15 @@ def post_export(
     inputs=None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    validated: ValidationReport | None = None,
 ) -> PostExportResult:
-    """See the module docstring. `export_result`: an ExportResult (or the exported model's path)."""
+    """See the module docstring. `export_result`: an ExportResult (or the exported model's path).
+    `validated`: the export's validation, already run (by a `ValidationGate`): not run again."""
     report = Reporter(progress, cancel)
     out = Path(getattr(export_result, "path", export_result))
     export = export_result.to_dict() if hasattr(export_result, "to_dict") else {"path": str(out)}
-    validation = quantized = bench = None
-    if validate:
+    validation, quantized, bench = validated, None, None
+    if validate and validation is None:
         report.check()
         report(0.0, "validating the export")
         validation = run_validate(out, model_path, params=_params(checkpoints), inputs=inputs,
@@ -111,3 +118,38 @@ def post_export(
     report.finished()
     return PostExportResult(validation=validation, quantize=quantized, bench=bench, report=full, report_path=path,
                             summary_lines=summary_lines(full) + [f"report: {path}"])
+
+
+class ValidationGate:
+    """The export's `verify`: validate the written model before it replaces anything.
+
+    Called with the written model at a private path (see `export.writer`); runs `validate` against
+    the reference (`model_path` + `checkpoints`) and raises `OnnxportError` naming `out_path`
+    when ORT refuses the model or an output misses its threshold: the export then puts nothing in
+    place. `report` is the validation, its `model` the final path.
+    """
+
+    def __init__(self, out_path: str | Path, model_path: str | Path,
+                 checkpoints: Sequence[str | Path] | ParameterSet | None = None, *, inputs=None,
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> None:
+        self.out_path = Path(out_path)
+        self.model_path = model_path
+        self.params = _params(checkpoints)
+        self.inputs = inputs
+        self.progress, self.cancel = progress, cancel
+        self.report: ValidationReport | None = None
+
+    def __call__(self, staged: Path) -> None:
+        try:
+            result = run_validate(staged, self.model_path, params=self.params, inputs=self.inputs,
+                                  progress=self.progress, cancel=self.cancel)
+        except Cancelled:
+            raise
+        except OnnxportError as exc:
+            text = exc.one_line().replace(str(staged), str(self.out_path))
+            raise OnnxportError(f"{text}; nothing written") from None
+        self.report = replace(result, model=str(self.out_path))
+        if not result.passed:
+            failed = "; ".join(result.failures()[:3])
+            raise OnnxportError(f"{self.out_path}: validation failed against {Path(self.model_path).name} "
+                                f"({failed}); nothing written")
