@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import onnx
 
-from onnxport.core.graph.uses import bodies, has_bodies, node_uses
+from onnxport.core.graph.uses import bodies, has_bodies, node_uses, subgraph_captures
 from onnxport.core.util.errors import CorruptFileError
 
 
@@ -41,45 +41,62 @@ def check_runnable(graph: onnx.GraphProto, label: str, defined: Iterable[str] = 
 def _check(graph: onnx.GraphProto, label: str, outer: list[set[str]], top: bool) -> None:
     local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     local.update(t.values.name for t in graph.sparse_initializer)
-    made_by = {o: i for i, node in enumerate(graph.node) for o in node.output if o}
+    nodes = list(graph.node)  # protobuf access is slow: each field is read once
     scopes = [local, *outer]
-    for i, node in enumerate(graph.node):
+    for i, node in enumerate(nodes):
         for name in node.input:
-            if name and not any(name in s for s in scopes):
-                _refuse(graph, label, node, i, name, made_by)
+            if name and name not in local and not any(name in s for s in outer):
+                _refuse(nodes, label, i, name)
         if has_bodies(node):
             for attr, body in bodies(node):
                 _check(body, f"{label}: sub-graph '{attr}' of node '{_label(node, i)}'", scopes, top=False)
-        local.update(o for o in node.output if o)
+        local.update(node.output)
+    local.discard("")
     for out in graph.output:
         if not any(out.name in s for s in scopes):
             where = "graph output" if top else "sub-graph output"
             raise CorruptFileError(f"{label}: {where} '{out.name}' is not made by any node, input or initializer")
 
 
-def _refuse(graph: onnx.GraphProto, label: str, node: onnx.NodeProto, index: int, name: str,
-            made_by: dict[str, int]) -> None:
-    reader = _label(node, index)
-    later = made_by.get(name)
-    if later is not None and later >= index:
-        maker = _label(graph.node[later], later)
+def _refuse(nodes: list[onnx.NodeProto], label: str, index: int, name: str) -> None:
+    reader = _label(nodes[index], index)
+    later = next((k for k in range(index, len(nodes)) if name in nodes[k].output), None)
+    if later is not None:
+        maker = _label(nodes[later], later)
         raise CorruptFileError(f"{label}: node '{reader}' reads '{name}' before node '{maker}' makes it "
                                f"(nodes out of topological order)")
     raise CorruptFileError(f"{label}: node '{reader}' reads '{name}', which no graph input, initializer "
                            f"or earlier node defines")
 
 
+def _in_order(nodes: list[onnx.NodeProto]) -> bool:
+    """Whether every node comes after the nodes of this graph it reads from (one linear pass)."""
+    produced: set[str] = set()
+    for node in nodes:
+        produced.update(node.output)
+    seen: set[str] = set()
+    for node in nodes:
+        for name in node.input:
+            if name in produced and name not in seen:
+                return False
+        if has_bodies(node) and any(n in produced and n not in seen for n in subgraph_captures(node)):
+            return False
+        seen.update(node.output)
+    return True
+
+
 def topological_sort(graph: onnx.GraphProto) -> bool:
     """See the module docstring."""
     moved = False
-    for node in graph.node:
-        for _, body in bodies(node):
-            moved |= topological_sort(body)
     nodes = list(graph.node)
+    for node in nodes:
+        if has_bodies(node):
+            for _, body in bodies(node):
+                moved |= topological_sort(body)
+    if _in_order(nodes):
+        return moved
     producer = {o: i for i, node in enumerate(nodes) for o in node.output if o}
     preds = [{producer[n] for n in node_uses(node) if n in producer} - {i} for i, node in enumerate(nodes)]
-    if all(p < i for i, ps in enumerate(preds) for p in ps):
-        return moved
     succs: list[list[int]] = [[] for _ in nodes]
     pending = [len(ps) for ps in preds]
     for i, ps in enumerate(preds):
