@@ -294,3 +294,13 @@ def test_export_validate_with_external_data_validates_before_the_commit(tmp_path
     report = json.loads(capfd.readouterr().out)
     assert report["validation"]["passed"] is True and report["validation"]["model"] == str(out)
     assert [n for n in _folder(tmp_path) if n.startswith(".")] == []  # no temp folder left
+
+
+def test_body_shapes_come_back_from_the_shape_inference_child_too(tmp_path):
+    """Big graphs are inferred in a child process: it sends the bodies' value_info back as well."""
+    from onnxport.core.graph.shape_infer import inferred_value_infos
+
+    path = _save(nested_if(), tmp_path / "m.onnx")
+    names = {vi.name for vi in inferred_value_infos(None, path, nodes=1, bodies=True)}
+    assert {"t1", "t4", "e1", "h"} <= names
+    assert "t1" not in {vi.name for vi in inferred_value_infos(None, path, nodes=1)}
