@@ -52,15 +52,23 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
         report = Reporter(progress, cancel)
         if sources.match is not None:
             sources.match.raise_if_unusable()
+        gate = None
+        if choices.validate:  # validated before it is put in place: a failed validation writes nothing
+            from onnxport.core.workflow.post_export import ValidationGate
+
+            gate = ValidationGate(choices.path, sources.model_path, sources.params,
+                                  progress=report.sub(0.3, 0.5), cancel=cancel)
         result = export_model(sources.model_path, choices.path, outputs, sources.params,
                               external_data=choices.external_data,
-                              progress=report.sub(0.0, 0.5 if post_needed else 1.0), cancel=cancel)
+                              progress=report.sub(0.0, 0.3 if gate else 0.5 if post_needed else 1.0), cancel=cancel,
+                              verify=gate)
         post = None
         if post_needed:
             from onnxport.core.workflow.post_export import post_export
 
             post = post_export(result, sources.model_path, sources.params, quantize=choices.quantize,
-                               validate=choices.validate, progress=report.sub(0.5, 1.0), cancel=cancel)
+                               validate=choices.validate, progress=report.sub(0.5, 1.0), cancel=cancel,
+                               validated=gate.report if gate is not None else None)
         return result, post
 
     return run
