@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="store weights in OUT.onnx.<run id>.data, beside OUT.onnx: auto (above 2 GB), always, never")
     p.add_argument("--no-fold", action="store_true",
                    help="do not fold parameter-only sub-graphs (write the graph as ONNX Runtime's export would)")
-    p.add_argument("--quantize", choices=("dynamic", "static", "fp16"), help="quantize/convert after export")
+    p.add_argument("--quantize", choices=("dynamic", "static", "fp16", "int4"), help="quantize/convert after export")
     p.add_argument("--calibration", metavar="DATA", help="calibration data for --quantize static")
     p.add_argument("--validate", action="store_true", help="check the result against the reference")
     p.add_argument("--all-ranks", action="store_true", help="write on every rank of a distributed job")

@@ -1,6 +1,7 @@
-"""`onnxport quantize MODEL -o OUT --mode dynamic|static|fp16 [--calibration DATA] ...`.
+"""`onnxport quantize MODEL -o OUT --mode dynamic|static|fp16|int4 [--calibration DATA] ...`.
 
-Quantizes (int8 dynamic, int8 static QDQ) or converts (float16) a float32 model, keeping the
+Quantizes (int8 dynamic, int8 static QDQ, int4 weight-only MatMulNBits for large MatMul weights)
+or converts (float16) a float32 model, keeping the
 nodes that cost accuracy in float until every output reaches the cosine target on the validation
 inputs (default 0.99), and prints (or --json) what was written, what stayed float and the
 validation against the float32 model. Exit 0, or 1 if the final validation failed (--no-target).
@@ -19,14 +20,19 @@ from onnxport.core.quantize.quantize import MODES, quantize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("quantize", help="quantize (int8 dynamic/static) or convert (fp16) a model",
+    p = subparsers.add_parser("quantize", help="quantize (int8 dynamic/static, int4 weights) or convert (fp16) a model",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="float32 ONNX model")
     p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx", help="file to write")
     p.add_argument("--mode", required=True, choices=MODES)
     p.add_argument("--calibration", metavar="DATA",
-                   help="static: calibration inputs (.npz named like the inputs, or a folder of .npy/.npz); "
+                   help="static: calibration inputs (.npz with arrays named like the inputs or unnamed in their "
+                        "order, a folder of .npy/.npz, or a .txt of lines for a Hugging Face model's tokenizer); "
                         "default: generated from the input specs")
+    p.add_argument("--tokenizer", metavar="FOLDER",
+                   help="Hugging Face tokenizer folder for a .txt --calibration (default: beside the model or the text)")
+    p.add_argument("--block-size", type=int, default=32, metavar="N",
+                   help="int4: values per quantization block along K (32 or 128 typical; default 32)")
     p.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
     p.add_argument("--reduce-range", action="store_true", help="7-bit weights (for CPUs without VNNI)")
     p.add_argument("--op-types", action="append", default=[], metavar="A[,B...]",
@@ -54,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         exclude_nodes=split_names(args.exclude), keep_io_types=not args.fp16_io,
         block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
         validation_inputs=args.validation_inputs, preprocess=not args.no_preprocess,
+        tokenizer=args.tokenizer, block_size=args.block_size,
         progress=StderrProgress(quiet=args.quiet),
     )
     if args.report:

@@ -9,18 +9,28 @@ float nodes named in `exclude` in float, and nothing else. What each mode does:
   MatMuls of two activations stay float (`MatMulConstBOnly`).
 - static: QDQ form (QuantizeLinear/DequantizeLinear pairs ORT fuses into integer kernels), uint8
   activations, int8 weights, with ranges from `calibration.calibrate` computed once and reused.
-- fp16: `onnxruntime.transformers.float16` (no extra package), optional float I/O, op and node
-  block lists; op types the CPU provider then refuses are added to the block list and retried.
+- fp16: our converter (fp16.py: Constant-held weights of float32 nodes untouched, weights beyond
+  float16's range keep their readers float32, topological order), plus the nodes `fp16_beyond`
+  measured past float16's range on the validation inputs, optional float I/O, op and node block
+  lists; op types the CPU provider then refuses are added to the block list and retried. What was
+  kept float32 and why is recorded in the model's metadata (`onnxport.fp16`).
+- int4: weight-only 4-bit MatMulNBits for the large MatMul weights (int4.py).
+Every written model declares only the operator domains it uses (domains.py).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
 
 from onnxport.core.evaluate.runtime import load_full, session
+from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.quantize.fp16 import to_float16
+from onnxport.core.quantize.int4 import int4  # noqa: F401 - the int4 mode, called as modes.int4
 from onnxport.core.util.errors import OnnxportError
 
 DYNAMIC_OP_TYPES = ("MatMul", "Gather", "Attention", "LSTM", "EmbedLayerNormalization")
@@ -43,6 +53,14 @@ def dynamic(src: Path, dst: Path, *, op_types, per_channel: bool, reduce_range: 
         reduce_range=reduce_range, weight_type=QuantType.QInt8, nodes_to_exclude=list(exclude),
         use_external_data_format=big, extra_options={"MatMulConstBOnly": True},
     )
+    tidy_domains(dst)
+
+
+def tidy_domains(path: Path) -> None:
+    """Rewrite the model file at `path` declaring only the domains it uses (weights untouched)."""
+    model = onnx.load_model(str(path), load_external_data=False)
+    if drop_unused_domains(model):
+        onnx.save_model(model, str(path))
 
 
 def static_op_types(op_types) -> list[str]:
@@ -63,39 +81,90 @@ def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, 
     from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
 
     model = load_model_with_shape_infer(Path(src))
+    if per_channel:
+        model = _with_axis_opset(model, src)
     quantizer = QDQQuantizer(model, per_channel, reduce_range, QuantType.QInt8, QuantType.QUInt8, tensors_range,
                              [], list(exclude), static_op_types(op_types), dict(STATIC_OPTIONS))
     quantizer.quantize_model()
     quantizer.model.save_model_to_file(str(dst), big)
+    tidy_domains(dst)
+
+
+AXIS_OPSET = 13  # QuantizeLinear/DequantizeLinear take `axis` (per-channel scales) from opset 13
+
+
+def _with_axis_opset(model: onnx.ModelProto, src: Path) -> onnx.ModelProto:
+    """Per-channel QDQ writes DequantizeLinear(axis=...), which opsets below 13 refuse (ORT's quantizer
+    writes it anyway and ORT cannot load the result): convert such a model to opset 13 first."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), AXIS_OPSET)
+    if opset >= AXIS_OPSET:
+        return model
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, AXIS_OPSET)
+    except Exception as exc:  # noqa: BLE001 - the converter raises bare RuntimeErrors/ValueErrors
+        raise OnnxportError(f"{src.name}: per-channel static quantization needs opset {AXIS_OPSET}; converting "
+                            f"from opset {opset} failed ({str(exc).splitlines()[0][:200]})",
+                            hint="quantize per-tensor (without --per-channel)") from None
 
 
 _NOT_IMPLEMENTED = re.compile(r"Could not find an implementation for (\w+)\(")
+FP16_METADATA_KEY = "onnxport.fp16"
+MAX_NOTED = 6
 
 
-def fp16(src: Path, dst: Path, *, keep_io_types: bool, block_ops, exclude: list[str], big: bool) -> list[str]:
-    """Convert; returns op types that had to be blocked (kept float) for the CPU provider."""
-    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
+@dataclass
+class Fp16Outcome:
+    blocked: list[str] = field(default_factory=list)  # op types the CPU provider refused in float16
+    kept: dict[str, str] = field(default_factory=dict)  # node -> why it stayed float32 (requests excluded)
 
-    blocked: list[str] = []
+    def notes(self) -> list[str]:
+        """One line each, all starting "kept float32" (the caller replaces them attempt after attempt)."""
+        lines = [f"kept float32 for the CPU provider: op types {', '.join(self.blocked)}"] if self.blocked else []
+        shown = list(self.kept.items())[:MAX_NOTED]
+        if shown:
+            more = f" (and {len(self.kept) - len(shown)} more)" if len(self.kept) > len(shown) else ""
+            lines.append("kept float32, beyond float16's range: "
+                         + "; ".join(f"{node}: {why}" for node, why in shown) + more)
+        return lines
+
+
+def fp16_beyond(src: Path, feeds, workdir: Path | None = None) -> dict[str, str]:
+    """Nodes whose tensors pass float16's range on `feeds` (see fp16_ranges.py): measure once."""
+    from onnxport.core.quantize.fp16_ranges import beyond_float16
+
+    return beyond_float16(load_full(src), feeds, workdir=workdir)
+
+
+def fp16(src: Path, dst: Path, *, keep_io_types: bool, block_ops, exclude: list[str], big: bool,
+         beyond: dict[str, str] | None = None) -> Fp16Outcome:
+    """Convert; returns what had to stay float32 (op types the CPU provider refused, nodes beyond range)."""
     source = load_full(src)
+    requested = {name: "kept float32 on request" for name in exclude}
+    outcome = Fp16Outcome()
     for _ in range(8):
         model = onnx.ModelProto()
         model.CopyFrom(source)
-        converted = convert_float_to_float16(
-            model, keep_io_types=keep_io_types, disable_shape_infer=big,
-            op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | set(block_ops) | set(blocked)),
-            node_block_list=list(exclude),
-        )
+        kept = to_float16(model, keep={**(beyond or {}), **requested}, keep_io_types=keep_io_types,
+                          block_ops=set(block_ops) | set(outcome.blocked))
+        outcome.kept = {k: v for k, v in kept.items() if k not in requested and not v.startswith("op type")}
+        drop_unused_domains(model)
+        meta = [p for p in model.metadata_props if p.key != FP16_METADATA_KEY]
+        del model.metadata_props[:]
+        model.metadata_props.extend(meta)
+        model.metadata_props.add(key=FP16_METADATA_KEY, value=json.dumps({"kept_float32": kept}))
         if big:
-            onnx.save_model(converted, str(dst), save_as_external_data=True, location=dst.name + ".data")
+            onnx.save_model(model, str(dst), save_as_external_data=True, location=dst.name + ".data")
         else:
-            onnx.save_model(converted, str(dst))
+            onnx.save_model(model, str(dst))
         try:
             session(dst)
-            return blocked
+            return outcome
         except OnnxportError as exc:
             found = _NOT_IMPLEMENTED.search(str(exc))
-            if not found or found.group(1) in blocked:
+            if not found or found.group(1) in outcome.blocked:
                 raise
-            blocked.append(found.group(1))
-    raise OnnxportError(f"{src}: no float16 version ONNX Runtime's CPU provider runs (blocked {', '.join(blocked)})")
+            outcome.blocked.append(found.group(1))
+    raise OnnxportError(f"{src}: no float16 version ONNX Runtime's CPU provider runs "
+                        f"(blocked {', '.join(outcome.blocked)})")

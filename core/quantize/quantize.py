@@ -34,12 +34,13 @@ from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize import modes
+from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.logs import with_quiet_onnxruntime
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
-MODES = ("dynamic", "static", "fp16")
+MODES = ("dynamic", "static", "fp16", "int4")
 METADATA_KEY = "onnxport.quantize"
 MAX_ROUNDS = 8
 CALIBRATION_BATCH = 8
@@ -64,6 +65,8 @@ def quantize(
     accuracy_target: float | None = 0.99,
     validation_inputs: FeedsLike = None,
     preprocess: bool = True,
+    tokenizer: str | Path | None = None,
+    block_size: int = 32,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
 ) -> QuantizeResult:
@@ -86,6 +89,8 @@ def quantize(
     source = load_graph(model_path)
     specs = input_specs(source)
     session(model_path, checked=True)  # a model ORT cannot run cannot be quantized meaningfully: say so first
+    calibration, validation_inputs = (calibration_data(d, specs, model_path, tokenizer)
+                                      for d in (calibration, validation_inputs))
     source_bytes = model_size(model_path)
     big = source_bytes > modes.SAVE_EXTERNAL_BYTES
     notes: list[str] = []
@@ -95,6 +100,8 @@ def quantize(
                      "ConvInteger); --mode static quantizes them")
     options = {"mode": mode, "per_channel": per_channel, "reduce_range": reduce_range, "op_types": op_types,
                "keep_io_types": keep_io_types, "block_ops": list(block_ops), "accuracy_target": accuracy_target}
+    if mode == "int4":
+        options["block_size"] = block_size
 
     with Staging(out_path) as stage:
         prepared = model_path
@@ -113,6 +120,7 @@ def quantize(
         if mode == "static":
             tensors_range = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
                                        report.sub(0.1, 0.4), notes)
+        beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
 
         def attempt(exclude: list[str], dst: Path) -> None:
             if mode == "dynamic":
@@ -121,11 +129,12 @@ def quantize(
             elif mode == "static":
                 modes.static(prepared, dst, tensors_range=tensors_range, op_types=op_types,
                              per_channel=per_channel, reduce_range=reduce_range, exclude=exclude, big=big)
+            elif mode == "int4":
+                modes.int4(prepared, dst, exclude=exclude, block_size=block_size, big=big)
             else:
-                blocked = modes.fp16(prepared, dst, keep_io_types=keep_io_types, block_ops=block_ops,
-                                     exclude=exclude, big=big)
-                if blocked:
-                    notes.append(f"kept float for the CPU provider: op types {', '.join(blocked)}")
+                fp16 = modes.fp16(prepared, dst, keep_io_types=keep_io_types, block_ops=block_ops,
+                                  exclude=exclude, big=big, beyond=beyond)
+                notes[:] = [n for n in notes if not n.startswith("kept float32")] + fp16.notes()
 
         loop = report.sub(0.4, 0.92)
         ranked_ops = None if mode == "fp16" else set(

@@ -32,7 +32,7 @@ from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
-SUFFIXES = {"dynamic": ".int8.onnx", "static": ".qdq.onnx", "fp16": ".fp16.onnx"}
+SUFFIXES = {"dynamic": ".int8.onnx", "static": ".qdq.onnx", "fp16": ".fp16.onnx", "int4": ".int4.onnx"}
 POST_BENCH_SECONDS = 1.0
 
 

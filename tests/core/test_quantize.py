@@ -243,7 +243,7 @@ def test_cancel_leaves_no_file_and_never_touches_an_existing_one(models, tmp_pat
 
 def test_bad_inputs_are_one_line_errors(models, tmp_path):
     with pytest.raises(OnnxportError, match="unknown quantization mode"):
-        quantize(models["mlp"], tmp_path / "x.onnx", "int4")
+        quantize(models["mlp"], tmp_path / "x.onnx", "int2")
     with pytest.raises(OnnxportError, match="overwrite the source"):
         quantize(models["mlp"], models["mlp"], "dynamic")
     with pytest.raises(OnnxportError, match="accuracy target"):

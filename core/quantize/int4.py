@@ -1,0 +1,88 @@
+"""Int4 weight-only quantization of the large MatMul weights (`com.microsoft.MatMulNBits`).
+
+Why: in a transformer almost all bytes are the weights of a few MatMul shapes (attention
+projections, FFN). Stored as 4-bit integers with one float scale (and a 4-bit zero point) per
+block of `block_size` values along K, they take ~0.16x their float32 bytes, and ONNX Runtime's CPU
+kernel (MLAS) multiplies by them directly; activations stay float, so nothing needs calibration.
+Small weights are left alone: their bytes do not matter and they are often the sensitive ones
+(classifier heads, gates).
+
+Contract: `int4(src, dst, *, exclude, block_size, min_elements, accuracy_level, big)` writes to
+`dst` the model `src` with every MatMul whose second input is a 2-D float32 initializer of at
+least `min_elements` values (and K >= block_size) replaced by MatMulNBits, except the nodes named
+in `exclude`; unnamed MatMuls are named `MatMul#<index>` in the written model so they can be
+excluded and reported. Uses `onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer`
+(asymmetric, QOperator format, round-to-nearest). Returns the names of the nodes quantized.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import onnx
+
+from onnxport.core.evaluate.runtime import load_full
+from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.util.errors import OnnxportError
+
+BLOCK_SIZES = (16, 32, 64, 128, 256)
+DEFAULT_BLOCK_SIZE = 32
+MIN_ELEMENTS = 1 << 14  # 128 x 128: below this a weight's bytes are not worth the error
+
+
+def candidates(model: onnx.ModelProto, block_size: int, min_elements: int) -> list[str]:
+    """Names of the MatMuls whose weight int4 would quantize (unnamed ones get a name here)."""
+    inits = {t.name: t for t in model.graph.initializer}
+    found = []
+    for i, node in enumerate(model.graph.node):
+        if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+            continue
+        weight = inits.get(node.input[1])
+        if weight is None or weight.data_type != onnx.TensorProto.FLOAT or len(weight.dims) != 2:
+            continue
+        k, n = weight.dims
+        if k * n < min_elements or k < block_size:
+            continue
+        if not node.name:
+            node.name = f"MatMul#{i}"
+        found.append(node.name)
+    return found
+
+
+def _quantizer_class():
+    """ORT's module calls `logging.basicConfig(level=INFO)` when first imported, which would give the
+    caller's program a root handler printing every INFO record: a handler present during the import
+    makes that call a no-op, and is removed right after."""
+    root = logging.getLogger()
+    guard = logging.NullHandler()
+    root.addHandler(guard)
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    except ImportError as exc:  # it needs onnx-ir, a dependency of onnxport since int4
+        raise OnnxportError(f"int4 quantization needs ONNX Runtime's int4 quantizer, which cannot load: {exc}",
+                            hint="pip install onnx-ir") from None
+    finally:
+        root.removeHandler(guard)
+    return MatMulNBitsQuantizer
+
+
+def int4(src: Path, dst: Path, *, exclude: list[str], block_size: int = DEFAULT_BLOCK_SIZE,
+         min_elements: int = MIN_ELEMENTS, accuracy_level: int | None = None, big: bool = False) -> list[str]:
+    """See the module docstring."""
+    if block_size not in BLOCK_SIZES:
+        raise OnnxportError(f"int4 block size must be one of {', '.join(map(str, BLOCK_SIZES))}, got {block_size}")
+    model = load_full(src)
+    chosen = [n for n in candidates(model, block_size, min_elements) if n not in set(exclude)]
+    others = [n.name for n in model.graph.node if n.op_type == "MatMul" and n.name and n.name not in chosen]
+    quantizer = _quantizer_class()(model, bits=4, block_size=block_size, is_symmetric=False,
+                                     accuracy_level=accuracy_level, nodes_to_exclude=others,
+                                     op_types_to_quantize=("MatMul",))
+    quantizer.process()
+    result = quantizer.model.model
+    drop_unused_domains(result)
+    if big:
+        onnx.save_model(result, str(dst), save_as_external_data=True, location=dst.name + ".data")
+    else:
+        onnx.save_model(result, str(dst))
+    return chosen

@@ -1,0 +1,88 @@
+"""Quantizing real pretrained CNNs (PP-OCR, from the rapidocr package) on real-looking inputs.
+
+- fp16 of the text detector: its BatchNormalization variance of 9.8e7 lives in a Constant node;
+  ONNX Runtime's converter clamps it to 65504 (cosine 0.78 here, 0.004 elsewhere), ours keeps that
+  node and its weights float32, writes a model onnx.checker accepts, and says what it kept.
+- static QDQ of the direction classifier, calibrated on rendered text lines (both orientations),
+  judged on others: cosine >= 0.99 and argmax agreement >= 0.99 on a 2-class softmax, with the
+  int8 path pinned to 7-bit weights (exact on every x86 CPU, VNNI or not).
+- text calibration through the real all-MiniLM-L6-v2 tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+
+from onnxport.core.evaluate.feeds import InputSpec
+from onnxport.core.quantize import modes
+from onnxport.core.quantize.calibration_sources import calibration_data
+from onnxport.core.quantize.quantize import quantize
+
+from .corpus import minilm_folder, ocr_classifier, ocr_detector
+from .text_images import classifier_batch, detector_input
+
+
+def _run(path, feed: dict) -> np.ndarray:
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="module")
+def page(qapp) -> np.ndarray:
+    return detector_input(64, 64, seed=2)
+
+
+def test_fp16_detector_keeps_its_constant_held_variance(tmp_path, page):
+    feed = {"x": page}
+    np.savez(tmp_path / "page.npz", x=page)
+    result = quantize(ocr_detector(), tmp_path / "det.fp16.onnx", "fp16", validation_inputs=tmp_path / "page.npz")
+    reference = _run(ocr_detector(), feed)
+    assert (reference > 0.3).mean() > 0.05  # the page has text the detector finds
+    out = _run(result.path, feed)
+    assert _cosine(out, reference) > 0.999
+    assert ((out > 0.3) == (reference > 0.3)).mean() > 0.999  # the text mask, as the app binarizes it
+    written = onnx.load(result.path)
+    onnx.checker.check_model(written, full_check=True)
+    assert [o.domain for o in written.opset_import] == [""]
+    assert result.size_ratio < 0.55
+    kept = json.loads(next(p.value for p in written.metadata_props if p.key == modes.FP16_METADATA_KEY))
+    assert kept["kept_float32"] == {"p2o.BatchNormalization.1": "weight 'batch_norm_0.w_2' reaches 9.79e+07 "
+                                                                "(float16 max 65504)"}
+    assert any("p2o.BatchNormalization.1" in n for n in result.notes)
+
+
+def test_static_qdq_classifier_on_rendered_text_lines(tmp_path, qapp):
+    calibration, validation = classifier_batch(32, seed=1), classifier_batch(32, seed=0)
+    np.savez(tmp_path / "cal.npz", calibration)  # unnamed: arr_0 -> the model's one input
+    np.savez(tmp_path / "val.npz", x=validation)
+    result = quantize(ocr_classifier(), tmp_path / "cls.qdq.onnx", "static", calibration=tmp_path / "cal.npz",
+                      validation_inputs=tmp_path / "val.npz", per_channel=False,
+                      reduce_range=True)  # 7-bit weights: exact on every CPU's int8 kernels
+    reference, out = _run(ocr_classifier(), {"x": validation}), _run(result.path, {"x": validation})
+    assert (reference.argmax(1) == np.arange(32) % 2).mean() >= 0.9  # the float model reads these lines
+    assert _cosine(out, reference) >= 0.99
+    assert (out.argmax(1) == reference.argmax(1)).mean() >= 0.99
+    assert result.size_ratio < 0.6 and not result.kept_float_nodes
+    written = onnx.load(result.path)
+    assert "QuantizeLinear" in {n.op_type for n in written.graph.node}
+    assert {o.domain for o in written.opset_import} <= {"", "ai.onnx"}
+
+
+def test_text_calibration_through_the_minilm_tokenizer(tmp_path):
+    (tmp_path / "lines.txt").write_text("A man is eating food.\nThe new movie is awesome!\n")
+    specs = [InputSpec(n, T.INT64, ("batch", "sequence")) for n in ("input_ids", "attention_mask", "token_type_ids")]
+    feeds = calibration_data(tmp_path / "lines.txt", specs, tokenizer=minilm_folder())
+    ids = feeds[0]["input_ids"]
+    assert ids.shape[0] == 2 and ids[0, 0] == 101  # [CLS]
+    assert ids[0, feeds[0]["attention_mask"][0].sum() - 1] == 102  # [SEP] ends each line
+    assert feeds[0]["token_type_ids"].max() == 0
