@@ -10,20 +10,11 @@ import argparse
 import json
 import sys
 
+from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.evaluate.benchmark import benchmark
 from onnxport.core.evaluate.report import build_report, write_report
 from onnxport.core.util.errors import OnnxportError
-
-
-def _dims(values: list[str]) -> dict[str, int]:
-    sizes = {}
-    for item in values:
-        name, sep, size = item.partition("=")
-        if not sep or not size.strip().isdigit():
-            raise OnnxportError(f"--dim expects NAME=SIZE (e.g. sequence=128), got '{item}'")
-        sizes[name.strip()] = int(size)
-    return sizes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,8 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("models", nargs="+", metavar="MODEL", help="one or two ONNX models")
     p.add_argument("--inputs", metavar="DATA", help=".npz named like the inputs, or a folder (default: generated)")
     p.add_argument("--batch", type=int, default=1, help="samples per run (default 1)")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
-                   help="size of a symbolic dimension of generated inputs (e.g. sequence=128)")
+    add_input_options(p)
     p.add_argument("--seconds", type=float, default=2.0, help="measuring time per model (default 2)")
     p.add_argument("--threads", type=int, help="intra-op threads (default: ONNX Runtime's)")
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
@@ -45,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if len(args.models) > 2:
         raise OnnxportError("bench takes one or two models")
-    result = benchmark(args.models, inputs=args.inputs, batch=args.batch, dim_sizes=_dims(args.dim),
+    result = benchmark(args.models, inputs=args.inputs, batch=args.batch, **input_sizes(args),
                        seconds=args.seconds, threads=args.threads, progress=StderrProgress(quiet=args.quiet))
     if args.report:
         write_report(args.report, build_report(bench=result))

@@ -12,6 +12,7 @@ import json
 import sys
 
 from onnxport.core.api import export_for_inference
+from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.export.export import EXTERNAL_DATA_CHOICES
 
@@ -37,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--quantize", choices=("dynamic", "static", "fp16", "int4"), help="quantize/convert after export")
     p.add_argument("--calibration", metavar="DATA", help="calibration data for --quantize static")
     p.add_argument("--validate", action="store_true", help="check the result against the reference")
+    add_input_options(p)
     p.add_argument("--all-ranks", action="store_true", help="write on every rank of a distributed job")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.validate:  # validated before it is put in place: a failed validation writes nothing
         from onnxport.core.workflow.post_export import ValidationGate
 
-        gate = ValidationGate(args.out, args.model, args.checkpoint)
+        gate = ValidationGate(args.out, args.model, args.checkpoint, **input_sizes(args))
     result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
                                   external_data=args.external_data, fold=not args.no_fold,
                                   all_ranks=args.all_ranks, progress=progress, verify=gate)
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
         post = post_export(result, args.model, args.checkpoint, quantize=args.quantize,
                            calibration=args.calibration, validate=args.validate, progress=progress,
-                           validated=gate.report if gate is not None else None)
+                           validated=gate.report if gate is not None else None, **input_sizes(args))
         report.update(post.to_dict())
     if args.json:
         json.dump(report, sys.stdout, indent=2)

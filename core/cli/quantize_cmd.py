@@ -14,6 +14,7 @@ import json
 import sys
 
 from onnxport.core.cli.export_cmd import split_names
+from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.evaluate.report import build_report, write_report
 from onnxport.core.quantize.quantize import MODES, quantize
@@ -46,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="accuracy target: min cosine per output vs float32 (default 0.99)")
     target.add_argument("--no-target", action="store_true", help="no accuracy target: quantize everything asked")
     p.add_argument("--validation-inputs", metavar="DATA", help="inputs for the accuracy check (.npz or folder)")
+    add_input_options(p)
     p.add_argument("--no-preprocess", action="store_true", help="skip ONNX Runtime's pre-processing")
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
         validation_inputs=args.validation_inputs, preprocess=not args.no_preprocess,
         tokenizer=args.tokenizer, block_size=args.block_size,
-        progress=StderrProgress(quiet=args.quiet),
+        progress=StderrProgress(quiet=args.quiet), **input_sizes(args),
     )
     if args.report:
         write_report(args.report, build_report(quantize=result))

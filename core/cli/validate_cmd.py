@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.evaluate.compare import Thresholds
 from onnxport.core.evaluate.report import build_report, write_report
@@ -30,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", action="append", default=[], metavar="CKPT",
                    help="parameters to feed REF with (repeatable: several are merged)")
     p.add_argument("--inputs", metavar="DATA", help=".npz named like the inputs, or a folder of .npy/.npz")
+    add_input_options(p)
     p.add_argument("--min-cosine", type=float, metavar="X", help="pass threshold on cosine (per output)")
     p.add_argument("--max-abs-diff", type=float, metavar="X", help="pass threshold on max abs diff")
     p.add_argument("--layers", action="store_true", help="rank nodes by added error (default for quantized models)")
@@ -50,14 +52,15 @@ def run(args: argparse.Namespace) -> int:
         thresholds = Thresholds(min_cosine=args.min_cosine if args.min_cosine is not None else 0.0,
                                 max_abs_diff=args.max_abs_diff)
     report = validate(args.model, args.reference, params=params, inputs=args.inputs, thresholds=thresholds,
-                      layers=True if args.layers or args.requantize else None, progress=progress)
+                      layers=True if args.layers or args.requantize else None, progress=progress,
+                      **input_sizes(args))
     requantized = None
     if args.requantize:
         from onnxport.core.quantize.quantize import requantize
 
         worst = report.worst_nodes(args.exclude_worst)
         requantized = requantize(args.model, args.reference, args.requantize, worst,
-                                 validation_inputs=args.inputs, progress=progress)
+                                 validation_inputs=args.inputs, progress=progress, **input_sizes(args))
     full = build_report(validation=report, quantize=requantized)
     if args.report:
         write_report(args.report, full)

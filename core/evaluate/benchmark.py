@@ -1,8 +1,9 @@
 """Is it faster? Latency and throughput of one or two models in ONNX Runtime, side by side.
 
 Contract: `benchmark([a, b])` opens a CPU session per model (load time measured), feeds all the
-same input (from a file, or generated from the first model's input specs: `batch` samples,
-symbolic dims sized by `dim_sizes` or the feeds.py defaults), warms up, then runs the models in
+same input (from a file, or generated from the first model's input specs: `batch` samples, sizes
+from `shapes`/`dim_sizes` or fitted to the model by a first run in a child process, see
+first_run.py; an ORT failure is one line naming the input shapes), warms up, then runs the models in
 *alternating* rounds - a then b, repeated - so drift in the machine's speed (other processes,
 frequency scaling) hits both alike. It stops after `seconds` of measuring per model (at least
 `min_runs`, at most `max_runs` rounds). Reported per model: file size (with external data),
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from onnxport.core.evaluate.feeds import FeedsLike, generate_feeds, input_specs, open_feeds
-from onnxport.core.evaluate.runtime import adapt_feed, model_size, session
+from onnxport.core.evaluate.feeds import FeedsLike
+from onnxport.core.evaluate.first_run import fitted_feeds
+from onnxport.core.evaluate.input_specs import input_specs
+from onnxport.core.evaluate.runtime import adapt_feed, describe_feed, model_size, run, session
 from onnxport.core.io.model_io import check_model_file, load_graph
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
@@ -89,6 +92,7 @@ def benchmark(
     inputs: FeedsLike = None,
     batch: int = 1,
     dim_sizes: Mapping[str, int] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
     warmup: int = 3,
     seconds: float = 2.0,
     min_runs: int = 5,
@@ -102,15 +106,14 @@ def benchmark(
     if not 1 <= len(paths) <= 2:
         raise OnnxportError("bench takes one or two models")
     report = Reporter(progress, cancel)
-    specs = input_specs(load_graph(paths[0]))
+    graph = load_graph(paths[0])
+    specs = input_specs(graph)
     for path in paths[1:]:
         check_model_file(path)  # before ORT reads its external data (and outside the timed load)
-    if inputs is None:
-        feed = generate_feeds(specs, 1, dim_sizes=dim_sizes, batch=batch)[0]
-        described = "generated inputs"
-    else:
-        feeds = open_feeds(inputs, specs, batch_size=batch)
-        feed, described = feeds.first(), feeds.description
+    feeds = fitted_feeds(paths[0], inputs, model=graph, specs=specs, references=paths[1:], count=1,
+                         batch_size=batch, batch=batch, dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)
+    feed = feeds.first()
+    described = "generated inputs" if feeds.generated else feeds.description
     samples = next((int(v.shape[0]) for v in feed.values() if v.ndim), 1)
     sessions, loads = [], []
     for i, path in enumerate(paths):
@@ -126,10 +129,10 @@ def benchmark(
             raise OnnxportError(f"{path}: needs input(s) {', '.join(missing)} that {paths[0].name} does not take; "
                                 "benchmark models with the same inputs")
         model_feeds.append(adapt_feed(feed, sess))
-    for _ in range(max(warmup, 0)):
+    for _ in range(max(warmup, 1)):  # at least one run outside the timed loop: its failure is one line
         report.check()
-        for sess, f in zip(sessions, model_feeds):
-            sess.run(None, f)
+        for path, sess, f in zip(paths, sessions, model_feeds):
+            run(sess, None, f, label=path.name, hint=feeds.hint)
     times: list[list[float]] = [[] for _ in sessions]
     budget = seconds * len(sessions)
     t_start = time.perf_counter()
@@ -156,7 +159,7 @@ def benchmark(
             p50_ms=float(np.percentile(ms, 50)), p90_ms=float(np.percentile(ms, 90)), mean_ms=float(ms.mean()),
             min_ms=float(ms.min()), throughput=samples * 1000.0 / float(ms.mean()),
         ))
-    shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
+    shapes = describe_feed(feed)
     report(1.0, "measured")
     return BenchReport(results, f"{described} ({shapes})",
                        threads, time.perf_counter() - started)

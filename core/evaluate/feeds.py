@@ -1,165 +1,50 @@
 """Model inputs ("feeds") for validation, calibration and benchmarks: from files or generated.
 
 Contract:
-- `input_specs(model)` lists the inputs a caller feeds (graph inputs that are not initializers)
-  with dtype and shape; an integer input used as indices (`Gather` of an embedding table, possibly
-  through Cast/Unsqueeze/Reshape...) gets the valid range `[0, rows)`; an integer input whose name
-  says mask gets ones.
-- `generate_feeds(specs, count)` makes `count` deterministic feeds: symbolic dims get sensible
-  sizes (batch-like 2, other dynamic dims 16, or `dim_sizes` by name; the same name always the
-  same size), floats are standard normal, index-like ints are in range, masks are ones.
+- `input_specs(model)` (input_specs.py) lists the inputs a caller feeds, with dtype, declared
+  shape and what the graph says about their values (index ranges, masks).
+- `generate_feeds(specs, count)` makes `count` deterministic feeds with the default sizes of
+  input_shapes.py (batch 2, images 224, sequences 128; `dim_sizes` by symbol name, `shapes` by
+  input) and the values of input_values.py. To fit the sizes to a model by running it, use
+  first_run.fitted_feeds.
 - `open_feeds(source, specs)` gives a lazy `FeedSource` from: None (generated), a mapping
   name -> array, an iterable of mappings, a `.npz` file (keys = input names), or a folder of
   `<input name>.npy` files, of `.npz` files (one feed each), or of `.npy` files (single-input
-  models, one feed each). Arrays share a leading sample axis and are cut into batches of
-  `batch_size` samples; uncompressed `.npz` members and `.npy` files are memory-mapped, so a
-  large calibration set is never loaded whole. Every array is checked against its input (name,
-  rank, fixed dims, dtype kind; ints/floats are cast to the input's width) with a one-line error.
+  models, one feed each). Arrays share a sample count along each input's batch axis (axis 0, or
+  the axis its type marks as the batch: `state [2, batch, 128]` is cut along axis 1) and are cut
+  into batches of `batch_size` samples; an array without its batch axis is one sample; a scalar
+  input (or one with no batch axis) goes whole with every batch. Uncompressed `.npz` members and
+  `.npy` files are memory-mapped, so a large calibration set is never loaded whole. Every array
+  is checked against its input (name, rank, fixed dims, dtype kind; ints/floats are cast to the
+  input's width) with a one-line error.
 """
 
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import helper
 
+from onnxport.core.evaluate.input_shapes import BATCH, ShapePlan, batch_axis
+from onnxport.core.evaluate.input_specs import InputSpec, input_specs
+from onnxport.core.evaluate.input_values import generate as generate_values
+from onnxport.core.evaluate.runtime import describe_feed
 from onnxport.core.io.npz_reader import NpzMember, list_npz, read_member
 from onnxport.core.util.errors import OnnxportError
-from onnxport.core.util.shapes import Dim, value_info_shape
 
-BATCH_SIZE = 2
-DYNAMIC_SIZE = 16
-_PASS_THROUGH = {"Cast", "Unsqueeze", "Squeeze", "Reshape", "Identity", "Flatten", "Expand", "Clip"}
-_SEQUENCE_WORDS = ("seq", "len", "token", "time", "step")
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    name: str
-    elem_type: int
-    shape: tuple[Dim, ...] | None  # None: rank unknown
-    int_range: tuple[int, int] | None = None  # [low, high) for index-like integer inputs
-    mask: bool = False
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(self.elem_type))
-
-    def describe(self) -> str:
-        dims = "?" if self.shape is None else ", ".join("?" if d is None else str(d) for d in self.shape)
-        return f"{self.name}: {self.dtype.name}[{dims}]"
-
-
-def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
-    graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
-    static_shapes = {t.name: tuple(t.dims) for t in graph.initializer}
-    for vi in list(graph.input) + list(graph.value_info):
-        dims = value_info_shape(vi)
-        if dims is not None and all(isinstance(d, int) for d in dims):
-            static_shapes.setdefault(vi.name, dims)
-    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for node in graph.node:
-        for i, name in enumerate(node.input):
-            consumers.setdefault(name, []).append((node, i))
-    specs = []
-    for vi in graph.input:
-        if vi.name in inits or not vi.type.HasField("tensor_type"):
-            continue
-        elem = vi.type.tensor_type.elem_type
-        int_range, mask = None, False
-        if _is_int(elem):
-            mask = "mask" in vi.name.lower()
-            int_range = None if mask else _index_range(vi.name, consumers, static_shapes)
-        specs.append(InputSpec(vi.name, elem, value_info_shape(vi), int_range, mask))
-    return specs
-
-
-def _is_int(elem: int) -> bool:
-    return elem in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16,
-                    onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-                    onnx.TensorProto.UINT32, onnx.TensorProto.UINT64)
-
-
-def _index_range(name: str, consumers, static_shapes, depth: int = 0) -> tuple[int, int] | None:
-    """[0, rows) when `name` ends up as the indices of a Gather over a table of known size."""
-    bounds = []
-    for node, slot in consumers.get(name, []):
-        if node.op_type == "Gather" and slot == 1:
-            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-            shape = static_shapes.get(node.input[0])
-            if shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
-                bounds.append(int(shape[axis]))
-        elif node.op_type in _PASS_THROUGH and slot == 0 and depth < 6:
-            for out in node.output:
-                found = _index_range(out, consumers, static_shapes, depth + 1)
-                if found:
-                    bounds.append(found[1])
-    return (0, min(bounds)) if bounds else None
-
-
-def dim_sizes_for(specs: list[InputSpec], dim_sizes: Mapping[str, int] | None = None,
-                  batch: int = BATCH_SIZE, dynamic: int = DYNAMIC_SIZE) -> dict[str, int]:
-    """A size for every symbolic dim name of `specs` (overrides from `dim_sizes`)."""
-    sizes: dict[str, int] = dict(dim_sizes or {})
-    for spec in specs:
-        for axis, d in enumerate(spec.shape or ()):
-            if isinstance(d, str) and d not in sizes:
-                low = d.lower()
-                batch_like = "batch" in low or (axis == 0 and not any(w in low for w in _SEQUENCE_WORDS))
-                sizes[d] = batch if batch_like else dynamic
-    return sizes
-
-
-def _concrete_shape(spec: InputSpec, sizes: Mapping[str, int], batch: int, dynamic: int) -> tuple[int, ...]:
-    if spec.shape is None:
-        raise OnnxportError(f"input '{spec.name}' has no declared shape; provide inputs from a file (--inputs)")
-    out = []
-    for axis, d in enumerate(spec.shape):
-        if isinstance(d, int) and d > 0:
-            out.append(d)
-        elif isinstance(d, str):
-            out.append(int(sizes[d]))
-        else:
-            out.append(batch if axis == 0 else dynamic)
-    return tuple(out)
+BATCH_SIZE = BATCH
+__all__ = ["FeedSource", "FeedsLike", "InputSpec", "describe_feed", "generate_feeds", "input_specs", "open_feeds"]
 
 
 def generate_feeds(specs: list[InputSpec], count: int = 1, *, seed: int = 0,
                    dim_sizes: Mapping[str, int] | None = None, batch: int = BATCH_SIZE,
-                   dynamic: int = DYNAMIC_SIZE) -> list[dict[str, np.ndarray]]:
-    sizes = dim_sizes_for(specs, dim_sizes, batch, dynamic)
-    rng = np.random.default_rng(seed)
-    feeds = []
-    for _ in range(count):
-        feed = {}
-        for spec in specs:
-            shape = _concrete_shape(spec, sizes, batch, dynamic)
-            dtype = spec.dtype
-            if dtype == np.bool_:
-                value = rng.random(shape) < 0.5
-            elif dtype.kind in "iu":
-                if spec.mask:
-                    value = np.ones(shape, dtype)
-                else:
-                    low, high = spec.int_range or (0, 2)
-                    value = rng.integers(low, max(high, low + 1), shape).astype(dtype)
-            elif dtype.kind == "f":
-                value = rng.standard_normal(shape).astype(dtype)
-            else:
-                raise OnnxportError(f"cannot generate values for input '{spec.name}' of type {dtype}; "
-                                    "provide inputs from a file")
-            feed[spec.name] = value
-        feeds.append(feed)
-    return feeds
+                   shapes: Mapping[str, tuple[int, ...]] | None = None) -> list[dict[str, np.ndarray]]:
+    plan = ShapePlan(specs, dim_sizes=dim_sizes, shapes=shapes, batch=batch)
+    return generate_values(specs, plan.shapes(), count, seed=seed)
 
-
-# --- files ---------------------------------------------------------------------------------------
 
 class _LazyArray:
     """An array in a file: shape/dtype known up front, values read (or mapped) on demand."""
@@ -173,8 +58,15 @@ class _LazyArray:
             self._array = self._opener()
         return self._array
 
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        return np.array(self.array()[start:stop])
+    def take(self, axis: int, start: int, stop: int) -> np.ndarray:
+        """Samples `start:stop` along `axis`, copied out of the file."""
+        index = (slice(None),) * axis + (slice(start, stop),)
+        return np.array(self.array()[index])
+
+    def with_axis(self, axis: int) -> _LazyArray:
+        """This one sample with its batch axis (length 1) inserted at `axis`."""
+        shape = self.shape[:axis] + (1,) + self.shape[axis:]
+        return _LazyArray(shape, self.dtype, lambda: np.expand_dims(self.array(), axis))
 
 
 def _npy_file(path: Path) -> _LazyArray:
@@ -198,25 +90,25 @@ def _member_opener(path: Path, m: NpzMember):
 
 @dataclass
 class _ArrayGroup:
-    """Arrays for all inputs sharing a leading sample axis, from one place."""
+    """Arrays for all inputs, from one place, sharing a sample count along their batch axes."""
 
     label: str
     arrays: dict[str, _LazyArray]
+    axes: dict[str, int | None]  # batch axis per input; None: the same array goes with every batch
     samples: int
-    batched: bool  # False: one sample without the batch axis
+    step: int | None = None  # a batch axis of fixed size takes exactly that many samples per run
 
     def batches(self, batch_size: int | None) -> Iterator[dict[str, np.ndarray]]:
-        if not self.batched:
-            yield {k: a.array()[None, ...].copy() for k, a in self.arrays.items()}
-            return
-        step = self.samples if not batch_size else batch_size
-        for start in range(0, self.samples, max(step, 1)):
-            yield {k: a.rows(start, start + step) for k, a in self.arrays.items()}
+        step = self._step(batch_size)
+        for start in range(0, self.samples, step):
+            yield {k: a.array() if self.axes[k] is None else a.take(self.axes[k], start, start + step)
+                   for k, a in self.arrays.items()}
+
+    def _step(self, batch_size: int | None) -> int:
+        return max(self.step or batch_size or self.samples, 1)
 
     def count(self, batch_size: int | None) -> int:
-        if not self.batched or not batch_size:
-            return 1
-        return -(-self.samples // batch_size)
+        return -(-self.samples // self._step(batch_size))
 
 
 def _group(label: str, arrays: dict[str, _LazyArray], specs: list[InputSpec]) -> _ArrayGroup:
@@ -225,31 +117,35 @@ def _group(label: str, arrays: dict[str, _LazyArray], specs: list[InputSpec]) ->
     if missing:
         has = ", ".join(sorted(arrays)) or "nothing"
         raise OnnxportError(f"{label}: no array for model input '{missing[0]}' (it has: {has})")
-    batched_flags, samples = set(), set()
-    for name in by_name:
-        a, spec = arrays[name], by_name[name]
+    members: dict[str, _LazyArray] = {}
+    axes: dict[str, int | None] = {}
+    samples: dict[str, int] = {}
+    steps = []
+    for name, spec in by_name.items():
+        a = arrays[name]
         _check_dtype(label, spec, a.dtype)
         rank = None if spec.shape is None else len(spec.shape)
-        if rank is not None and len(a.shape) == rank - 1 and rank > 0:
-            batched_flags.add(False)
-            dims = (1,) + a.shape
-        elif rank is None or len(a.shape) == rank:
-            batched_flags.add(True)
-            dims = a.shape
-            if dims:
-                samples.add(dims[0])
-        else:
+        axis = batch_axis(spec) if rank is not None else (0 if a.shape else None)
+        if rank is not None and axis is not None and len(a.shape) == rank - 1:
+            a = a.with_axis(axis)  # one sample without its batch axis
+        elif rank is not None and len(a.shape) != rank:
             raise OnnxportError(f"{label}: array '{name}' has shape {list(a.shape)}, but input "
                                 f"{spec.describe()} has rank {rank}")
-        for axis, (want, got) in enumerate(zip(spec.shape or (), dims)):
-            if axis > 0 and isinstance(want, int) and want > 0 and want != got:
-                raise OnnxportError(f"{label}: array '{name}' has shape {list(a.shape)}, but input "
-                                    f"{spec.describe()} needs {want} on axis {axis}")
-    if len(batched_flags) > 1 or len(samples) > 1:
-        shapes = ", ".join(f"{n}{list(arrays[n].shape)}" for n in by_name)
-        raise OnnxportError(f"{label}: arrays disagree on the number of samples (axis 0): {shapes}")
-    return _ArrayGroup(label, {n: arrays[n] for n in by_name}, samples.pop() if samples else 1,
-                       batched_flags != {False})
+        for ax, (want, got) in enumerate(zip(spec.shape or (), a.shape)):
+            if ax != axis and isinstance(want, int) and want > 0 and want != got:
+                raise OnnxportError(f"{label}: array '{name}' has shape {list(arrays[name].shape)}, but input "
+                                    f"{spec.describe()} needs {want} on axis {ax}")
+        if axis is not None:
+            samples[name] = a.shape[axis]
+            fixed = spec.shape[axis] if spec.shape else None
+            if isinstance(fixed, int) and fixed > 0:
+                steps.append(fixed)
+        members[name], axes[name] = a, axis
+    if len(set(samples.values())) > 1:
+        shapes = ", ".join(f"{n}{list(arrays[n].shape)} (axis {axes[n]})" for n in samples)
+        raise OnnxportError(f"{label}: arrays disagree on the number of samples along their batch axes: {shapes}")
+    count = next(iter(samples.values()), 1)
+    return _ArrayGroup(label, members, axes, count, min(steps) if steps else None)
 
 
 def _check_dtype(label: str, spec: InputSpec, dtype: np.dtype) -> None:
@@ -270,6 +166,17 @@ class FeedSource:
     _feeds: list[dict[str, np.ndarray]] | None = None
     batch_size: int | None = None
     generated: bool = False
+    hint: str | None = None  # for errors: how to give other sizes (guessed shapes only)
+    regenerate: Callable[[int], list[dict[str, np.ndarray]]] | None = None  # generated: n more alike
+
+    def more(self, count: int) -> FeedSource:
+        """`count` generated feeds with the same shapes and chosen values (e.g. calibration batches
+        like the validation ones); the first ones are this source's."""
+        if self.regenerate is None:
+            raise OnnxportError(f"{self.description}: not generated")
+        feeds = self.regenerate(count)
+        return FeedSource(self.specs, f"{count} generated batch(es): {describe_feed(feeds[0])}", _feeds=feeds,
+                          generated=True, hint=self.hint, regenerate=self.regenerate)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         dtypes = {s.name: s.dtype for s in self.specs}
@@ -301,14 +208,18 @@ FeedsLike = None | str | Path | Mapping[str, np.ndarray] | Iterable[Mapping[str,
 
 
 def open_feeds(source: FeedsLike, specs: list[InputSpec], *, batch_size: int | None = None,
-               generate: int = 2, seed: int = 0, dim_sizes: Mapping[str, int] | None = None) -> FeedSource:
-    """See the module docstring. `generate`: how many feeds to make when `source` is None."""
+               generate: int = 2, seed: int = 0, dim_sizes: Mapping[str, int] | None = None,
+               shapes: Mapping[str, tuple[int, ...]] | None = None, like: FeedSource | None = None) -> FeedSource:
+    """See the module docstring. `generate`: how many feeds to make when `source` is None; `like`: a
+    generated source (first_run.fitted_feeds) whose shapes and values to generate them with."""
     if isinstance(source, FeedSource):
         return source
+    if source is None and like is not None and like.regenerate is not None:
+        return like.more(generate)
     if source is None:
-        feeds = generate_feeds(specs, generate, seed=seed, dim_sizes=dim_sizes)
-        shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feeds[0].items()) if feeds else ""
-        return FeedSource(specs, f"{generate} generated batch(es): {shapes}", _feeds=feeds, generated=True)
+        feeds = generate_feeds(specs, generate, seed=seed, dim_sizes=dim_sizes, shapes=shapes)
+        described = describe_feed(feeds[0]) if feeds else ""
+        return FeedSource(specs, f"{generate} generated batch(es): {described}", _feeds=feeds, generated=True)
     if isinstance(source, (str, Path)):
         return _open_path(Path(source), specs, batch_size)
     if isinstance(source, Mapping):

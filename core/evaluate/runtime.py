@@ -2,12 +2,16 @@
 
 `session(model)` opens a CPU session from a path or an in-memory model (models over protobuf's
 limit go through a file with external data in `workdir`); load failures become `OnnxportError`
-naming the file. `model_size` counts a model file plus its external-data files. `precision_of`
+naming the file. `run(sess, outputs, feed, label=...)` runs it; a failure becomes one line
+naming the model and the input shapes that caused it (ORT's own log stays quiet: severity fatal).
+`model_size` counts a model file plus its external-data files. `precision_of`
 tells whether a model is float32, quantized or float16 (validation picks its thresholds from it).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +40,7 @@ def _ort():
 def session_options(threads: int | None = None, optimize: bool = True):
     ort = _ort()
     so = ort.SessionOptions()
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # errors come back as exceptions; ORT's own log would add lines
     if threads:
         so.intra_op_num_threads = int(threads)
     if not optimize:
@@ -74,6 +78,32 @@ def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, th
         return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises several Fail/InvalidGraph/NotImplemented types
         raise OnnxportError(f"{label}: ONNX Runtime cannot run this model: {first_line(exc, 400)}") from None
+
+
+def describe_feed(feed: Mapping[str, np.ndarray]) -> str:
+    """'x[2, 3, 224, 224], sr=16000': the shapes of a feed (and the value of its scalars)."""
+    return ", ".join(f"{k}={np.asarray(v).item()}" if np.ndim(v) == 0 else f"{k}{list(np.shape(v))}"
+                     for k, v in feed.items())
+
+
+def ort_message(text: str) -> str:
+    """ORT's error line without its boilerplate: '[ONNXRuntimeError] : 1 : FAIL : ', source paths and
+    C++ signatures (what is left names the node and what was wrong)."""
+    text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"\S*onnxruntime_src/\S+:\d+ ", "", text)
+    return re.sub(r"\b[\w:<>]+ onnxruntime::[\w:<>]+\([^)]*\)(?: const)? ", "", text).strip()
+
+
+def run(sess, outputs: list[str] | None, feed: Mapping[str, np.ndarray], *, label: str, hint: str | None = None,
+        shown: Iterable[str] | None = None):
+    """`sess.run(outputs, feed)`; ORT's failure as `OnnxportError` naming `label` and the shapes of
+    the feed (of its `shown` entries: the data inputs, not the parameters fed beside them)."""
+    try:
+        return sess.run(outputs, dict(feed))
+    except Exception as exc:  # noqa: BLE001 - ORT raises Fail/InvalidArgument/RuntimeException...
+        described = describe_feed(feed if shown is None else {k: feed[k] for k in shown if k in feed})
+        raise OnnxportError(f"{label}: ONNX Runtime failed on inputs {described}: {ort_message(first_line(exc, 600))}",
+                            hint=hint) from None
 
 
 def load_full(path: str | Path) -> onnx.ModelProto:

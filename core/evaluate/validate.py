@@ -14,13 +14,15 @@ the ones to keep in float on a second try. Nothing is written.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from onnxport.core.evaluate.compare import EXACT, LOSSY, OutputComparison, OutputStats, Thresholds
-from onnxport.core.evaluate.feeds import FeedsLike, input_specs, open_feeds
+from onnxport.core.evaluate.feeds import FeedsLike
+from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.reference import reference_model
-from onnxport.core.evaluate.runtime import adapt_feed, precision_of, session
+from onnxport.core.evaluate.runtime import adapt_feed, precision_of, run, session
 from onnxport.core.evaluate.sensitivity import LayerError, layer_errors
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import ParameterSet
@@ -92,8 +94,11 @@ def validate(
     layers: bool | None = None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    dim_sizes: Mapping[str, int] | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> ValidationReport:
-    """See the module docstring. `layers`: rank nodes by added error (default: for lossy models)."""
+    """See the module docstring. `layers`: rank nodes by added error (default: for lossy models).
+    `dim_sizes`/`shapes`: sizes for generated inputs (see first_run.fitted_feeds)."""
     started = time.perf_counter()
     report = Reporter(progress, cancel)
     model_path, reference_path = Path(model_path), Path(reference_path)
@@ -101,7 +106,8 @@ def validate(
     report(0.0, f"loading {model_path.name}")
     graph = load_graph(model_path)
     precision = precision_of(graph)
-    feeds = open_feeds(inputs, input_specs(graph), batch_size=VALIDATION_BATCH)
+    feeds = fitted_feeds(model_path, inputs, model=graph, references=[] if params is not None else [reference_path],
+                         batch_size=VALIDATION_BATCH, dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)
     sess = session(model_path, checked=True)  # load_graph checked its references
     out_names = [o.name for o in sess.get_outputs()]
     report.check()
@@ -120,8 +126,9 @@ def validate(
     for i, feed in enumerate(feeds):
         report.check()
         report(0.1 + 0.7 * i / total, f"comparing outputs (batch {i + 1}/{total})")
-        got = sess.run(out_names, adapt_feed(feed, sess))
-        want = ref_sess.run(out_names, {**adapt_feed(feed, ref_sess), **param_feeds})
+        got = run(sess, out_names, adapt_feed(feed, sess), label=model_path.name, hint=feeds.hint)
+        want = run(ref_sess, out_names, {**adapt_feed(feed, ref_sess), **param_feeds},
+                   label=f"reference {reference_path.name}", hint=feeds.hint, shown=feed)
         for name, g, w in zip(out_names, got, want):
             stats[name].update(g, w)
         batches += 1

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from onnxport.core.evaluate.compare import LOSSY, Thresholds
 from onnxport.core.evaluate.feeds import FeedsLike, input_specs, open_feeds
+from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.runtime import model_size, session
 from onnxport.core.evaluate.sensitivity import layer_errors
 from onnxport.core.evaluate.validate import ValidationReport, validate
@@ -69,6 +70,8 @@ def quantize(
     block_size: int = 32,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    dim_sizes: dict[str, int] | None = None,
+    shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> QuantizeResult:
     """See the module docstring."""
     started = time.perf_counter()
@@ -113,13 +116,14 @@ def quantize(
         excluded = _map_node_names(excluded, model_path, prepared, notes)
         val_source = validation_inputs if validation_inputs is not None else (
             calibration if mode == "static" and calibration is not None else None)
-        val_feeds = open_feeds(val_source, specs, batch_size=CALIBRATION_BATCH, generate=2)
+        val_feeds = fitted_feeds(model_path, val_source, model=source, specs=specs, batch_size=CALIBRATION_BATCH,
+                                 dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)  # sizes that run
         if val_feeds.generated:
             notes.append(f"validated on generated inputs ({val_feeds.description})")
         tensors_range = None
         if mode == "static":
             tensors_range = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
-                                       report.sub(0.1, 0.4), notes)
+                                       report.sub(0.1, 0.4), notes, like=val_feeds)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
 
         def attempt(exclude: list[str], dst: Path) -> None:
@@ -263,10 +267,11 @@ def _preprocess(src: Path, dst: Path) -> list[str]:
 
 
 def _calibrate(prepared: Path, calibration: FeedsLike, specs, workdir: Path, big: bool, op_types,
-               report: Reporter, notes: list[str]):
+               report: Reporter, notes: list[str], like=None):
     from onnxport.core.quantize.calibration import calibrate
 
-    feeds = open_feeds(calibration, specs, batch_size=CALIBRATION_BATCH, generate=GENERATED_CALIBRATION_BATCHES)
+    feeds = open_feeds(calibration, specs, batch_size=CALIBRATION_BATCH, generate=GENERATED_CALIBRATION_BATCHES,
+                       like=like)
     if feeds.generated:
         notes.append("calibrated on generated random inputs: ranges may not match real data "
                      "(give calibration data for a better model)")

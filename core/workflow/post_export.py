@@ -94,10 +94,14 @@ def post_export(
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
     validated: ValidationReport | None = None,
+    dim_sizes: dict[str, int] | None = None,
+    shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> PostExportResult:
     """See the module docstring. `export_result`: an ExportResult (or the exported model's path).
-    `validated`: the export's validation, already run (by a `ValidationGate`): not run again."""
+    `validated`: the export's validation, already run (by a `ValidationGate`): not run again.
+    `dim_sizes`/`shapes`: sizes for generated inputs (`--dim`/`--shape`, see evaluate.first_run)."""
     report = Reporter(progress, cancel)
+    sizes = {"dim_sizes": dim_sizes, "shapes": shapes}
     out = Path(getattr(export_result, "path", export_result))
     export = export_result.to_dict() if hasattr(export_result, "to_dict") else {"path": str(out)}
     validation, quantized, bench = validated, None, None
@@ -105,14 +109,14 @@ def post_export(
         report.check()
         report(0.0, "validating the export")
         validation = run_validate(out, model_path, params=_params(checkpoints), inputs=inputs,
-                                  progress=report.sub(0.0, 0.2), cancel=cancel)
+                                  progress=report.sub(0.0, 0.2), cancel=cancel, **sizes)
     if quantize:
         quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
-                                 validation_inputs=inputs, progress=report.sub(0.2, 0.85), cancel=cancel)
+                                 validation_inputs=inputs, progress=report.sub(0.2, 0.85), cancel=cancel, **sizes)
         report.check()
         report(0.85, "benchmarking float32 vs quantized")
         bench = benchmark([out, quantized.path], inputs=inputs, seconds=POST_BENCH_SECONDS,
-                          progress=report.sub(0.85, 1.0), cancel=cancel)
+                          progress=report.sub(0.85, 1.0), cancel=cancel, **sizes)
     full = build_report(export=export, validation=validation, quantize=quantized, bench=bench)
     path = write_report(report_path_for(out), full)
     report.finished()
@@ -131,8 +135,10 @@ class ValidationGate:
 
     def __init__(self, out_path: str | Path, model_path: str | Path,
                  checkpoints: Sequence[str | Path] | ParameterSet | None = None, *, inputs=None,
-                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> None:
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                 dim_sizes: dict[str, int] | None = None, shapes: dict[str, tuple[int, ...]] | None = None) -> None:
         self.out_path = Path(out_path)
+        self.sizes = {"dim_sizes": dim_sizes, "shapes": shapes}
         self.model_path = model_path
         self.params = _params(checkpoints)
         self.inputs = inputs
@@ -142,7 +148,7 @@ class ValidationGate:
     def __call__(self, staged: Path) -> None:
         try:
             result = run_validate(staged, self.model_path, params=self.params, inputs=self.inputs,
-                                  progress=self.progress, cancel=self.cancel)
+                                  progress=self.progress, cancel=self.cancel, **self.sizes)
         except Cancelled:
             raise
         except OnnxportError as exc:

@@ -44,7 +44,7 @@ def test_generated_feeds_are_deterministic_and_sized_sensibly():
     a, b = generate_feeds(specs, 2, seed=3), generate_feeds(specs, 2, seed=3)
     assert all(np.array_equal(x[k], y[k]) for x, y in zip(a, b) for k in x)
     assert not np.array_equal(a[0]["input_ids"], a[1]["input_ids"])
-    assert a[0]["input_ids"].shape == (2, 16) and a[0]["input_ids"].dtype == np.int64
+    assert a[0]["input_ids"].shape == (2, 128) and a[0]["input_ids"].dtype == np.int64  # batch 2, sequence 128
     assert (a[0]["attention_mask"] == 1).all()
     big = generate_feeds(specs, 1, dim_sizes={"sequence": 40}, batch=3)[0]
     assert big["input_ids"].shape == (3, 40) == big["attention_mask"].shape  # same name -> same size
@@ -55,7 +55,7 @@ def test_unnamed_dynamic_dims_and_floats():
                        [helper.make_tensor_value_info("x", T.FLOAT, [None, 3, "height"])],
                        [helper.make_tensor_value_info("y", T.FLOAT, None)])
     feed = generate_feeds(input_specs(model), 1)[0]
-    assert feed["x"].shape == (2, 3, 16) and feed["x"].dtype == np.float32 and feed["x"].std() > 0.5
+    assert feed["x"].shape == (2, 3, 128) and feed["x"].dtype == np.float32 and feed["x"].std() > 0.5
 
 
 @pytest.fixture

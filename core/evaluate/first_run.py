@@ -1,0 +1,196 @@
+"""Generated inputs that fit the model: the first run happens in a child process that may crash.
+
+Why: generated sizes are guesses (input_shapes.py), and an ONNX Runtime kernel fed sizes a model
+was not made for can kill the process outright (SIGFPE from an integer division, SIGSEGV): exit
+136, no message, staging folders left behind. So the first run on generated inputs happens in a
+child (`first_run_child.py`, started with this Python); a crash there becomes one line here:
+"ONNX Runtime crashed (SIGFPE) running cls.onnx on inputs x[2, 3, 16, 16] (... --shape x=2x3x?x?)".
+
+Contract: `fitted_feeds(model_path, inputs, ...)` returns a `FeedSource`:
+- given inputs (a file, arrays, a FeedSource) are opened as usual (feeds.open_feeds), not probed:
+  the user chose them, and the happy path stays one process;
+- else the plan's size choices (input_shapes.ShapePlan.choices) times the value choices of
+  inputs the model compares with constants (input_values.value_choices) are tried in order in
+  the child, on the model and on `references` (models run on the same inputs, e.g. the float
+  model a quantized one is validated against): first only the default, then the others (the
+  child is restarted after a crash, at most MAX_CRASHES times). The first trial every model runs
+  is generated (`count` feeds, deterministic); a note says when it is not the default. If none
+  runs: `OnnxportError`, one line: the default's failure (the crash's signal, or ORT's message)
+  with its input shapes and how to give sizes (`--shape`, `--dim`).
+- if the child cannot tell (it did not start, timed out, or a model does not load there) the
+  default is used and the caller's own session reports what it reports.
+Cost: one child per call with generated inputs (~0.5 s plus the model's load time).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxport.core.evaluate.feeds import FeedsLike, FeedSource, open_feeds
+from onnxport.core.evaluate.input_shapes import BATCH, ShapePlan
+from onnxport.core.evaluate.input_specs import InputSpec, input_specs
+from onnxport.core.evaluate.input_values import generate, value_choices
+from onnxport.core.evaluate.runtime import describe_feed, ort_message
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.util.errors import Cancelled, OnnxportError
+from onnxport.core.util.progress import CancelToken
+
+CHILD = Path(__file__).with_name("first_run_child.py")
+MAX_TRIALS = 24
+MAX_CRASHES = 3
+TIMEOUT_SECONDS = 300.0
+POLL_SECONDS = 0.02
+
+
+def fitted_feeds(model_path: str | Path, inputs: FeedsLike = None, *, model: onnx.ModelProto | None = None,
+                 specs: list[InputSpec] | None = None, references: Sequence[str | Path] = (), count: int = 2,
+                 batch_size: int | None = None, batch: int = BATCH, dim_sizes: Mapping[str, int] | None = None,
+                 shapes: Mapping[str, tuple[int, ...]] | None = None, seed: int = 0,
+                 cancel: CancelToken | None = None) -> FeedSource:
+    """See the module docstring."""
+    model_path = Path(model_path)
+    graph = model if model is not None else load_graph(model_path)
+    specs = specs if specs is not None else input_specs(graph)
+    if inputs is not None:
+        return open_feeds(inputs, specs, batch_size=batch_size)
+    plan = ShapePlan(specs, graph, dim_sizes=dim_sizes, shapes=shapes, batch=batch)
+    if not plan.known:
+        plan.shapes()  # raises: an input without a declared shape needs a file or --shape
+    values = value_choices(graph, specs)
+    depth = max((len(v) for v in values.values()), default=1)
+    trials = [(choice, v) for v in range(depth) for choice in plan.choices()][:MAX_TRIALS]
+
+    def feed(index: int, n: int = 1) -> list[dict[str, np.ndarray]]:
+        choice, v = trials[index]
+        chosen = {name: vs[min(v, len(vs) - 1)] for name, vs in values.items()}
+        return generate(specs, plan.shapes(choice), n, seed=seed, values=chosen)
+
+    models = [model_path] + [Path(r) for r in references if Path(r).is_file()]
+    found, failures = _probe(models, feed, len(trials), cancel)
+    hint = _hint(plan)
+    if found is None and failures:
+        raise _failure(model_path.name, failures, feed, hint)
+    index = found or 0
+    feeds = feed(index, count)
+    described = f"{count} generated batch(es): {describe_feed(feeds[0])}"
+    if index:
+        described += f" (the model did not run on {describe_feed(feed(0)[0])})"
+    return FeedSource(specs, described, _feeds=feeds, generated=True, hint=hint,
+                      regenerate=lambda n: feed(index, n))
+
+
+def _hint(plan: ShapePlan) -> str | None:
+    guessed = [s.name for s in plan.specs if set(plan.guessed(s.name)) - {"batch"}]
+    if not guessed:
+        return None if plan.given else "the values were generated: give real inputs from a file"
+    given = " ".join(f"--shape {name}={plan.template(name)}" for name in guessed[:3])
+    return f"sizes were guessed: give the model's own with {given} (each ? a size)"
+
+
+def _failure(name: str, failures: dict[int, tuple[str | None, str]], feed, hint: str | None) -> OnnxportError:
+    first = min(failures)
+    crash, message = failures[first]
+    shapes = describe_feed(feed(first)[0])
+    text = (f"ONNX Runtime crashed ({crash}) running {name} on inputs {shapes}" if crash else
+            f"{name}: ONNX Runtime cannot run it on inputs {shapes}: {ort_message(message)}")
+    if len(failures) > 1:
+        text += f"; {len(failures) - 1} other size(s) failed too"
+    return OnnxportError(text, hint=hint)
+
+
+def _probe(models: list[Path], feed, total: int, cancel: CancelToken | None):
+    """(index of the first trial every model runs | None, {trial: (signal name | None, message)}).
+    (None, {}) when the child could not tell."""
+    if getattr(sys, "frozen", False):
+        return None, {}
+    failures: dict[int, tuple[str | None, str]] = {}
+    crashes = 0
+    with tempfile.TemporaryDirectory(prefix="onnxport-first-run-") as tmp:
+        folder = Path(tmp)
+        written = _write(folder, feed, range(1))
+        start, phase_end = 0, 1
+        while start < total:
+            events, status = _run_child(folder, models, written, start, cancel)
+            if status is None or any(e.get("event") == "load" for e in events):
+                return None, {}
+            for e in events:
+                if e.get("event") == "ok":
+                    return e["trial"], failures
+                if e.get("event") == "error":
+                    failures[e["trial"]] = (None, e.get("message", ""))
+            started = [e["trial"] for e in events if e.get("event") == "start"]
+            if status < 0 and started:  # died by a signal while running the last trial it started
+                failures[started[-1]] = (_signal_name(-status), "")
+                crashes += 1
+                start = started[-1] + 1
+            elif not started:
+                return None, {}
+            else:
+                start = started[-1] + 1
+            if crashes >= MAX_CRASHES:
+                break
+            if start >= phase_end and phase_end < total:  # the default did not run: write the others
+                written += _write(folder, feed, range(phase_end, total))
+                phase_end = total
+            if start >= len(written):
+                break
+    return None, failures
+
+
+def _write(folder: Path, feed, indices) -> list[str]:
+    paths = []
+    for i in indices:
+        path = folder / f"trial{i}.npz"
+        np.savez(path, **feed(i)[0])
+        paths.append(str(path))
+    return paths
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _run_child(folder: Path, models: list[Path], trials: list[str], start: int, cancel: CancelToken | None):
+    """Run the child once: (events it reported, exit status | None when it could not tell)."""
+    report = folder / f"report{start}.jsonl"
+    job = folder / f"job{start}.json"
+    job.write_text(json.dumps({"models": [str(m) for m in models], "trials": trials, "start": start,
+                               "report": str(report)}), encoding="utf-8")
+    try:
+        child = subprocess.Popen([sys.executable, str(CHILD), str(job)], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return [], None
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    try:
+        while child.poll() is None:
+            if cancel is not None and cancel.cancelled and not cancel.committed:
+                raise Cancelled()
+            if time.monotonic() > deadline:
+                return [], None
+            time.sleep(POLL_SECONDS)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    events = []
+    if report.is_file():
+        for line in report.read_text(encoding="utf-8").splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                break  # a line cut by the crash
+    return events, child.returncode

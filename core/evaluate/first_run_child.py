@@ -1,0 +1,74 @@
+"""The child side of first_run.py: run models once on candidate feeds, in a process that may die.
+
+Self-contained on purpose (numpy and onnxruntime only, run by path): it must start fast and
+cannot take onnxport down with it. Usage: `python first_run_child.py JOB.json`, where the job is
+`{"models": [paths], "trials": [.npz paths], "start": i, "report": path}`. For each trial from
+`start` it appends one JSON line to `report` before running (`{"trial": i, "event": "start"}`)
+and one after (`"ok"`, or `"error"` with ORT's first line), and stops at the first trial every
+model runs. A model whose inputs the feed does not cover (a reference fed with parameters) is
+skipped. A model that does not load ends the job with `"load"`: the parent's own session says why.
+The parent reads a crash (SIGFPE, SIGSEGV) from the exit status and the last `start` line.
+"""
+
+import json
+import sys
+
+_TYPES = {"float": "float32", "double": "float64", "bool": "bool"}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:600] if text else type(exc).__name__
+
+
+def main(job_path: str) -> int:
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    import numpy as np
+    import onnxruntime as ort
+
+    report = open(job["report"], "a", encoding="utf-8", buffering=1)  # line-buffered: survives a crash
+
+    def emit(**event) -> None:
+        report.write(json.dumps(event) + "\n")
+        report.flush()
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    sessions = []
+    for path in job["models"]:
+        try:
+            sessions.append(ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]))
+        except Exception as exc:  # noqa: BLE001 - any load failure: the parent's session reports it
+            emit(event="load", model=path, message=_first_line(exc))
+            return 0
+    for i in range(job["start"], len(job["trials"])):
+        with np.load(job["trials"][i], allow_pickle=False) as data:
+            feed = {k: data[k] for k in data.files}
+        emit(trial=i, event="start")
+        try:
+            for sess in sessions:
+                inputs = sess.get_inputs()
+                if any(inp.name not in feed for inp in inputs):
+                    continue
+                sess.run(None, {inp.name: _cast(feed[inp.name], inp.type, np) for inp in inputs})
+        except Exception as exc:  # noqa: BLE001 - ORT's Fail/InvalidArgument/...: try the next trial
+            emit(trial=i, event="error", message=_first_line(exc))
+            continue
+        emit(trial=i, event="ok")
+        return 0
+    return 0
+
+
+def _cast(value, ort_type: str, np):
+    name = ort_type[len("tensor("):-1] if ort_type.startswith("tensor(") else ""
+    name = _TYPES.get(name, name)
+    try:
+        want = np.dtype(name)
+    except TypeError:
+        return value
+    return value if value.dtype == want else value.astype(want)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
