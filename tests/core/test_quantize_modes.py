@@ -279,3 +279,20 @@ def test_int4_leaves_the_callers_logging_alone(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0" and "INFO" not in done.stderr
+
+
+def test_int8_modes_declare_only_the_domains_they_use(tmp_path):
+    """Eval graphs from ORT training declare com.microsoft, ai.onnx.training, ai.onnx.ml...; the quantizers
+    kept every one of them, used or not."""
+    from .quant_models import encoder
+
+    model = encoder()
+    for domain in ("com.microsoft", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training", "com.ms.internal.nhwc"):
+        model.opset_import.append(helper.make_opsetid(domain, 1))
+    src, dst = tmp_path / "enc.onnx", tmp_path / "enc.int8.onnx"
+    onnx.save(model, src)
+    modes.dynamic(src, dst, op_types=None, per_channel=False, reduce_range=True, exclude=[], big=False)
+    written = onnx.load(dst)
+    used = {n.domain for n in written.graph.node} | {""}
+    assert {o.domain for o in written.opset_import} == used
+    assert "DynamicQuantizeLinear" in _ops(written) or "DynamicQuantizeMatMul" in _ops(written)
