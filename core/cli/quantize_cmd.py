@@ -34,8 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Hugging Face tokenizer folder for a .txt --calibration (default: beside the model or the text)")
     p.add_argument("--block-size", type=int, default=32, metavar="N",
                    help="int4: values per quantization block along K (32 or 128 typical; default 32)")
-    p.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
-    p.add_argument("--reduce-range", action="store_true", help="7-bit weights (for CPUs without VNNI)")
+    p.add_argument("--per-channel", action=argparse.BooleanOptionalAction, default=None,
+                   help="per-channel weight scales (default: dynamic tries per-channel first)")
+    p.add_argument("--reduce-range", action=argparse.BooleanOptionalAction, default=None,
+                   help="7-bit weights (default: chosen for this CPU's int8 path, see --int8-path)")
+    p.add_argument("--int8-path", default="auto", metavar="PATH",
+                   help="the CPU int8 kernels to quantize for: auto (detected), avx2, avx512bw (7-bit weights, "
+                        "exact on every CPU), avx512-vnni, avx-vnni, amx, arm-dotprod (8-bit weights)")
     p.add_argument("--op-types", action="append", default=[], metavar="A[,B...]",
                    help="op types to quantize (dynamic default: MatMul,Gather,Attention,LSTM,EmbedLayerNormalization)")
     p.add_argument("--exclude", action="append", default=[], metavar="NODE[,NODE...]",
@@ -58,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     result = quantize(
         args.model, args.out, args.mode, calibration=args.calibration, per_channel=args.per_channel,
-        reduce_range=args.reduce_range, op_types=split_names(args.op_types) or None,
+        reduce_range=args.reduce_range, int8_path=args.int8_path, op_types=split_names(args.op_types) or None,
         exclude_nodes=split_names(args.exclude), keep_io_types=not args.fp16_io,
         block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
         validation_inputs=args.validation_inputs, preprocess=not args.no_preprocess,

@@ -4,14 +4,27 @@ Contract: `OutputStats.update(got, want)` folds one batch in (float64 sums, so m
 `OutputStats.result(thresholds)` gives an `OutputComparison`: max/mean abs diff, cosine similarity
 of the flattened outputs, relative L2 error, argmax agreement over the last axis (for float
 outputs with more than one class), NaN/Inf mismatches, and whether it passes `Thresholds`.
+
+Pass criteria depend on the output's kind (`output_kinds`): every output must reach the cosine
+bound; a classifier's output (a Softmax/LogSoftmax result, or named like logits/probabilities/
+classes) must also pick the same class: cosine alone passes a two-class classifier that flips one
+answer in four, since a flip between two close logits barely moves the vector.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import onnx
+
+VALUES, CLASSES = "values", "classes"
+_CLASS_OPS = {"Softmax", "LogSoftmax"}
+_CLASS_NAME = re.compile(r"logit|prob|class|label|softmax", re.IGNORECASE)
+_PASS_THROUGH = {"Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"}
+_FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 
 
 @dataclass(frozen=True)
@@ -21,7 +34,8 @@ class Thresholds:
     min_cosine: float = 0.99
     max_abs_diff: float | None = None
     rel_max_abs_diff: float | None = None
-    min_argmax_agreement: float | None = None
+    min_argmax_agreement: float | None = None  # on every output with classes
+    classifier_argmax: float | None = None  # on outputs of kind CLASSES only
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -30,7 +44,31 @@ class Thresholds:
 # Same precision (an export against its eval graph, fp32 against fp32): near bit-exact.
 EXACT = Thresholds(min_cosine=0.99999, rel_max_abs_diff=1e-4)
 # Quantized or float16 against float32: the default accuracy target.
-LOSSY = Thresholds(min_cosine=0.99)
+LOSSY = Thresholds(min_cosine=0.99, classifier_argmax=0.99)
+
+
+def lossy(target: float) -> Thresholds:
+    """The accuracy target `target` as criteria: cosine per output, argmax agreement per classifier output."""
+    return Thresholds(min_cosine=target, classifier_argmax=target)
+
+
+def output_kinds(model: onnx.ModelProto) -> dict[str, str]:
+    """CLASSES or VALUES per graph output (see the module docstring)."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    kinds = {}
+    for out in model.graph.output:
+        t = out.type.tensor_type
+        dims = list(t.shape.dim) if t.HasField("shape") else None
+        single = dims is not None and (not dims or (dims[-1].HasField("dim_value") and dims[-1].dim_value == 1))
+        if (t.elem_type and t.elem_type not in _FLOATS) or single:
+            kinds[out.name] = VALUES
+            continue
+        node, name = producer.get(out.name), out.name
+        while node is not None and node.op_type in _PASS_THROUGH and node.input:
+            node = producer.get(node.input[0])
+        by_op = node is not None and node.op_type in _CLASS_OPS
+        kinds[out.name] = CLASSES if by_op or _CLASS_NAME.search(name) else VALUES
+    return kinds
 
 
 @dataclass
@@ -47,6 +85,7 @@ class OutputComparison:
     nan_mismatches: int
     passed: bool
     reason: str = ""
+    kind: str = VALUES
 
     def to_dict(self) -> dict:
         return {k: _finite(v) for k, v in asdict(self).items()}
@@ -61,6 +100,7 @@ def _finite(v):
 @dataclass
 class OutputStats:
     name: str
+    kind: str = VALUES
     count: int = 0
     sum_abs: float = 0.0
     max_abs: float = 0.0
@@ -131,12 +171,16 @@ class OutputStats:
                 bound = t.rel_max_abs_diff * max(1.0, self.want_max_abs)
                 if self.max_abs > bound:
                     reasons.append(f"max abs diff {self.max_abs:.3g} > {bound:.3g}")
-            if t.min_argmax_agreement is not None and argmax is not None and argmax < t.min_argmax_agreement:
-                reasons.append(f"argmax agreement {argmax:.4f} < {t.min_argmax_agreement}")
+            need = t.min_argmax_agreement
+            if self.kind == CLASSES and t.classifier_argmax is not None:
+                need = max(need or 0.0, t.classifier_argmax)
+            if need is not None and argmax is not None and argmax < need:
+                reasons.append(f"argmax agreement {argmax:.4f} < {need}"
+                               + (" (a classifier's output)" if self.kind == CLASSES else ""))
         return OutputComparison(
             name=self.name, shape=got_shape, reference_shape=want_shape,
             max_abs_diff=self.max_abs, mean_abs_diff=self.sum_abs / self.count if self.count else 0.0,
             cosine=self.cosine if not self.shape_error else 0.0, rel_l2_error=rel_l2,
             argmax_agreement=argmax, reference_max_abs=self.want_max_abs,
-            nan_mismatches=self.nan_mismatches, passed=not reasons, reason="; ".join(reasons),
+            nan_mismatches=self.nan_mismatches, passed=not reasons, reason="; ".join(reasons), kind=self.kind,
         )

@@ -8,6 +8,12 @@ of its compared inputs. Nodes whose outputs the model no longer has (fused by th
 as a Relu folded into the quantized MatMul before it) are grouped with the compared node after
 them (`group`): keeping that node in float means keeping the whole group. Sorted by added error, worst first: the top entries are the nodes to keep
 in float. Memory: the intermediate tensors of one feed.
+
+`added` is always finite: a node whose output turns non-finite (or loses a non-zero reference
+entirely) where its inputs did not adds 1.0 (an output all wrong, `nonfinite` set); a node whose
+inputs already were adds 0.0 (nothing of its own can be measured). `ranking_lines` prints only
+the nodes that add a measurable error (at least `MEASURABLE`, which shows as +0.0001), so the
+ranking never shows inf or +0.0000 entries.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import onnx
 from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, session
 from onnxport.core.graph.index import infer_value_info
 
+MEASURABLE = 5e-5  # added relative error below this prints as +0.0000: not worth naming
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 
 
@@ -34,9 +41,31 @@ class LayerError:
     cosine: float
     added: float
     group: list[str] = field(default_factory=list)  # the node and upstream nodes fused with it
+    nonfinite: bool = False  # its output went non-finite (or to zero) where its inputs had not
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in asdict(self).items()}
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else round(v, 6) if isinstance(v, float)
+                    else v) for k, v in asdict(self).items()}
+
+    def describe(self) -> str:
+        if self.nonfinite:
+            return f"{self.node} ({self.op_type}): makes non-finite or zero values the float model does not"
+        return f"{self.node} ({self.op_type}): {self.added:+.4f} relative error (cosine {self.cosine:.5f})"
+
+
+def ranked_nodes(layers: list[LayerError], n: int = 5) -> list[str]:
+    """The first `n` nodes adding a measurable error."""
+    return [e.node for e in layers if e.nonfinite or (math.isfinite(e.added) and e.added >= MEASURABLE)][:n]
+
+
+def ranking_lines(layers: list[LayerError], n: int = 5) -> list[str]:
+    """The ranking as text: the first `n` nodes adding a measurable error, or a line saying none does."""
+    shown = [e for e in layers if e.nonfinite or (math.isfinite(e.added) and e.added >= MEASURABLE)][:n]
+    if not layers:
+        return []
+    if not shown:
+        return ["no single node adds a measurable error (each under 0.0001 relative)"]
+    return ["nodes adding the most error:"] + ["  " + e.describe() for e in shown]
 
 
 def _as_model(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
@@ -130,8 +159,10 @@ def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | on
         worst_in = max((errors[i][0] for i in frontier), default=0.0)
         out = max(outs, key=lambda o: errors[o][0])
         rel, cos = errors[out]
-        result.append(LayerError(node.name or out, node.op_type, out, rel, cos, rel - worst_in, group))
-    result.sort(key=lambda e: (-(e.added if math.isfinite(e.added) else 1e30), e.node))
+        nonfinite = not math.isfinite(rel) and math.isfinite(worst_in)
+        added = 1.0 if nonfinite else 0.0 if not math.isfinite(worst_in) else rel - worst_in
+        result.append(LayerError(node.name or out, node.op_type, out, rel, cos, added, group, nonfinite))
+    result.sort(key=lambda e: (not e.nonfinite, -e.added, e.node))
     return result
 
 

@@ -18,12 +18,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from onnxport.core.evaluate.compare import EXACT, LOSSY, OutputComparison, OutputStats, Thresholds
+from onnxport.core.evaluate.compare import (
+    EXACT,
+    LOSSY,
+    VALUES,
+    OutputComparison,
+    OutputStats,
+    Thresholds,
+    output_kinds,
+)
 from onnxport.core.evaluate.feeds import FeedsLike
 from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.reference import reference_model
 from onnxport.core.evaluate.runtime import adapt_feed, precision_of, run, session
-from onnxport.core.evaluate.sensitivity import LayerError, layer_errors
+from onnxport.core.evaluate.sensitivity import LayerError, layer_errors, ranked_nodes, ranking_lines
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.errors import OnnxportError
@@ -57,7 +65,7 @@ class ValidationReport:
         return [f"{o.name}: {o.reason}" for o in self.outputs if not o.passed]
 
     def worst_nodes(self, n: int = 5) -> list[str]:
-        return [e.node for e in self.layers[:n] if e.added > 0]
+        return ranked_nodes(self.layers, n)
 
     def to_dict(self) -> dict:
         return {
@@ -77,11 +85,7 @@ class ValidationReport:
             mark = "ok " if o.passed else "BAD"
             lines.append(f"  {mark} {o.name}: max abs diff {o.max_abs_diff:.3g}, mean {o.mean_abs_diff:.3g}, "
                          f"cosine {o.cosine:.6f}{argmax}" + ("" if o.passed else f"  ({o.reason})"))
-        if self.layers:
-            lines.append("  nodes adding the most error:")
-            for e in self.layers[:5]:
-                lines.append(f"    {e.node} ({e.op_type}): {e.added:+.4f} relative error (cosine {e.cosine:.5f})")
-        return lines
+        return lines + ["  " + line for line in ranking_lines(self.layers, 5)]
 
 
 def validate(
@@ -120,7 +124,8 @@ def validate(
         hint = "pass the checkpoint (--checkpoint)" if params is None else "the inputs must cover them"
         raise OnnxportError(f"{reference_path}: the reference needs input(s) {', '.join(missing[:5])} that "
                             f"{model_path.name} does not take", hint=hint)
-    stats = {name: OutputStats(name) for name in out_names}
+    kinds = output_kinds(graph)
+    stats = {name: OutputStats(name, kinds.get(name, VALUES)) for name in out_names}
     total = max(len(feeds), 1)
     batches = 0
     for i, feed in enumerate(feeds):

@@ -6,7 +6,8 @@ which a quantizer would otherwise skip -, redundant-node removal, standard fusio
 plain ONNX) with value_info from ONNX shape inference, and tags it as pre-processed. That is
 `onnxruntime.quantization.quant_pre_process(..., skip_symbolic_shape=True)`: its symbolic shape
 inference, when it fails (it does on a BERT export), writes `sym_shape_infer_temp.onnx` into the
-current directory, which an app must never do. Files are written only at `dst` (and
+current directory, which an app must never do. It declares only the operator domains it uses (the
+optimizer adds seven). Files are written only at `dst` (and
 `dst.data` for models over 2 GB). Returns notes on what was skipped; a model the optimizer cannot
 handle is copied as is (quantization still works, maybe with fewer weights quantized).
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.evaluate.runtime import model_size, session_options
+from onnxport.core.quantize.domains import drop_unused_domains
 from onnxport.core.util.text import first_line
 
 BIG_MODEL_BYTES = 1536 << 20  # above this, write the optimized model with external data
@@ -48,8 +50,10 @@ def preprocess(src: Path, dst: Path) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - shape inference is best effort
         notes.append(f"ONNX shape inference skipped ({first_line(exc, 200)})")
     model = onnx.load_model(str(dst), load_external_data=False)
-    if not any(p.key == PRE_PROCESS_KEY for p in model.metadata_props):
-        model.metadata_props.add(key=PRE_PROCESS_KEY, value="onnxruntime.quant")
+    dropped = drop_unused_domains(model)  # ORT's optimizer declares domains it does not use
+    if dropped or not any(p.key == PRE_PROCESS_KEY for p in model.metadata_props):
+        if not any(p.key == PRE_PROCESS_KEY for p in model.metadata_props):
+            model.metadata_props.add(key=PRE_PROCESS_KEY, value="onnxruntime.quant")
         onnx.save_model(model, str(dst))  # external tensors stay references to dst's data file
     return notes
 

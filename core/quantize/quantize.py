@@ -3,47 +3,55 @@
 Contract: `quantize(model, out, mode, ...)` writes `out` (atomically: a work folder next to it,
 fsync, rename; a failure or cancel leaves nothing and never touches an existing `out`) and
 returns a `QuantizeResult`. Steps:
-1. ONNX Runtime's pre-processing (quantize_prep.py: its optimizer folds e.g. Transpose'd weights
+0. int8 modes: the CPU's int8 path (cpu_int8.py; `int8_path` pins one) picks the weight format
+   exact on its kernels: 7-bit weights (`reduce_range`) where u8s8 saturates (AVX2 without VNNI)
+   or the CPU is unknown, 8-bit elsewhere; dynamic is per-channel unless told otherwise. The
+   report records it ("int8 path: avx2 (no VNNI) -> 7-bit weights");
+1. ONNX Runtime's pre-processing (prep.py: its optimizer folds e.g. Transpose'd weights
    so they get quantized, then shape inference) for the int8 modes;
 2. static: calibration ranges from `calibration` (a .npz, a folder of .npy, or generated from the
    input specs), computed once, memory bounded by one batch;
-3. quantize (quantize_modes.py) and check ONNX Runtime runs the result;
-4. with `accuracy_target` (cosine per output on `validation_inputs`, default 0.99): validate
-   against the float32 model; while it misses, rank the quantized nodes by the error they add
-   (sensitivity.py) and keep the worst 1, 2, 4... in float (static: with the producers of their
-   inputs, whose quantized outputs they would still read), then quantize again. The nodes kept
-   are reported (`kept_float_nodes`) and recorded in the model's metadata (`onnxport.quantize`),
-   so `requantize` can exclude more and try again. If even that misses, nothing is written;
+3. quantize (modes.py) and check ONNX Runtime runs the result;
+4. with `accuracy_target` (default 0.99: cosine per output, and the same argmax agreement for a
+   classifier's outputs, compare.py) on `validation_inputs`: validate against the float32 model;
+   while it misses, keep nodes in float (search.py): dynamic measures what keeping each node and
+   block in float gains and keeps the fewest that meet the target; static/fp16 keep the nodes
+   adding most error 1, 2, 4... (static: with the producers of their inputs, whose quantized
+   outputs they would still read). The nodes kept are reported (`kept_float_nodes`) and recorded
+   in the model's metadata (`onnxport.quantize`), so `requantize` can exclude more and try again.
+   If even that misses, nothing is written; nor when nothing was gained (gain.py: nothing
+   quantized, or neither smaller nor faster). The written model declares only the domains it
+   uses and passes `onnx.checker`;
 5. a final validation report against the original model (with the nodes adding most error).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from onnxport.core.evaluate.compare import LOSSY, Thresholds
+from onnxport.core.evaluate.compare import LOSSY, lossy
 from onnxport.core.evaluate.feeds import FeedsLike, input_specs, open_feeds
 from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.runtime import model_size, session
-from onnxport.core.evaluate.sensitivity import layer_errors
 from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.quantize import modes
+from onnxport.core.quantize import cpu_int8, modes, search
 from onnxport.core.quantize.calibration_sources import calibration_data
+from onnxport.core.quantize.domains import drop_unused_domains
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.logs import with_quiet_onnxruntime
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+from onnxport.core.util.text import first_line
 
 MODES = ("dynamic", "static", "fp16", "int4")
+INT8_MODES = ("dynamic", "static")
 METADATA_KEY = "onnxport.quantize"
-MAX_ROUNDS = 8
 CALIBRATION_BATCH = 8
 GENERATED_CALIBRATION_BATCHES = 16
 
@@ -57,8 +65,9 @@ def quantize(
     mode: str,
     *,
     calibration: FeedsLike = None,
-    per_channel: bool = False,
-    reduce_range: bool = False,
+    per_channel: bool | None = None,
+    reduce_range: bool | None = None,
+    int8_path: str | cpu_int8.Int8Path | None = None,
     op_types: Iterable[str] | None = None,
     exclude_nodes: Iterable[str] = (),
     keep_io_types: bool = True,
@@ -101,8 +110,15 @@ def quantize(
     if mode == "dynamic" and any(n.op_type in modes.NO_DYNAMIC for n in source.graph.node):
         notes.append("Conv layers stay float in dynamic mode (ONNX Runtime's CPU provider has no int8 "
                      "ConvInteger); --mode static quantizes them")
+    path = cpu_int8.resolve(int8_path) if mode in INT8_MODES else None
+    if path is not None:  # the weight format that is exact on this CPU's int8 kernels (cpu_int8.py)
+        notes.append(path.describe(reduce_range))
+        reduce_range = path.reduce_range if reduce_range is None else reduce_range
+        per_channel = (mode == "dynamic") if per_channel is None else per_channel  # per-channel first
+    per_channel, reduce_range = bool(per_channel), bool(reduce_range)
     options = {"mode": mode, "per_channel": per_channel, "reduce_range": reduce_range, "op_types": op_types,
-               "keep_io_types": keep_io_types, "block_ops": list(block_ops), "accuracy_target": accuracy_target}
+               "keep_io_types": keep_io_types, "block_ops": list(block_ops), "accuracy_target": accuracy_target,
+               "int8_path": path.name if path is not None else None}
     if mode == "int4":
         options["block_size"] = block_size
 
@@ -126,8 +142,11 @@ def quantize(
                                        report.sub(0.1, 0.4), notes, like=val_feeds)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
 
+        gemms = {n.name for n in load_graph(prepared).graph.node if n.op_type == "Gemm"} if mode == "dynamic" else set()
+
         def attempt(exclude: list[str], dst: Path) -> None:
-            if mode == "dynamic":
+            if mode == "dynamic":  # ORT splits a Gemm `g` into `g_MatMul` + `g_Add` before it reads the exclusions
+                exclude = exclude + [f"{n}_MatMul" for n in exclude if n in gemms]
                 modes.dynamic(prepared, dst, op_types=op_types, per_channel=per_channel,
                               reduce_range=reduce_range, exclude=exclude, big=big)
             elif mode == "static":
@@ -143,19 +162,27 @@ def quantize(
         loop = report.sub(0.4, 0.92)
         ranked_ops = None if mode == "fp16" else set(
             modes.static_op_types(op_types) if mode == "static" else (op_types or modes.DYNAMIC_OP_TYPES)) | {"Gemm"}
-        expand = _input_producers(prepared, ranked_ops) if mode == "static" and accuracy_target is not None else None
-        dst, kept, attempts, met = _accuracy_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded,
-                                                  accuracy_target, ranked_ops, loop, expand)
-        if accuracy_target is not None and not met:
+        thresholds = lossy(accuracy_target) if accuracy_target is not None else None
+        if mode == "dynamic" and thresholds is not None:
+            outcome = search.dynamic_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
+                                          ranked_ops, loop)
+        else:
+            expand = _input_producers(prepared, ranked_ops) if mode == "static" and thresholds is not None else None
+            outcome = search.layer_error_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded,
+                                              thresholds, ranked_ops, loop, expand)
+        dst, kept, attempts, met = outcome.path, outcome.kept, outcome.attempts, outcome.met
+        if thresholds is not None and not met:
             last = attempts[-1]
+            why = (f"cosine {last['min_cosine']:.4f} < {accuracy_target} on '{last['worst_output']}'"
+                   if last["min_cosine"] < accuracy_target else "; ".join(last["failures"]))
             raise OnnxportError(
-                f"{model_path.name}: quantized model misses the accuracy target (cosine {last['min_cosine']:.4f} "
-                f"< {accuracy_target} on '{last['worst_output']}') even with {len(kept)} node(s) kept in float; "
-                "nothing written", hint="lower the target, or validate with representative inputs")
+                f"{model_path.name}: quantized model misses the accuracy target ({why}) even with "
+                f"{len(last['kept_float_nodes'])} node(s) kept in float; nothing written",
+                hint="lower the target, or validate with representative inputs")
+        _check_gain(model_path, source, dst, mode, op_types, kept, val_feeds, report)
         report.check()
         report(0.93, "validating against the float32 model")
-        thresholds = Thresholds(min_cosine=accuracy_target) if accuracy_target is not None else LOSSY
-        final = validate(dst, model_path, inputs=val_feeds, thresholds=thresholds, layers=True)
+        final = validate(dst, model_path, inputs=val_feeds, thresholds=thresholds or LOSSY, layers=True)
         final.model = str(out_path)
         _stamp(dst, {**options, "excluded_nodes": excluded, "kept_float_nodes": kept, "source": model_path.name})
         report.check()
@@ -167,49 +194,10 @@ def quantize(
         path=out_path, data_path=next((p for p in written if p != out_path), None), mode=mode,
         size_bytes=size, source_path=model_path, source_size_bytes=source_bytes, kept_float_nodes=kept,
         excluded_nodes=excluded, options=options, attempts=attempts, target=accuracy_target,
+        int8_path=path.describe(options["reduce_range"]) if path is not None else None, search=outcome.search,
         target_met=met if accuracy_target is not None else None, validation=final, notes=notes,
         seconds=time.perf_counter() - started,
     )
-
-
-def _accuracy_loop(attempt, stage: Staging, name: str, prepared: Path, val_feeds, excluded: list[str],
-                   target: float | None, op_types: set[str] | None, report: Reporter, expand=None):
-    kept: list[str] = []
-    attempts: list[dict] = []
-    previous: Path | None = None
-    for round_ in range(MAX_ROUNDS + 1):
-        report.check()
-        report(round_ / (MAX_ROUNDS + 1), "quantizing" if round_ == 0 else
-               f"quantizing again with {len(kept)} node(s) kept in float")
-        folder = stage.path(f"attempt{round_}")
-        folder.mkdir()
-        dst = folder / name
-        attempt(excluded + kept, dst)
-        session(dst, label=f"quantized {name}")  # ORT must run what we write
-        if previous is not None:
-            shutil.rmtree(previous.parent, ignore_errors=True)
-        previous = dst
-        if target is None:
-            return dst, kept, attempts, True
-        check = validate(dst, prepared, inputs=val_feeds, thresholds=Thresholds(min_cosine=target), layers=False)
-        worst = min(check.outputs, key=lambda o: o.cosine)
-        attempts.append({"kept_float_nodes": list(kept), "min_cosine": worst.cosine, "worst_output": worst.name,
-                         "size_bytes": model_size(dst), "passed": check.passed})
-        if check.passed:
-            return dst, kept, attempts, True
-        if round_ == MAX_ROUNDS:
-            break
-        report.check()
-        errors = layer_errors(dst, prepared, val_feeds.first(), workdir=stage.dir, op_types=op_types)
-        groups = [[n for n in e.group if n not in excluded and n not in kept] for e in errors if e.added > 0]
-        groups = [g for g in groups if g]
-        if not groups:
-            break
-        for group in groups[: 2**round_]:
-            if expand is not None:
-                group = group + expand(group)
-            kept += [n for n in group if n not in kept and n not in excluded]
-    return previous, kept, attempts, False
 
 
 def _input_producers(model_path: Path, op_types: set[str] | None):
@@ -278,6 +266,30 @@ def _calibrate(prepared: Path, calibration: FeedsLike, specs, workdir: Path, big
     return calibrate(prepared, feeds, modes.static_op_types(op_types), workdir, report, big)
 
 
+def _check_gain(model_path: Path, source, dst: Path, mode: str, op_types, kept: list[str], val_feeds,
+                report: Reporter) -> None:
+    """A result that quantized nothing, or is neither smaller nor faster, is an error (gain.py)."""
+    from onnxport.core.evaluate.benchmark import benchmark
+    from onnxport.core.quantize import gain
+
+    if gain.quantized_nothing(source, load_graph(dst)):
+        if kept:
+            raise OnnxportError(f"{model_path.name}: the accuracy target needs every quantized node ({len(kept)}) "
+                                "kept in float: nothing gained; nothing written",
+                                hint="lower the target, or validate with representative inputs")
+        raise gain.nothing_quantized(model_path.name, mode, source, list(op_types or modes.DYNAMIC_OP_TYPES))
+    ratio = model_size(dst) / max(model_size(model_path), 1)
+    latency = None
+    if ratio >= 1.0:  # not smaller: it must at least be faster
+        report.check()
+        report(0.92, "measuring whether the (larger) result is faster")
+        latency = benchmark([model_path, dst], inputs=val_feeds.first(), seconds=1.0, threads=1).latency_ratio
+    why = gain.nothing_gained(ratio, latency)
+    if why:
+        raise OnnxportError(f"{model_path.name}: {mode}: {why}; nothing written",
+                            hint="quantization pays off on large MatMul/Gemm/Conv weights")
+
+
 def _stamp(path: Path, info: dict) -> None:
     """Record how the model was quantized in its metadata (for `requantize` and for people)."""
     import onnx
@@ -287,7 +299,13 @@ def _stamp(path: Path, info: dict) -> None:
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
     model.metadata_props.add(key=METADATA_KEY, value=json.dumps(info))
+    drop_unused_domains(model)  # ORT's tools declare seven domains whether used or not
     onnx.save_model(model, str(path))
+    try:
+        onnx.checker.check_model(str(path))  # by path: external data and models over 2 GB alike
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        raise OnnxportError(f"{path.name}: the {info.get('mode')} model fails onnx.checker "
+                            f"({first_line(exc, 300)}); nothing written") from None
 
 
 def quantize_info(path: str | Path) -> dict | None:

@@ -25,6 +25,8 @@ class QuantizeResult:
     validation: ValidationReport | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    int8_path: str | None = None  # "int8 path: avx2 (no VNNI) -> 7-bit weights" (int8 modes)
+    search: dict = field(default_factory=dict)  # what the accuracy search measured (search.py)
 
     @property
     def size_ratio(self) -> float:
@@ -39,7 +41,8 @@ class QuantizeResult:
             "options": self.options, "target": self.target, "target_met": self.target_met,
             "attempts": [{**a, "min_cosine": round(a["min_cosine"], 6)} for a in self.attempts],
             "validation": self.validation.to_dict() if self.validation else None,
-            "notes": self.notes, "seconds": round(self.seconds, 3),
+            "notes": self.notes, "seconds": round(self.seconds, 3), "int8_path": self.int8_path,
+            "search": self.search,
         }
 
     def summary_lines(self) -> list[str]:

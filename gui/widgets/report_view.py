@@ -34,6 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from onnxport.core.evaluate.sensitivity import MEASURABLE
+
 BEFORE = QColor("#8a98a8")
 AFTER = QColor("#2f7fd1")
 GOOD = QColor("#3a9a4a")
@@ -201,7 +203,7 @@ class ReportView(QWidget):
     def _fill_nodes(self, report: dict) -> None:
         self.nodes.clear()
         validation = (report.get("quantize") or {}).get("validation") or report.get("validation") or {}
-        layers = [e for e in validation.get("layers", []) if (e.get("added") or 0) > 0][:10]
+        layers = [e for e in validation.get("layers", []) if (e.get("added") or 0) >= MEASURABLE][:10]
         for e in layers:
             item = QListWidgetItem(f"{e['node']} ({e['op_type']}): +{e['added']:.4f} relative error")
             item.setData(Qt.ItemDataRole.UserRole, e["node"])

@@ -61,8 +61,8 @@ def _cnn_nodes(bn_training: bool) -> list[onnx.NodeProto]:
     ]
 
 
-def cnn(seed: int = 0) -> onnx.ModelProto:
-    w = cnn_weights(seed)
+def cnn(seed: int = 0, c: int = 8) -> onnx.ModelProto:
+    w = cnn_weights(seed, c=c)
     return make_model(_cnn_nodes(False), [helper.make_tensor_value_info("image", T.FLOAT, ["batch", 3, 8, 8])],
                       [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", 5])], _init(w))
 

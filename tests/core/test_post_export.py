@@ -18,12 +18,14 @@ from tests.support.checkpoint_writer import write_checkpoint
 from .model_builders import eval_like_mlp, mlp_weights
 from .quant_models import save
 
+HIDDEN = 256  # weights big enough that int8 makes the model smaller (a quantization gaining nothing fails)
+
 
 @pytest.fixture
 def exported(tmp_path):
-    eval_path = save(eval_like_mlp(), tmp_path / "eval_model.onnx")
+    eval_path = save(eval_like_mlp(d_hidden=HIDDEN), tmp_path / "eval_model.onnx")
     ckpt = tmp_path / "checkpoint"
-    write_checkpoint(ckpt, mlp_weights(seed=5))
+    write_checkpoint(ckpt, mlp_weights(seed=5, d_hidden=HIDDEN))
     from onnxport.core.io.readers import read_parameters
 
     result = export_model(eval_path, tmp_path / "model.onnx", ["logits", "probabilities"], read_parameters(ckpt))
@@ -68,7 +70,7 @@ def test_validate_only_and_fp16(exported):
 def test_validation_with_the_wrong_checkpoint_fails(exported, tmp_path):
     eval_path, _, result = exported
     other = tmp_path / "other_checkpoint"
-    write_checkpoint(other, mlp_weights(seed=9))
+    write_checkpoint(other, mlp_weights(seed=9, d_hidden=HIDDEN))
     out = post_export(result, eval_path, [other], validate=True)
     assert out.passed is False and not out.validation.passed
     assert out.to_dict()["passed"] is False and out.report["passed"] is False

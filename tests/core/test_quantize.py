@@ -26,16 +26,19 @@ from .model_builders import eval_like_mlp, mlp_weights, param_set
 from .quant_models import cnn, encoder, outlier_mlp, save
 
 QUANTIZED_MATMUL = {"MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}
+# Every int8 test pins the int8 path it asserts about: 7-bit weights, exact on every CPU's kernels
+# (AVX2 without VNNI saturates with 8-bit ones), so no verdict here depends on the CPU running it.
+PIN = "avx2"
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """float32 inference models: an MLP exported by onnxport (Transpose'd weights folded), a CNN, an encoder."""
     d = tmp_path_factory.mktemp("models")
-    mlp = d / "mlp.onnx"
-    export_model(save(eval_like_mlp(), d / "eval_model.onnx"), mlp, ["logits", "probabilities"],
-                 param_set(mlp_weights(seed=5)))
-    return {"mlp": mlp, "cnn": Path(save(cnn(), d / "cnn.onnx")), "encoder": Path(save(encoder(), d / "encoder.onnx")),
+    mlp = d / "mlp.onnx"  # weights big enough that int8 makes the model smaller (else: "nothing gained")
+    export_model(save(eval_like_mlp(d_hidden=256), d / "eval_model.onnx"), mlp, ["logits", "probabilities"],
+                 param_set(mlp_weights(seed=5, d_hidden=256)))
+    return {"mlp": mlp, "cnn": Path(save(cnn(c=48), d / "cnn.onnx")), "encoder": Path(save(encoder(), d / "encoder.onnx")),
             "outlier": Path(save(outlier_mlp(), d / "outlier.onnx"))}
 
 
@@ -51,7 +54,7 @@ def _leftovers(folder) -> list[str]:
 @pytest.mark.parametrize("mode", ["dynamic", "static", "fp16"])
 def test_every_mode_runs_in_onnxruntime_and_meets_the_target(models, tmp_path, name, mode):
     out = tmp_path / f"{name}.{mode}.onnx"
-    result = quantize(models[name], out, mode)
+    result = quantize(models[name], out, mode, int8_path=PIN)
     assert result.path == out and out.is_file() and result.size_bytes == model_size(out)
     assert result.target == 0.99 and result.target_met is True
     model = onnx.load(str(out))
@@ -76,10 +79,10 @@ def test_every_mode_runs_in_onnxruntime_and_meets_the_target(models, tmp_path, n
 
 
 def test_dynamic_cnn_keeps_conv_float_and_says_why(models, tmp_path):
-    result = quantize(models["cnn"], tmp_path / "c.onnx", "dynamic")
+    result = quantize(models["cnn"], tmp_path / "c.onnx", "dynamic", int8_path=PIN)
     assert "Conv" in _ops(result.path) and any("ConvInteger" in n for n in result.notes)
     with pytest.raises(OnnxportError, match="Conv"):
-        quantize(models["cnn"], tmp_path / "c2.onnx", "dynamic", op_types=["Conv"])
+        quantize(models["cnn"], tmp_path / "c2.onnx", "dynamic", int8_path=PIN, op_types=["Conv"])
 
 
 def _scales_of_input(path, name: str) -> float:
@@ -98,16 +101,19 @@ def test_static_calibration_from_npz_folder_and_generated(models, tmp_path):
     folder.mkdir()
     for i in range(3):
         np.save(folder / f"batch_{i}.npy", x[8 * i: 8 * i + 8])  # single-input model: one batch per file
-    with_npz = quantize(models["cnn"], tmp_path / "npz.onnx", "static", calibration=tmp_path / "calib.npz")
-    with_x5 = quantize(models["cnn"], tmp_path / "x5.onnx", "static", calibration=tmp_path / "calib_x5.npz",
+    with_npz = quantize(models["cnn"], tmp_path / "npz.onnx", "static", int8_path=PIN,
+                        calibration=tmp_path / "calib.npz")
+    with_x5 = quantize(models["cnn"], tmp_path / "x5.onnx", "static", int8_path=PIN,
+                       calibration=tmp_path / "calib_x5.npz",
                        accuracy_target=None)
-    generated = quantize(models["cnn"], tmp_path / "gen.onnx", "static")
+    generated = quantize(models["cnn"], tmp_path / "gen.onnx", "static", int8_path=PIN)
     assert any("generated" in n for n in generated.notes) and not any("generated" in n for n in with_npz.notes)
     s1, s5 = _scales_of_input(with_npz.path, "image"), _scales_of_input(with_x5.path, "image")
     assert s5 == pytest.approx(5 * s1, rel=1e-4)  # the ranges come from the data given
     # the validation defaults to the calibration data when no validation inputs are given
     assert with_npz.validation.inputs.startswith("calib.npz") and with_npz.validation.passed
-    with_folder = quantize(models["cnn"], tmp_path / "folder.onnx", "static", calibration=folder)
+    with_folder = quantize(models["cnn"], tmp_path / "folder.onnx", "static", int8_path=PIN,
+                           calibration=folder)
     assert _scales_of_input(with_folder.path, "image") == pytest.approx(s1, rel=1e-5)
 
 
@@ -117,7 +123,8 @@ def test_static_encoder_per_channel_with_an_npy_per_input_folder(models, tmp_pat
     folder.mkdir()
     np.save(folder / "input_ids.npy", rng.integers(0, 50, (16, 10)).astype(np.int64))
     np.save(folder / "attention_mask.npy", np.ones((16, 10), np.int64))
-    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static", calibration=folder, per_channel=True)
+    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static", int8_path=PIN,
+                      calibration=folder, per_channel=True)
     assert result.validation.passed and result.validation.inputs.startswith("tokens/")
     assert result.options["per_channel"] is True
     scales = [numpy_helper.to_array(t) for t in onnx.load(str(result.path)).graph.initializer
@@ -166,12 +173,13 @@ def test_fp16_block_ops_stay_float32(models, tmp_path):
 
 def test_accuracy_target_loop_keeps_the_sensitive_node_in_float(models, tmp_path):
     """One huge hidden channel ruins per-tensor int8 activations of fc2 only: the loop finds fc2."""
-    plain = quantize(models["outlier"], tmp_path / "plain.onnx", "dynamic", accuracy_target=None)
+    plain = quantize(models["outlier"], tmp_path / "plain.onnx", "dynamic", int8_path=PIN,
+                     accuracy_target=None)
     assert plain.target_met is None and plain.kept_float_nodes == []
     assert plain.validation.min_cosine < 0.99 and not plain.validation.passed
     assert plain.validation.worst_nodes(1) == ["fc2/MatMul"]  # the layer report points at it
 
-    result = quantize(models["outlier"], tmp_path / "target.onnx", "dynamic")
+    result = quantize(models["outlier"], tmp_path / "target.onnx", "dynamic", int8_path=PIN)
     assert result.kept_float_nodes == ["fc2/MatMul"]
     assert result.target_met and result.validation.min_cosine >= 0.99
     assert len(result.attempts) == 2 and not result.attempts[0]["passed"] and result.attempts[1]["passed"]
@@ -184,7 +192,8 @@ def test_accuracy_target_loop_keeps_the_sensitive_node_in_float(models, tmp_path
 
 
 def test_tight_target_keeps_more_nodes_until_met(models, tmp_path):
-    result = quantize(models["encoder"], tmp_path / "tight.onnx", "dynamic", accuracy_target=0.99995)
+    result = quantize(models["encoder"], tmp_path / "tight.onnx", "dynamic", int8_path=PIN,
+                      accuracy_target=0.99995)
     assert result.kept_float_nodes, "a 0.99995 target must need nodes kept in float"
     assert result.target_met and result.validation.min_cosine >= 0.99995
     cosines = [a["min_cosine"] for a in result.attempts]
@@ -196,13 +205,13 @@ def test_tight_target_keeps_more_nodes_until_met(models, tmp_path):
 
 
 def test_missed_target_writes_nothing_and_keeps_the_existing_file(models, tmp_path, monkeypatch):
-    import onnxport.core.quantize.quantize as quantize_module
+    import onnxport.core.quantize.search as search_module
 
-    monkeypatch.setattr(quantize_module, "MAX_ROUNDS", 0)  # no second try: the first attempt misses
+    monkeypatch.setattr(search_module, "MAX_ROUNDS", 0)  # no second try: the first attempt misses
     out = tmp_path / "q.onnx"
     out.write_bytes(b"precious")
     with pytest.raises(OnnxportError, match=r"misses the accuracy target \(cosine 0\.\d+ < 0.99.*nothing written"):
-        quantize(models["outlier"], out, "dynamic")
+        quantize(models["outlier"], out, "dynamic", int8_path=PIN)
     assert out.read_bytes() == b"precious" and not _leftovers(tmp_path)
 
 
@@ -215,10 +224,12 @@ def test_static_keeps_the_producer_of_a_sensitive_input_in_float_too(models, tmp
     mask = np.ones_like(ids)
     mask[:, 7:] = 0
     np.savez(tmp_path / "padded.npz", input_ids=ids, attention_mask=mask)
-    plain = quantize(models["encoder"], tmp_path / "plain.onnx", "static", calibration=tmp_path / "padded.npz",
+    plain = quantize(models["encoder"], tmp_path / "plain.onnx", "static", int8_path=PIN,
+                     calibration=tmp_path / "padded.npz",
                      accuracy_target=None)
     assert plain.validation.min_cosine < 0.99 and plain.validation.worst_nodes(1) == ["/attn/Softmax"]
-    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static", calibration=tmp_path / "padded.npz")
+    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static", int8_path=PIN,
+                      calibration=tmp_path / "padded.npz")
     assert result.kept_float_nodes[:2] == ["/attn/Softmax", "/attn/Add_mask"]
     assert result.target_met and result.validation.passed and "padded.npz" in result.validation.inputs
 
@@ -236,7 +247,8 @@ def test_cancel_leaves_no_file_and_never_touches_an_existing_one(models, tmp_pat
             token.cancel()
 
     with pytest.raises(Cancelled):
-        quantize(models["encoder"], out, "static", accuracy_target=0.99995, progress=progress, cancel=token)
+        quantize(models["encoder"], out, "static", int8_path=PIN,
+                 accuracy_target=0.99995, progress=progress, cancel=token)
     assert out.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx"]
 
@@ -245,24 +257,26 @@ def test_bad_inputs_are_one_line_errors(models, tmp_path):
     with pytest.raises(OnnxportError, match="unknown quantization mode"):
         quantize(models["mlp"], tmp_path / "x.onnx", "int2")
     with pytest.raises(OnnxportError, match="overwrite the source"):
-        quantize(models["mlp"], models["mlp"], "dynamic")
+        quantize(models["mlp"], models["mlp"], "dynamic", int8_path=PIN)
     with pytest.raises(OnnxportError, match="accuracy target"):
-        quantize(models["mlp"], tmp_path / "x.onnx", "dynamic", accuracy_target=1.5)
+        quantize(models["mlp"], tmp_path / "x.onnx", "dynamic", int8_path=PIN, accuracy_target=1.5)
     with pytest.raises(OnnxportError, match="fc2/MatMu.*did you mean"):
-        quantize(models["outlier"], tmp_path / "x.onnx", "dynamic", exclude_nodes=["fc2/MatMu"])
+        quantize(models["outlier"], tmp_path / "x.onnx", "dynamic", int8_path=PIN,
+                 exclude_nodes=["fc2/MatMu"])
     bad = tmp_path / "bad.npz"
     np.savez(bad, wrong_name=np.zeros((2, 3, 8, 8), np.float32))
     with pytest.raises(OnnxportError, match="bad.npz|image"):
-        quantize(models["cnn"], tmp_path / "x.onnx", "static", calibration=bad)
+        quantize(models["cnn"], tmp_path / "x.onnx", "static", int8_path=PIN, calibration=bad)
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"not a model at all")
     with pytest.raises(OnnxportError, match="garbage.onnx"):
-        quantize(garbage, tmp_path / "x.onnx", "dynamic")
+        quantize(garbage, tmp_path / "x.onnx", "dynamic", int8_path=PIN)
     assert not (tmp_path / "x.onnx").exists() and not _leftovers(tmp_path)
 
 
 def test_excluded_nodes_stay_float_and_requantize_adds_more(models, tmp_path):
-    first = quantize(models["encoder"], tmp_path / "a.onnx", "dynamic", exclude_nodes=["/ffn/out/MatMul"],
+    first = quantize(models["encoder"], tmp_path / "a.onnx", "dynamic", int8_path=PIN,
+                     exclude_nodes=["/ffn/out/MatMul"],
                      accuracy_target=None)
     assert first.excluded_nodes == ["/ffn/out/MatMul"]
     by_name = {n.name: n.op_type for n in onnx.load(str(first.path)).graph.node}
@@ -280,7 +294,7 @@ def test_excluded_nodes_stay_float_and_requantize_adds_more(models, tmp_path):
 
 
 def test_broken_quantized_model_fails_validation(models, tmp_path):
-    result = quantize(models["mlp"], tmp_path / "q.onnx", "dynamic", accuracy_target=None)
+    result = quantize(models["mlp"], tmp_path / "q.onnx", "dynamic", int8_path=PIN, accuracy_target=None)
     model = onnx.load(str(result.path))
     weights = [t for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2]
     for t in weights:

@@ -1,0 +1,235 @@
+"""Which nodes to keep in float so a quantized model meets its accuracy target: the searches.
+
+Why: a real transformer quantized whole misses the target because of one or two layers (on
+all-MiniLM-L6-v2 the first layer's FFN output projection alone costs 0.016 of cosine; 7-bit
+weights make that 0.15), while the error each node adds in isolation (sensitivity.py) ranks them
+poorly: the damage shows downstream. So, as Intel Neural Compressor's tolerable-loss loop does,
+the impact of each node is *measured* on the outputs: the model with that node back in float.
+
+Contract:
+- `dynamic_loop(...)` (dynamic int8): quantize everything (per-channel unless told otherwise);
+  if the outputs miss the criteria, build one switched model (float_switch.py), measure for
+  every quantized node, and for every block of them (the same role in each layer, e.g. every
+  FFN output projection; all nodes of one layer), what keeping it in float gains; keep nodes in
+  float in that order (a block's members first, best first) until the criteria are met (with a
+  small margin), then drop again any kept node the others make unnecessary. The answer is
+  quantized for real and validated; if that still misses, the next nodes in the order follow.
+- `layer_error_loop(...)` (static QDQ, float16): rank the nodes by the error each adds
+  (sensitivity.py) and keep the worst 1, 2, 4... in float until met.
+Both return `LoopResult`: the file, the nodes kept, the real attempts (each validated), whether
+the target was met, and for the search what it measured (`search`). No output of either ever
+prints non-finite numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from onnxport.core.evaluate.compare import CLASSES, VALUES, OutputStats, Thresholds, output_kinds
+from onnxport.core.evaluate.feeds import FeedSource
+from onnxport.core.evaluate.runtime import adapt_feed, load_full, model_size, session
+from onnxport.core.evaluate.sensitivity import layer_errors
+from onnxport.core.evaluate.validate import validate
+from onnxport.core.export.staging import Staging
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.quantize.float_switch import SwitchedRunner, switched
+from onnxport.core.util.progress import Reporter
+
+MAX_ROUNDS = 8
+SEARCH_BATCHES = 4  # batches of the validation inputs the search measures on (the final check uses all)
+SEARCH_MARGIN = 0.02  # the search aims at cosine >= target + margin x (1 - target)
+Attempt = Callable[[list[str], Path], None]
+
+
+@dataclass
+class LoopResult:
+    path: Path
+    kept: list[str]
+    attempts: list[dict]
+    met: bool
+    search: dict = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    loss: float  # sum over outputs of (1 - cosine), plus (1 - argmax agreement) for classifiers
+    min_cosine: float
+    worst: str
+
+
+class Judge:
+    """Outputs of one run -> `Verdict` against the float model's outputs on the same feeds."""
+
+    def __init__(self, reference: list[list[np.ndarray]], names: list[str], kinds: dict[str, str],
+                 thresholds: Thresholds) -> None:
+        self.reference, self.names, self.kinds, self.thresholds = reference, names, kinds, thresholds
+
+    def __call__(self, outputs: list[list[np.ndarray]]) -> Verdict:
+        stats = [OutputStats(n, self.kinds.get(n, VALUES)) for n in self.names]
+        for got, want in zip(outputs, self.reference):
+            for s, g, w in zip(stats, got, want):
+                s.update(g, w)
+        results = [s.result(self.thresholds) for s in stats]
+        loss = 0.0
+        for r in results:
+            loss += 1.0 - r.cosine if np.isfinite(r.cosine) else 2.0
+            loss += 1.0 if r.nan_mismatches else 0.0
+            if r.kind == CLASSES and r.argmax_agreement is not None:
+                loss += 1.0 - r.argmax_agreement
+        worst = min(results, key=lambda r: r.cosine)
+        return Verdict(all(r.passed for r in results), loss, worst.cosine, worst.name)
+
+
+def blocks_of(names: list[str]) -> dict[str, list[str]]:
+    """Groups of 2+ nodes: the same role in every numbered layer ('/encoder/layer.*/output/dense/MatMul')
+    and all nodes of one layer ('/encoder/layer.3/*')."""
+    number = re.compile(r"(?<=[./_])\d+(?=[./_]|$)")
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        if number.search(name):
+            groups.setdefault(number.sub("*", name), []).append(name)
+            for m in number.finditer(name):
+                groups.setdefault(name[: m.end()] + "/*", []).append(name)
+    return {k: v for k, v in groups.items() if 2 <= len(v) < len(names)}
+
+
+def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, feeds: FeedSource,
+                 excluded: list[str], thresholds: Thresholds, op_types: set[str], report: Reporter) -> LoopResult:
+    """See the module docstring."""
+    attempts: list[dict] = []
+    dst = _attempt(attempt, stage, name, 0, excluded)
+    check = _check(dst, prepared, feeds, thresholds, [], attempts)
+    if check.passed:
+        return LoopResult(dst, [], attempts, True)
+    report.check()
+    report(0.1, "measuring what keeping each quantized node in float gains")
+    order, kept, info = _search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8), stage)
+    if not kept:
+        return LoopResult(dst, [], attempts, False, info)
+    rest = [n for n in order if n not in kept]
+    for round_ in range(1, MAX_ROUNDS + 1):
+        report.check()
+        report(0.8 + 0.2 * round_ / (MAX_ROUNDS + 1), f"quantizing with {len(kept)} node(s) kept in float")
+        previous = dst
+        dst = _attempt(attempt, stage, name, round_, excluded + kept)
+        shutil.rmtree(previous.parent, ignore_errors=True)
+        if _check(dst, prepared, feeds, thresholds, kept, attempts).passed:
+            return LoopResult(dst, kept, attempts, True, info)
+        if not rest:
+            break
+        more, rest = rest[: 2 ** (round_ - 1)], rest[2 ** (round_ - 1):]
+        kept = kept + more
+    return LoopResult(dst, kept, attempts, False, info)
+
+
+def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
+            op_types: set[str], report: Reporter, stage: Staging) -> tuple[list[str], list[str], dict]:
+    """(the order to keep nodes in float, the nodes that meet the criteria or [] if none do, what was measured)."""
+    float_model = load_full(prepared)
+    candidates = [n.name for n in float_model.graph.node if n.op_type in op_types and n.name and n.name not in excluded]
+    model, switches = switched(load_full(quantized), float_model, candidates)
+    candidates = [c for c in candidates if c in switches]
+    names = [o.name for o in float_model.graph.output]
+    ref_sess = session(float_model, label="float model", workdir=stage.dir)
+    batches = [adapt_feed(feed, ref_sess) for _, feed in zip(range(SEARCH_BATCHES), feeds)]
+    reference = [ref_sess.run(names, feed) for feed in batches]
+    del ref_sess, float_model
+    runner = SwitchedRunner(session(model, label="search model", workdir=stage.dir), switches, batches, names)
+    del model
+    margin = SEARCH_MARGIN * (1.0 - thresholds.min_cosine)
+    judge = Judge(reference, names, output_kinds(load_graph(prepared)),
+                  Thresholds(**{**thresholds.__dict__, "min_cosine": min(1.0, thresholds.min_cosine + margin)}))
+    total = max(2 * len(candidates), 1)
+
+    def measure(keep: list[str], what: str) -> Verdict:
+        report.check()
+        report(min(runner.runs / total, 0.99), what)
+        return judge(runner.run(keep))
+
+    base = measure([], "measuring the quantized model")
+    gain = {c: base.loss - measure([c], f"measuring {c} in float").loss for c in candidates}
+    blocks = blocks_of(candidates)
+    block_gain = {b: base.loss - measure(members, f"measuring block {b} in float").loss
+                  for b, members in blocks.items()}
+    units = sorted([(g, [c], c) for c, g in gain.items()]
+                   + [(g, sorted(blocks[b], key=lambda c: -gain[c]), b) for b, g in block_gain.items()],
+                   key=lambda u: -u[0])
+    order = list(dict.fromkeys(c for _, members, _ in units for c in members))
+    info = {"candidates": len(candidates), "blocks": len(blocks), "base_min_cosine": round(base.min_cosine, 6),
+            "ranking": [{"unit": label, "gain": round(g, 6)} for g, _, label in units[:10] if g > 0]}
+    kept: list[str] = []
+    met = False
+    for node in order:
+        kept.append(node)
+        if measure(kept, f"keeping {len(kept)} node(s) in float").passed:
+            met = True
+            break
+    if met:
+        for node in sorted(kept[:-1], key=lambda c: gain[c]):  # drop what the others make unnecessary
+            trial = [k for k in kept if k != node]
+            if measure(trial, f"trying without {node}").passed:
+                kept = trial
+    info["evaluations"] = runner.runs
+    info["met_in_search"] = met
+    return order, kept if met else [], info
+
+
+def _attempt(attempt: Attempt, stage: Staging, name: str, round_: int, exclude: list[str]) -> Path:
+    folder = stage.path(f"attempt{round_}")
+    folder.mkdir()
+    dst = folder / name
+    attempt(exclude, dst)
+    session(dst, label=f"quantized {name}")  # ORT must run what we write
+    return dst
+
+
+def _check(dst: Path, prepared: Path, feeds: FeedSource, thresholds: Thresholds, kept: list[str],
+           attempts: list[dict]):
+    check = validate(dst, prepared, inputs=feeds, thresholds=thresholds, layers=False)
+    worst = min(check.outputs, key=lambda o: o.cosine)
+    attempts.append({"kept_float_nodes": list(kept), "min_cosine": worst.cosine, "worst_output": worst.name,
+                     "size_bytes": model_size(dst), "passed": check.passed,
+                     "failures": check.failures()})
+    return check
+
+
+def layer_error_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, feeds: FeedSource,
+                     excluded: list[str], thresholds: Thresholds | None, op_types: set[str] | None,
+                     report: Reporter, expand=None) -> LoopResult:
+    """See the module docstring (`thresholds` None: one attempt, no validation)."""
+    kept: list[str] = []
+    attempts: list[dict] = []
+    previous: Path | None = None
+    for round_ in range(MAX_ROUNDS + 1):
+        report.check()
+        report(round_ / (MAX_ROUNDS + 1), "quantizing" if round_ == 0 else
+               f"quantizing again with {len(kept)} node(s) kept in float")
+        dst = _attempt(attempt, stage, name, round_, excluded + kept)
+        if previous is not None:
+            shutil.rmtree(previous.parent, ignore_errors=True)
+        previous = dst
+        if thresholds is None:
+            return LoopResult(dst, kept, attempts, True)
+        if _check(dst, prepared, feeds, thresholds, kept, attempts).passed:
+            return LoopResult(dst, kept, attempts, True)
+        if round_ == MAX_ROUNDS:
+            break
+        report.check()
+        errors = layer_errors(dst, prepared, feeds.first(), workdir=stage.dir, op_types=op_types)
+        groups = [[n for n in e.group if n not in excluded and n not in kept] for e in errors if e.added > 0]
+        groups = [g for g in groups if g]
+        if not groups:
+            break
+        for group in groups[: 2**round_]:
+            if expand is not None:
+                group = group + expand(group)
+            kept += [n for n in group if n not in kept and n not in excluded]
+    assert previous is not None
+    return LoopResult(previous, kept, attempts, False)
