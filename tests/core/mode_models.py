@@ -5,7 +5,7 @@
 - `overflow_chain`: x * 3e4 -> Add -> x / 3e4: fine in float32, inf in float16 in the middle.
 - `shared_weight`: one initializer read by an Add that must stay float32 and a Mul that need not.
 - `transformer_mlp`: pre-LayerNorm FFN blocks with residuals (MatMul weights d x ff and ff x d) and a
-  small head: what int4 weight-only quantization is for.
+  small projection to `features`: what int4 weight-only quantization is for.
 """
 
 from __future__ import annotations
@@ -94,6 +94,6 @@ def transformer_mlp(layers: int = 2, d: int = 128, ff: int = 512, classes: int =
         ]
         x = f"{p}/out"
     nodes.append(helper.make_node("MatMul", [x, init("head.w", rng.standard_normal((d, classes)) / np.sqrt(d))],
-                                  ["logits"], name="/head/MatMul"))
+                                  ["features"], name="/head/MatMul"))
     return make_model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", d])],
-                      [helper.make_tensor_value_info("logits", T.FLOAT, ["batch", "seq", classes])], inits)
+                      [helper.make_tensor_value_info("features", T.FLOAT, ["batch", "seq", classes])], inits)
