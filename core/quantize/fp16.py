@@ -104,7 +104,8 @@ class _Converter:
         self.type = {k: v.type.tensor_type.elem_type for k, v in infos.items() if v.type.HasField("tensor_type")}
         self.type.update({t.name: t.data_type for t in self.graph.initializer})
         self.inputs = {i.name for i in self.graph.input}
-        self.inits = {t.name: t for t in self.graph.initializer if t.data_type == FLOAT and t.name not in self.inputs}
+        # Weights, including those old models (IR < 4) also list as graph inputs (overridable defaults)
+        self.inits = {t.name: t for t in self.graph.initializer if t.data_type == FLOAT}
         self.const_nodes = {n.output[0]: n for n in self.nodes if n.op_type == "Constant" and n.output
                             and _constant_array(n) is not None}
         for name in self.const_nodes:
@@ -182,7 +183,10 @@ class _Converter:
         for name in list(self.inits) + list(self.const_nodes):
             kind[name] = self._convert_weight(name, wants.get(name, set()), available)
         for vi in self.graph.input:
-            if vi.name in self.inits or self.type.get(vi.name) != FLOAT:
+            if vi.name in self.inits:  # a weight listed as an input too: declared as it is stored
+                vi.type.tensor_type.elem_type = kind[vi.name]
+                continue
+            if self.type.get(vi.name) != FLOAT:
                 continue
             kind[vi.name] = FLOAT if self.keep_io else HALF
             vi.type.tensor_type.elem_type = kind[vi.name]

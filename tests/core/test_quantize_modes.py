@@ -296,3 +296,16 @@ def test_int8_modes_declare_only_the_domains_they_use(tmp_path):
     used = {n.domain for n in written.graph.node} | {""}
     assert {o.domain for o in written.opset_import} == used
     assert "DynamicQuantizeLinear" in _ops(written) or "DynamicQuantizeMatMul" in _ops(written)
+
+
+def test_fp16_converts_weights_an_old_model_also_lists_as_inputs():
+    source = mode_models.transformer_mlp(layers=1, d=16, ff=32)
+    source.ir_version = 3
+    source.graph.input.extend(helper.make_tensor_value_info(t.name, T.FLOAT, list(t.dims)) for t in source.graph.initializer)
+    model = _copy(source)
+    to_float16(model)
+    inputs = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    assert inputs["fc1_0.w"] == T.FLOAT16 and inputs["x"] == T.FLOAT
+    assert {t.name: t.data_type for t in model.graph.initializer}["fc1_0.w"] == T.FLOAT16
+    x = np.random.default_rng(0).standard_normal((1, 4, 16)).astype(np.float32)
+    assert _cosine(_run(model, {"x": x}), _run(source, {"x": x})) > 0.999
