@@ -81,8 +81,9 @@ def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, 
     from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
 
     model = load_model_with_shape_infer(Path(src))
-    if per_channel:
-        model = _with_axis_opset(model, src)
+    if per_channel and _opset(model) < AXIS_OPSET:
+        raise OnnxportError(f"{src.name}: per-channel static quantization needs opset {AXIS_OPSET} "
+                            f"(this model has {_opset(model)}): convert it first (modes.with_axis_opset)")
     quantizer = QDQQuantizer(model, per_channel, reduce_range, QuantType.QInt8, QuantType.QUInt8, tensors_range,
                              [], list(exclude), static_op_types(op_types), dict(STATIC_OPTIONS))
     quantizer.quantize_model()
@@ -93,20 +94,32 @@ def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, 
 AXIS_OPSET = 13  # QuantizeLinear/DequantizeLinear take `axis` (per-channel scales) from opset 13
 
 
-def _with_axis_opset(model: onnx.ModelProto, src: Path) -> onnx.ModelProto:
-    """Per-channel QDQ writes DequantizeLinear(axis=...), which opsets below 13 refuse (ORT's quantizer
-    writes it anyway and ORT cannot load the result): convert such a model to opset 13 first."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), AXIS_OPSET)
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), AXIS_OPSET)
+
+
+def with_axis_opset(src: Path, dst: Path, big: bool, notes: list[str]) -> Path:
+    """`src`, or its opset-13 conversion written to `dst`: per-channel QDQ writes DequantizeLinear(axis=...),
+    which opsets below 13 refuse (ORT's quantizer writes it anyway, and ORT cannot load the result).
+    Convert before calibrating: the converter renames some tensors (e.g. around Softmax)."""
+    model = load_full(src)
+    opset = _opset(model)
     if opset >= AXIS_OPSET:
-        return model
+        return src
     from onnx import version_converter
 
     try:
-        return version_converter.convert_version(model, AXIS_OPSET)
+        converted = version_converter.convert_version(model, AXIS_OPSET)
     except Exception as exc:  # noqa: BLE001 - the converter raises bare RuntimeErrors/ValueErrors
         raise OnnxportError(f"{src.name}: per-channel static quantization needs opset {AXIS_OPSET}; converting "
                             f"from opset {opset} failed ({str(exc).splitlines()[0][:200]})",
                             hint="quantize per-tensor (without --per-channel)") from None
+    if big:
+        onnx.save_model(converted, str(dst), save_as_external_data=True, location=dst.name + ".data")
+    else:
+        onnx.save_model(converted, str(dst))
+    notes.append(f"converted from opset {opset} to {AXIS_OPSET} for per-channel weight scales")
+    return dst
 
 
 _NOT_IMPLEMENTED = re.compile(r"Could not find an implementation for (\w+)\(")

@@ -138,6 +138,8 @@ def quantize(
             notes.append(f"validated on generated inputs ({val_feeds.description})")
         tensors_range = None
         if mode == "static":
+            if per_channel:  # per-channel QDQ needs opset 13: convert before calibrating, so ranges match
+                prepared = modes.with_axis_opset(prepared, stage.path("opset13.onnx"), big, notes)
             tensors_range = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
                                        report.sub(0.1, 0.4), notes, like=val_feeds)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
