@@ -11,9 +11,10 @@ Contract:
   if the outputs miss the criteria, build one switched model (float_switch.py), measure for
   every quantized node, and for every block of them (the same role in each layer, e.g. every
   FFN output projection; all nodes of one layer), what keeping it in float gains; keep nodes in
-  float in that order (a block's members first, best first) until the criteria are met (with a
-  small margin), then drop again any kept node the others make unnecessary. The answer is
-  quantized for real and validated; if that still misses, the next nodes in the order follow.
+  float in that order (a block's members first, best first) until the criteria are met with a
+  margin (0.993 for a 0.99 target: room for inputs it did not see), then drop again any kept node
+  the others make unnecessary. The answer is quantized for real and validated against the target;
+  if that still misses, the next nodes in the order follow.
 - `layer_error_loop(...)` (static QDQ, float16): rank the nodes by the error each adds
   (sensitivity.py) and keep the worst 1, 2, 4... in float until met.
 Both return `LoopResult`: the file, the nodes kept, the real attempts (each validated), whether
@@ -43,7 +44,10 @@ from onnxport.core.util.progress import Reporter
 
 MAX_ROUNDS = 8
 SEARCH_BATCHES = 4  # batches of the validation inputs the search measures on (the final check uses all)
-SEARCH_MARGIN = 0.02  # the search aims at cosine >= target + margin x (1 - target)
+# The search aims at cosine >= target + margin x (1 - target): room for inputs it did not see, and for
+# batches made up otherwise (a dynamic activation scale spans its whole batch). Measured on
+# all-MiniLM-L6-v2: held-out sentences score 0.001-0.003 below the sentences searched on.
+SEARCH_MARGIN = 0.3
 Attempt = Callable[[list[str], Path], None]
 
 
