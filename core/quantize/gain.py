@@ -47,7 +47,7 @@ def nothing_quantized(name: str, mode: str, source: onnx.ModelProto, op_types: l
     hint = ("dynamic int8 quantizes only " + ", ".join(op_types) + "; ONNX Runtime's CPU provider has no int8 "
             "ConvInteger, so Conv layers need --mode static") if mode == "dynamic" else None
     return OnnxportError(f"{name}: {mode} quantization found nothing to quantize{what}; the model would be "
-                         "unchanged, nothing written", hint=hint)
+                         f"unchanged: no {mode} model written", hint=hint)
 
 
 def nothing_gained(size_ratio: float, latency_ratio: float | None) -> str | None:
@@ -57,4 +57,4 @@ def nothing_gained(size_ratio: float, latency_ratio: float | None) -> str | None
     if latency_ratio is not None and latency_ratio < FASTER:
         return None
     speed = "not measured faster" if latency_ratio is None else f"not faster (latency {latency_ratio:.2f}x)"
-    return f"nothing gained: {size_ratio:.2f}x the size and {speed}"
+    return f"{size_ratio:.2f}x the size and {speed}"

@@ -173,6 +173,9 @@ def quantize(
             outcome = search.layer_error_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded,
                                               thresholds, ranked_ops, loop, expand)
         dst, kept, attempts, met = outcome.path, outcome.kept, outcome.attempts, outcome.met
+        if outcome.search:
+            notes.append(f"accuracy search: {outcome.search['candidates']} quantized node(s) and "
+                         f"{outcome.search['blocks']} block(s) measured in float, {outcome.search['evaluations']} runs")
         if thresholds is not None and not met:
             last = attempts[-1]
             why = (f"cosine {last['min_cosine']:.4f} < {accuracy_target} on '{last['worst_output']}'"
@@ -277,7 +280,7 @@ def _check_gain(model_path: Path, source, dst: Path, mode: str, op_types, kept: 
     if gain.quantized_nothing(source, load_graph(dst)):
         if kept:
             raise OnnxportError(f"{model_path.name}: the accuracy target needs every quantized node ({len(kept)}) "
-                                "kept in float: nothing gained; nothing written",
+                                f"kept in float: {mode} quantization gains nothing, no {mode} model written",
                                 hint="lower the target, or validate with representative inputs")
         raise gain.nothing_quantized(model_path.name, mode, source, list(op_types or modes.DYNAMIC_OP_TYPES))
     ratio = model_size(dst) / max(model_size(model_path), 1)
@@ -288,7 +291,7 @@ def _check_gain(model_path: Path, source, dst: Path, mode: str, op_types, kept: 
         latency = benchmark([model_path, dst], inputs=val_feeds.first(), seconds=1.0, threads=1).latency_ratio
     why = gain.nothing_gained(ratio, latency)
     if why:
-        raise OnnxportError(f"{model_path.name}: {mode}: {why}; nothing written",
+        raise OnnxportError(f"{model_path.name}: {mode} quantization gains nothing: {why}; no {mode} model written",
                             hint="quantization pays off on large MatMul/Gemm/Conv weights")
 
 

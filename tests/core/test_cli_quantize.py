@@ -30,9 +30,10 @@ def fp32(tmp_path):
 
 def test_quantize_validate_bench_json(fp32, tmp_path, capsys):
     q = tmp_path / "int8.onnx"
-    assert main(["quantize", str(fp32), "-o", str(q), "--mode", "dynamic", "--json", "-q"]) == 0
+    assert main(["quantize", str(fp32), "-o", str(q), "--mode", "dynamic", "--int8-path", "avx2", "--json", "-q"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert q.exists() and str(q) in json.dumps(data)
+    assert data["quantize"]["options"]["reduce_range"] is True  # pinned: 7-bit weights, exact on every CPU
     code = main(["validate", str(q), "--reference", str(fp32), "--json", "-q"])
     report = json.loads(capsys.readouterr().out)
     assert code == (0 if report["passed"] else 1)

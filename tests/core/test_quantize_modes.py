@@ -266,7 +266,7 @@ def test_static_per_channel_on_an_opset_11_model_loads(tmp_path):
     assert notes == ["converted from opset 11 to 13 for per-channel weight scales"]
     ranges = calibrate(converted, feeds, ["Conv", "Gemm"], tmp_path, Reporter(None, None))
     modes.static(converted, dst, tensors_range=ranges, op_types=["Conv", "Gemm"], per_channel=True,
-                 reduce_range=False, exclude=[], big=False)
+                 reduce_range=True, exclude=[], big=False)  # 7-bit weights: the cosine below holds on every CPU
     written = onnx.load(dst)
     assert written.opset_import[0].version == 13
     assert "DequantizeLinear" in _ops(written)
