@@ -28,11 +28,13 @@ import onnx
 FLOAT_SUFFIX, INT8_SUFFIX, SWITCH_PREFIX = "__float", "__int8", "onnxport.keep_float."
 
 
-def switched(quantized: onnx.ModelProto, float_model: onnx.ModelProto,
-             candidates: Iterable[str]) -> tuple[onnx.ModelProto, dict[str, str]]:
-    """See the module docstring."""
-    model = onnx.ModelProto()
-    model.CopyFrom(quantized)
+def switched(quantized: onnx.ModelProto, float_model: onnx.ModelProto, candidates: Iterable[str],
+             in_place: bool = False) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """See the module docstring (`in_place`: edit `quantized` itself, saving a copy of its weights)."""
+    model = quantized
+    if not in_place:
+        model = onnx.ModelProto()
+        model.CopyFrom(quantized)
     graph = model.graph
     float_nodes = {n.name: n for n in float_model.graph.node if n.name}
     float_inits = {t.name: t for t in float_model.graph.initializer}

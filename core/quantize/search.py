@@ -138,7 +138,7 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
     """(the order to keep nodes in float, the nodes that meet the criteria or [] if none do, what was measured)."""
     float_model = load_full(prepared)
     candidates = [n.name for n in float_model.graph.node if n.op_type in op_types and n.name and n.name not in excluded]
-    model, switches = switched(load_full(quantized), float_model, candidates)
+    model, switches = switched(load_full(quantized), float_model, candidates, in_place=True)
     candidates = [c for c in candidates if c in switches]
     names = [o.name for o in float_model.graph.output]
     ref_sess = session(float_model, label="float model", workdir=stage.dir)
