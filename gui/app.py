@@ -82,6 +82,26 @@ def tune_process() -> None:
     freeze_survivors(True)
 
 
+EXIT_NO_DISPLAY = 2  # a user error, as the CLI's
+# Qt platforms that draw without a window system (QT_QPA_PLATFORM); xcb and wayland need one.
+HEADLESS_PLATFORMS = ("offscreen", "minimal", "minimalegl", "vnc", "linuxfb", "eglfs", "vkkhrdisplay")
+
+
+def no_display_line(env=os.environ, platform: str = sys.platform) -> str | None:
+    """The one line to print instead of starting Qt when there is no display, else None.
+
+    Without one, Qt aborts (exit 134) with "no Qt platform plugin could be initialized". Only on
+    X11/Wayland systems (not macOS/Windows), and only when neither DISPLAY nor WAYLAND_DISPLAY is
+    set and QT_QPA_PLATFORM names no platform that draws without a window system."""
+    if platform in ("darwin", "win32", "cygwin") or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return None
+    chosen = [p.split(":")[0].strip() for p in env.get("QT_QPA_PLATFORM", "").split(";")]
+    if any(p in HEADLESS_PLATFORMS for p in chosen):
+        return None
+    return ("onnxport: no display (DISPLAY and WAYLAND_DISPLAY are unset), so the app cannot open; "
+            "run it in a desktop session, or use the CLI ('make run' falls back to it: onnxport inspect/export)")
+
+
 EXIT_SIGTERM = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
 TERMINATE_WAIT_MS = 10_000  # how long a running job gets to reach its next cancel check
 
@@ -133,6 +153,10 @@ def handle_sigterm(app, window):
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    missing = no_display_line()
+    if missing:  # before Qt, which would abort
+        print(missing, file=sys.stderr)
+        return EXIT_NO_DISPLAY
     prepare_environment()
     tune_process()
     from PySide6.QtCore import QCoreApplication, Qt

@@ -21,6 +21,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QPlainTextEdit, QSplitter, QTabWidget
 
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
 
 from .dialogs.error_dialog import error_text, show_error
@@ -263,7 +264,7 @@ class MainWindow(QMainWindow):
     def _exported(self, result) -> None:
         export, post = result  # ExportResult, PostExportResult | None
         self.last_export = export.path
-        self.log_line(f"wrote {export.path} ({export.size_bytes / 1e6:.2f} MB, {export.nodes} nodes, "
+        self.log_line(f"wrote {export.path} ({human_size(export.size_bytes)}, {export.nodes} nodes, "
                       f"{export.folded} folded, {export.seconds:.2f} s)")
         for line in post.summary_lines if post is not None else ():
             self.log_line(line)

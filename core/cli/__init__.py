@@ -6,8 +6,8 @@ User errors (`OnnxportError`) end with one line on stderr and exit code 2, never
 
 Signals: this entry point (never the core) turns SIGTERM into a `Terminated` exception and SIGINT
 into `KeyboardInterrupt`, so the core's `finally`/`with` blocks remove the temps of a write in
-progress; the run ends with one line and exit 143 (SIGTERM) or 130 (SIGINT). A repeated signal
-is ignored while that cleanup runs. SIGKILL cannot be caught: the next write to the same path
+progress; the run ends with one line naming the files it did put in place (written_files.py) and
+exit 143 (SIGTERM) or 130 (SIGINT). A repeated signal is ignored while that cleanup runs. SIGKILL cannot be caught: the next write to the same path
 removes the dead run's temps (core/atomic.py).
 """
 
@@ -21,8 +21,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from onnxport.core.cli.written_files import WrittenFiles, interrupted_line
 from onnxport.core.util.atomic import remove_live_temps
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, cannot_read
 
 EXIT_USER_ERROR = 2
 EXIT_SIGINT = 128 + signal.SIGINT
@@ -87,23 +88,29 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USER_ERROR
+    watcher = WrittenFiles(args.out) if getattr(args, "out", None) else None  # what an interrupt leaves
     with signals_raise():
         try:
             return int(args.func(args) or 0)
         except OnnxportError as exc:
-            print(f"onnxport: error: {exc.one_line()}", file=sys.stderr)
+            done = watcher.written() if watcher is not None else []  # e.g. the export, before its quantization failed
+            kept = f"; already written: {', '.join(str(p) for p in done)}" if done else ""
+            print(f"onnxport: error: {exc.one_line()}{kept}", file=sys.stderr)
             return EXIT_USER_ERROR
         except OSError as exc:  # disk full, permission denied... outside what the core anticipated
+            if isinstance(exc, FileNotFoundError) and exc.filename:
+                print(f"onnxport: error: {cannot_read(exc.filename, exc)}", file=sys.stderr)
+                return EXIT_USER_ERROR
             where = f"{exc.filename}: " if exc.filename else ""
             print(f"onnxport: error: {where}{exc.strerror or exc}", file=sys.stderr)
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
             remove_live_temps()  # the core's `finally` blocks did it; this is a safety net
-            print("onnxport: interrupted; unfinished files were removed", file=sys.stderr)
+            print(interrupted_line("interrupted", watcher), file=sys.stderr)
             return EXIT_SIGINT
         except Terminated:
             remove_live_temps()
-            print("onnxport: terminated by SIGTERM; unfinished files were removed", file=sys.stderr)
+            print(interrupted_line("terminated by SIGTERM", watcher), file=sys.stderr)
             return EXIT_SIGTERM
 
 

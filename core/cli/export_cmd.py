@@ -1,8 +1,9 @@
-"""`onnxport export MODEL [--checkpoint CKPT ...] --outputs A[,B...] -o OUT.onnx ...`.
+"""`onnxport export MODEL [--checkpoint CKPT ...] [--outputs A[,B...]] -o OUT.onnx ...`.
 
 Writes a self-contained inference model: the chosen outputs only, trained weights embedded,
 training-only parts gone, eval-mode ops in inference form, parameter-only sub-graphs folded.
-In a torchrun/MPI job only rank 0 writes unless --all-ranks is given.
+In a torchrun/MPI job only rank 0 writes unless --all-ranks is given. Without --outputs it keeps
+the suggested outputs (`onnxport inspect` lists them); export_review.py checks what it would do first.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import json
 import sys
 
 from onnxport.core.api import export_for_inference
+from onnxport.core.cli.export_review import review_outputs
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.export.export import EXTERNAL_DATA_CHOICES
+from onnxport.core.util.text import human_size
 
 
 def split_names(values: list[str]) -> list[str]:
@@ -28,8 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="eval model (or any ONNX model)")
     p.add_argument("--checkpoint", action="append", default=[], metavar="CKPT",
                    help="training checkpoint / parameter file (repeatable: several are merged)")
-    p.add_argument("--outputs", action="append", required=True, metavar="A[,B...]",
-                   help="tensors to keep as outputs, in order (graph outputs or any intermediate tensor)")
+    p.add_argument("--outputs", action="append", metavar="A[,B...]",
+                   help="tensors to keep as outputs, in order (graph outputs or any intermediate tensor); "
+                        "default: the suggested outputs 'onnxport inspect' prints")
     p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx", help="file to write")
     p.add_argument("--external-data", choices=EXTERNAL_DATA_CHOICES, default="auto",
                    help="store weights in OUT.onnx.<run id>.data, beside OUT.onnx: auto (above 2 GB), always, never")
@@ -39,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", metavar="DATA", help="calibration data for --quantize static")
     p.add_argument("--validate", action="store_true", help="check the result against the reference")
     add_input_options(p)
+    p.add_argument("--keep-parameter-inputs", action="store_true",
+                   help="export without --checkpoint although parameter-like inputs (fc1.weight...) stay inputs")
     p.add_argument("--all-ranks", action="store_true", help="write on every rank of a distributed job")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -46,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs = split_names(args.outputs)
+    outputs, notes = review_outputs(args, split_names(args.outputs or []))
     progress = StderrProgress(quiet=args.quiet)
     gate = None
     if args.validate:  # validated before it is put in place: a failed validation writes nothing
@@ -59,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     if result.skipped:
         print(f"onnxport: {result.skipped}; nothing to do here", file=sys.stderr)
         return 0
+    for line in notes:  # the outputs defaulted to, training-only outputs: about what was written
+        print(line, file=sys.stderr)
     report = {"export": result.to_dict()}
     if args.quantize or args.validate:
         from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline
@@ -72,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         data = f" + {result.data_path.name}" if result.data_path else ""
-        print(f"wrote {result.path}{data}: {result.size_bytes / 1e6:.2f} MB, outputs {', '.join(result.outputs)}, "
+        print(f"wrote {result.path}{data}: {human_size(result.size_bytes)}, outputs {', '.join(result.outputs)}, "
               f"inputs {', '.join(result.inputs) or '(none)'}, {result.nodes} nodes, {result.parameters} "
               f"initializers, {result.folded} folded, {result.seconds:.2f} s")
         for line in report.get("summary_lines", []):

@@ -18,6 +18,7 @@ from onnxport.core.io.kinds import TORCH_PROGRAM_KINDS
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import ParamMatch
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources, open_sources
 
 
@@ -53,6 +54,8 @@ def nothing_readable(source: str, loaded: LoadedSources) -> OnnxportError:
     found = f"; found {shown}{more}" if shown else ""
     hint = ("import PyTorch programs with 'onnxport torch-export'" if kinds & TORCH_PROGRAM_KINDS
             else "give an .onnx model, a checkpoint or a folder holding them")
+    if [Path(p) for p, _ in loaded.others] == [Path(source)]:  # one file, of no kind onnxport reads
+        return OnnxportError(f"{source}: not an ONNX model or parameter file onnxport can read", hint=hint)
     return OnnxportError(f"{source}: no ONNX model or parameter file onnxport can read{found}", hint=hint)
 
 
@@ -125,16 +128,6 @@ def to_dict(loaded: LoadedSources, include_all: bool = True) -> dict:
     return data
 
 
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     print("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths)))
@@ -190,7 +183,7 @@ def print_tables(loaded: LoadedSources, include_all: bool) -> None:
         files = ", ".join(Path(p).name for p in params.sources)
         nominal = "  NOMINAL (names only, no values)" if params.nominal else ""
         print(f"\nCheckpoint {files} ({params.kind}, version {params.version}): {len(params)} tensors, "
-              f"{_fmt_bytes(params.nbytes)}, {len(params.trainable)} trainable, {len(params.frozen)} frozen{nominal}")
+              f"{human_size(params.nbytes)}, {len(params.trainable)} trainable, {len(params.frozen)} frozen{nominal}")
         if include_all or index is None:
             _table([[n, p.dtype, str(list(p.shape)), "trainable" if p.trainable else
                      "frozen" if p.trainable is False else ""] for n, p in params.params.items()],

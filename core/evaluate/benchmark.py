@@ -27,6 +27,7 @@ from onnxport.core.evaluate.runtime import adapt_feed, describe_feed, model_size
 from onnxport.core.io.model_io import check_model_file, load_graph
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+from onnxport.core.util.text import human_size
 
 
 @dataclass
@@ -78,7 +79,7 @@ class BenchReport:
     def summary_lines(self) -> list[str]:
         lines = [f"benchmark on {self.inputs} (ONNX Runtime CPU, threads {self.threads or 'default'}):"]
         for m in self.models:
-            lines.append(f"  {Path(m.path).name}: {m.size_bytes / 1e6:.2f} MB, p50 {m.p50_ms:.3f} ms, "
+            lines.append(f"  {Path(m.path).name}: {human_size(m.size_bytes)}, p50 {m.p50_ms:.3f} ms, "
                          f"p90 {m.p90_ms:.3f} ms, {m.throughput:.1f} samples/s ({m.runs} runs)")
         if len(self.models) > 1:
             lines.append(f"  second vs first: size x{self.size_ratio:.3f}, latency x{self.latency_ratio:.3f} "

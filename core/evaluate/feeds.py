@@ -33,7 +33,7 @@ from onnxport.core.evaluate.input_specs import InputSpec, input_specs
 from onnxport.core.evaluate.input_values import generate as generate_values
 from onnxport.core.evaluate.runtime import describe_feed
 from onnxport.core.io.npz_reader import NpzMember, list_npz, read_member
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, no_such_file
 
 BATCH_SIZE = BATCH
 __all__ = ["FeedSource", "FeedsLike", "InputSpec", "describe_feed", "generate_feeds", "input_specs", "open_feeds"]
@@ -233,7 +233,7 @@ def open_feeds(source: FeedsLike, specs: list[InputSpec], *, batch_size: int | N
 
 def _open_path(path: Path, specs: list[InputSpec], batch_size: int | None) -> FeedSource:
     if not path.exists():
-        raise OnnxportError(f"{path}: no such file or folder")
+        raise no_such_file(path)
     if path.is_file():
         if path.suffix.lower() == ".npy" and len(specs) == 1:
             groups = [_group(str(path), {specs[0].name: _npy_file(path)}, specs)]

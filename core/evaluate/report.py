@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 from onnxport.core.export.staging import write_json_atomic
+from onnxport.core.util.text import human_size
 
 REPORT_KIND = "onnxport.report"
 REPORT_VERSION = 1
@@ -86,7 +87,7 @@ def summary_lines(report: dict) -> list[str]:
         lines += _validation_lines(report["validation"], "export")
     q = report.get("quantize")
     if q:
-        lines.append(f"quantized ({q['mode']}) -> {q['path']}: {q['size_bytes'] / 1e6:.2f} MB, "
+        lines.append(f"quantized ({q['mode']}) -> {q['path']}: {human_size(q['size_bytes'])}, "
                      f"{q['size_ratio']:.2f}x the float32 size")
         if q.get("kept_float_nodes"):
             lines.append(f"  kept in float to reach cosine >= {q['target']}: {', '.join(q['kept_float_nodes'])}")

@@ -19,7 +19,7 @@ import onnx
 
 from onnxport.core.io.external_data import has_external
 from onnxport.core.io.model_io import check_model_file, load_graph
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, no_such_file
 from onnxport.core.util.text import first_line
 
 SESSION_BYTES_LIMIT = (2**31 - 1) - (64 << 20)
@@ -70,7 +70,7 @@ def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, th
     else:
         label = label or str(model)
         if not Path(model).is_file():
-            raise OnnxportError(f"{model}: no such file")
+            raise no_such_file(model)
         if not checked:
             check_model_file(model)
         source = str(model)

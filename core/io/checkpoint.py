@@ -34,7 +34,7 @@ from onnxport.core.io.parameter_set import (
     dtype_name,
 )
 from onnxport.core.io.shape_limits import shape_problem
-from onnxport.core.util.errors import CorruptFileError, OnnxportError
+from onnxport.core.util.errors import CorruptFileError, no_such_file
 
 IDENTIFIER = b"ODTC"
 SUPPORTED_VERSIONS = (1, 2)  # ORT 1.19 writes 2; version 1 files lack only the newer fields
@@ -64,7 +64,7 @@ def read_checkpoint(path: str | Path) -> ParameterSet:
 
             return read_legacy_checkpoint(path if path.is_dir() else path.parent)
         if not path.exists():
-            raise OnnxportError(f"{path}: no such file or folder")
+            raise no_such_file(path)
         return _Reader(path, map_file(path)).read()
     except SAFETY_NET as exc:
         raise CorruptFileError(f"{path}: corrupt checkpoint ({exc})") from None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from onnxport.core.io.archive_bounds import ZIP_ERRORS
 from onnxport.core.io.regular_files import regular_file
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import cannot_read
 
 
 class SourceKind(str, Enum):
@@ -53,7 +53,7 @@ def sniff(path: str | Path) -> SourceKind:
         with open(path, "rb") as f:
             head = f.read(16)
     except OSError as exc:
-        raise OnnxportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
     if len(head) >= 8 and head[4:8] == b"ODTC":
         return SourceKind.ORT_CHECKPOINT
     if path.suffix == ".pbseq":  # one file of the older checkpoint folder: the folder is meant

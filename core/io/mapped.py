@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from onnxport.core.io.regular_files import regular_file
-from onnxport.core.util.errors import CorruptFileError, NominalCheckpointError, OnnxportError
+from onnxport.core.util.errors import CorruptFileError, NominalCheckpointError, cannot_read
 
 STRING = onnx.TensorProto.STRING
 
@@ -44,7 +44,7 @@ def map_file(path: Path) -> mmap.mmap:
                 raise CorruptFileError(f"{path}: empty file")
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
-        raise OnnxportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
 
 
 def view_loader(mm: mmap.mmap, label: str, dtype: np.dtype, offset: int, count: int,

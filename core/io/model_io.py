@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 
 from onnxport.core.io.external_data import check_model_tensors, declared_nbytes
 from onnxport.core.io.regular_files import regular_file
-from onnxport.core.util.errors import CorruptFileError, OnnxportError
+from onnxport.core.util.errors import CorruptFileError, OnnxportError, no_such_file
 
 SMALL_TENSOR_BYTES = 4096  # initializers at most this big stay in stripped copies (shape constants)
 
@@ -33,7 +33,7 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
     external data leaves its folder, or whose tensors declare more than they hold, is refused."""
     path = Path(path)
     if not path.exists():
-        raise OnnxportError(f"{path}: no such file")
+        raise no_such_file(path)
     if path.is_dir():
         raise OnnxportError(f"{path}: is a folder, expected an .onnx model file")
     regular_file(path)  # a named pipe would block open() for good

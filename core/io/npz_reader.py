@@ -22,7 +22,7 @@ import numpy as np
 from onnxport.core.io.archive_bounds import ZIP_ERRORS, open_zip, stored_data_offset
 from onnxport.core.io.shape_limits import shape_problem
 from onnxport.core.util.budgets import MiB, human_bytes
-from onnxport.core.util.errors import CorruptFileError
+from onnxport.core.util.errors import CorruptFileError, cannot_read
 
 NPZ_HINT = "if it is genuine, save it uncompressed with np.savez"
 READ_CHUNK = 16 * MiB
@@ -65,7 +65,7 @@ def list_npz(path: str | Path) -> list[NpzMember]:
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise CorruptFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc, CorruptFileError) from None
     members: list[NpzMember] = []
     with open_zip(path, ".npz", NPZ_HINT) as zf, open(path, "rb") as raw:
         for info in zf.infolist():

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, no_such_file
 
 STAGES = ("torch_exported", "post_processed", "optimized_pre_grad", "optimized", "execution_model")
 MODES = ("training", "inference")
@@ -98,7 +98,7 @@ def pick_graph(path: str | Path, prefix: str | None = None) -> Path:
     if path.is_file():
         return path
     if not path.exists():
-        raise OnnxportError(f"{path}: no such file or folder")
+        raise no_such_file(path)
     sets = find_ortmodule_sets([path])
     if prefix is not None:
         sets = [s for s in sets if s.prefix == prefix]

@@ -46,7 +46,7 @@ from onnxport.core.util.budgets import (
     TORCH_PICKLE_MAX,
     human_bytes,
 )
-from onnxport.core.util.errors import CorruptFileError, OnnxportError, UnavailableError
+from onnxport.core.util.errors import CorruptFileError, OnnxportError, UnavailableError, no_such_file
 
 T = onnx.TensorProto
 TORCH_HINT = "needs torch: pip install 'onnxport[torch]'"
@@ -205,7 +205,7 @@ def read_state_dict(path: str | Path) -> ParameterSet:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=is_zip)
     except FileNotFoundError:
-        raise OnnxportError(f"{path}: no such file") from None
+        raise no_such_file(path) from None
     except Exception as exc:  # UnpicklingError, RuntimeError... torch raises several kinds
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "weights only" in str(exc).lower() or "weights_only" in str(exc).lower():

@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, cannot_read
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a device"),
           (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
@@ -23,7 +23,7 @@ def regular_file(path: str | Path) -> os.stat_result:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise OnnxportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "a special file")
         raise OnnxportError(f"{path}: is {kind}, not a file onnxport can read")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from onnxport.core.io.npz_reader import list_npz, read_member
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import OnnxportError, cannot_read
 
 BATCH_LINES = 8
 MAX_TOKENS = 128
@@ -123,7 +123,7 @@ def _lines(path: Path) -> list[str]:
     except UnicodeDecodeError:
         raise OnnxportError(f"{path}: not UTF-8 text (one calibration sample per line expected)") from None
     except OSError as exc:
-        raise OnnxportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
     if not lines:
         raise OnnxportError(f"{path}: no lines of text to calibrate with")
     return lines

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from onnxport.core.evaluate.validate import ValidationReport
+from onnxport.core.util.text import human_size
 
 
 @dataclass
@@ -46,8 +47,8 @@ class QuantizeResult:
         }
 
     def summary_lines(self) -> list[str]:
-        lines = [f"wrote {self.path}: {self.mode}, {self.size_bytes / 1e6:.2f} MB "
-                 f"({100 * self.size_ratio:.0f}% of {self.source_size_bytes / 1e6:.2f} MB), {self.seconds:.1f} s"]
+        lines = [f"wrote {self.path}: {self.mode}, {human_size(self.size_bytes)} "
+                 f"({100 * self.size_ratio:.0f}% of {human_size(self.source_size_bytes)}), {self.seconds:.1f} s"]
         if self.kept_float_nodes:
             lines.append(f"  kept in float to reach cosine >= {self.target}: {', '.join(self.kept_float_nodes)}")
         if self.excluded_nodes:

@@ -44,7 +44,7 @@ import onnx
 
 from onnxport.core.training.process import TrainingProcess
 from onnxport.core.util.atomic import AtomicWrite
-from onnxport.core.util.errors import OnnxportError, cannot_write
+from onnxport.core.util.errors import OnnxportError, cannot_write, no_such_file
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 # onnxruntime-training 1.19.2 ships with onnx < 1.18, which refuses IR versions above 10.
@@ -174,7 +174,7 @@ def _load_forward(forward: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         return copy
     path = Path(forward)
     if not path.is_file():
-        raise OnnxportError(f"{path}: no such file")
+        raise no_such_file(path)
     try:
         return onnx.load(str(path))
     except Exception as exc:  # DecodeError, ValueError...

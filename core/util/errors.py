@@ -57,3 +57,16 @@ def cannot_write(path: str | os.PathLike, reason: OSError | str) -> OnnxportErro
     """
     text = (reason.strerror or str(reason)) if isinstance(reason, OSError) else reason
     return OnnxportError(f"cannot write {path}: {text}")
+
+
+def no_such_file(path: str | os.PathLike) -> OnnxportError:
+    """The one wording for a path that is not there: `PATH: no such file or folder`."""
+    return OnnxportError(f"{path}: no such file or folder")
+
+
+def cannot_read(path: str | os.PathLike, exc: OSError, kind: type[OnnxportError] = OnnxportError) -> OnnxportError:
+    """The one-line error for a file that cannot be read: a missing one is `no_such_file`, any other
+    `OSError` is `PATH: cannot read (STRERROR)` (as `kind`). Raise it `from None`."""
+    if isinstance(exc, FileNotFoundError):
+        return no_such_file(path)
+    return kind(f"{path}: cannot read ({exc.strerror or exc})")

@@ -24,7 +24,7 @@ from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.io.readers import read_parameters
 from onnxport.core.params.match import ParamMatch, match_parameters
 from onnxport.core.params.name_alignment import NameAlignment, align_if_better
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import no_such_file
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 
@@ -78,7 +78,7 @@ def _sort_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path], li
     for raw in paths:
         path = Path(raw)
         if not path.exists():
-            raise OnnxportError(f"{path}: no such file or folder")
+            raise no_such_file(path)
         kind = sniff(path)
         if path.is_dir() and kind == SourceKind.UNKNOWN:
             children = [c for c in sorted(path.iterdir())  # files, and folders of a known kind; no pipes

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
 from onnxport.core.export.export import ExportPlan, ExportResult
 from onnxport.core.graph.index import TensorInfo
+from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
 
 if TYPE_CHECKING:  # the quantize/validate stack loads with the first export that uses it, not at startup
@@ -26,17 +27,6 @@ WARN = "#b25d00"
 BAD = "#c0392b"
 OK = "#2e7d32"
 MAX_LISTED = 6
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 def _esc(text: object) -> str:
@@ -68,7 +58,7 @@ def sources_html(loaded: LoadedSources | None) -> str:
         index = loaded.index
         detail = f"{index.node_count} nodes, {len(index)} tensors" if index else ""
         rows.append(f"<b>Model</b> {_esc(loaded.model_path.name)} "
-                    f"({human_bytes(_file_size(loaded.model_path))}; {detail})")
+                    f"({human_size(_file_size(loaded.model_path))}; {detail})")
     else:
         rows.append(f"<span style='color:{BAD}'><b>No model</b>: add the eval model (.onnx)</span>")
     if loaded.ortmodule is not None:
@@ -77,7 +67,7 @@ def sources_html(loaded: LoadedSources | None) -> str:
                     f"using {_esc(used)}")
     params = loaded.params
     for path in loaded.param_paths:
-        rows.append(f"<b>Parameters</b> {_esc(path.name)} ({human_bytes(_file_size(path))})")
+        rows.append(f"<b>Parameters</b> {_esc(path.name)} ({human_size(_file_size(path))})")
     if params is not None:
         rows.append(f"{len(params)} tensors ({params.kind}), {len(params.trainable)} trainable, "
                     f"{len(params.frozen)} frozen")
@@ -121,7 +111,7 @@ def tensor_html(info: TensorInfo | None) -> str:
     if info.scope:
         rows.append(f"scope <tt>{_esc(info.scope)}</tt>")
     if info.nbytes:
-        rows.append(f"{human_bytes(info.nbytes)} of values")
+        rows.append(f"{human_size(info.nbytes)} of values")
     if info.training_only:
         rows.append(f"<span style='color:{WARN}'>training-only: part of the loss computation</span>")
     return "<br>".join(rows)
@@ -136,7 +126,7 @@ def plan_html(plan: ExportPlan | None, error: str | None = None) -> str:
             f"inputs: {_names(plan.inputs) or '-'}",
             f"{plan.kept_nodes} nodes kept, {plan.dropped_nodes} dropped",
             f"{len(plan.kept_parameters)} parameters kept, {len(plan.dropped_parameters)} dropped",
-            f"estimated size <b>{human_bytes(plan.estimated_bytes)}</b>"]
+            f"estimated size <b>{human_size(plan.estimated_bytes)}</b>"]
     if plan.dropped_inputs:
         rows.append(f"drops inputs: {_names(plan.dropped_inputs)}")
     return "<br>".join(rows)
@@ -145,7 +135,7 @@ def plan_html(plan: ExportPlan | None, error: str | None = None) -> str:
 def export_html(result: ExportResult, post: PostExportResult | None = None) -> str:
     """The result of an export: where it went, how big, what it keeps, and the verdict."""
     rows = [f"<b>Wrote</b> <tt>{_esc(result.path)}</tt>",
-            f"{human_bytes(result.size_bytes)}"
+            f"{human_size(result.size_bytes)}"
             + (f" + external data <tt>{_esc(Path(result.data_path).name)}</tt>" if result.data_path else "")
             + f" &middot; {result.nodes} nodes, {result.folded} folded &middot; {result.seconds:.2f} s",
             f"outputs: {_names(list(result.outputs))} &middot; inputs: {_names(list(result.inputs))}"]

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from onnxport.core.evaluate.sensitivity import MEASURABLE
+from onnxport.core.util.text import human_size
 
 BEFORE = QColor("#8a98a8")
 AFTER = QColor("#2f7fd1")
@@ -229,7 +230,7 @@ def _details_html(report: dict) -> str:
     rows: list[str] = []
     q = report.get("quantize")
     if q:
-        rows.append(f"<b>{q['mode']}</b>: {q['size_bytes'] / 1e6:.2f} MB, {q['size_ratio']:.2f}x the float32 size")
+        rows.append(f"<b>{q['mode']}</b>: {human_size(q['size_bytes'])}, {q['size_ratio']:.2f}x the float32 size")
         if q.get("kept_float_nodes"):
             rows.append("kept in float: " + ", ".join(_esc(n) for n in q["kept_float_nodes"]))
         rows += [f"<i>{_esc(n)}</i>" for n in q.get("notes", [])]

@@ -1,0 +1,60 @@
+"""`onnxport export`'s look before it writes: the outputs to use, and what a newcomer trips over.
+
+- no `--outputs`: the suggested outputs `onnxport inspect` prints, named on stderr once written;
+- no `--checkpoint` while parameter-like inputs (`fc1.weight`...) would stay inputs of the written
+  model: stop with one line saying to pass the checkpoint (exit 2), unless
+  `--keep-parameter-inputs`;
+- a training-only output (the loss): a warning, as the app greys it out, naming the inputs it keeps
+  (printed after the export, so that a failed run still ends with its one error line).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.workflow.export_choice import ExportReview, review_export
+
+LISTED = 3  # names shown in one line before "and N more"
+
+
+def names_text(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b, c and 2 more'."""
+    if len(names) > LISTED:
+        return f"{', '.join(names[:LISTED])} and {len(names) - LISTED} more"
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
+
+
+def dangling_error(model: str, review: ExportReview) -> OnnxportError:
+    """The one line for an eval graph exported without its checkpoint."""
+    names = review.dangling
+    what = "a parameter input" if len(names) == 1 else f"{len(names)} parameter inputs"
+    ckpt = str(review.checkpoint_beside) if review.checkpoint_beside else "CKPT"
+    return OnnxportError(
+        f"{model}: no --checkpoint, so {what} ({names_text(names)}) would stay inputs without values; "
+        f"pass the checkpoint with --checkpoint {ckpt} (or --keep-parameter-inputs to keep them as inputs)")
+
+
+def notes(review: ExportReview, quiet: bool) -> list[str]:
+    """The stderr lines for a review: which outputs were defaulted to, training-only outputs."""
+    lines = []
+    if review.defaulted and not quiet:
+        lines.append(f"onnxport: no --outputs given; used the suggested outputs: {', '.join(review.outputs)}")
+    if review.training_only:
+        kept = (f"; {names_text(review.training_inputs)} "
+                f"{'stays an input' if len(review.training_inputs) == 1 else 'stay inputs'} because of it"
+                if review.training_inputs else "")
+        lines.append(f"onnxport: warning: {names_text(review.training_only)} "
+                     f"{'is' if len(review.training_only) == 1 else 'are'} training-only (part of the loss "
+                     f"computation; the app greys it out){kept}")
+    return lines
+
+
+def review_outputs(args: argparse.Namespace, outputs: list[str]) -> tuple[list[str], list[str]]:
+    """The outputs to export for `args` (`outputs`: those named, maybe none) and the lines to print
+    on stderr once the export is written (an error stays the only line); raises the
+    dangling-parameter error."""
+    review = review_export(args.model, outputs)
+    if review.dangling and not args.checkpoint and not args.keep_parameter_inputs:
+        raise dangling_error(args.model, review)
+    return review.outputs, notes(review, args.quiet)

@@ -1,0 +1,66 @@
+"""What an export with these outputs would do that a first-time user should hear about first.
+
+Contract: `review_export(model_path, outputs, parameter_names)` is a query (nothing is written,
+no weight is read): it loads the graph, indexes it and plans the prune, and returns an
+`ExportReview` with
+- `outputs`: the outputs asked for, or, when none are given, the suggested ones that
+  `onnxport inspect` prints as "Default outputs for export" (`defaulted` then says so);
+- `training_only` / `training_inputs`: chosen outputs that only matter for training (the loss;
+  the app greys them out) and the inputs kept only because of them (`labels`);
+- `dangling`: parameter-like graph inputs (named like `fc1.weight`, `ln.bias`, `bn.running_mean`,
+  with no initializer and no value from `parameter_names`) that the export would leave as inputs
+  of the written model: an eval graph exported without its checkpoint.
+- `checkpoint_beside`: a `checkpoint` next to the model (ORT's artifacts folder), for the hint.
+Front ends decide what to do with it (the CLI stops on `dangling`, warns on `training_only`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from onnxport.core.graph.index import build_index
+from onnxport.core.graph.prune import plan_prune
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.params.match import PARAM_NAME
+from onnxport.core.util.errors import UnknownOutputError
+
+
+@dataclass
+class ExportReview:
+    outputs: list[str]
+    defaulted: bool = False
+    training_only: list[str] = field(default_factory=list)
+    training_inputs: list[str] = field(default_factory=list)
+    dangling: list[str] = field(default_factory=list)
+    checkpoint_beside: Path | None = None
+
+
+def review_export(model_path: str | Path, outputs: Sequence[str] | None,
+                  parameter_names: Iterable[str] = ()) -> ExportReview:
+    """See the module docstring. `outputs` None or empty: the suggested outputs."""
+    model_path = Path(model_path)
+    model = load_graph(model_path)
+    known = set(parameter_names)
+    initializers = {t.name for t in model.graph.initializer}
+    param_like = [vi.name for vi in model.graph.input
+                  if vi.name not in initializers and (vi.name in known or PARAM_NAME.search(vi.name))]
+    index = build_index(model, model_path, parameter_names=param_like)
+    chosen, defaulted = list(outputs or []), not outputs
+    if defaulted:
+        chosen = index.default_outputs()
+        if not chosen:
+            raise UnknownOutputError(f"{model_path}: no suggested outputs to export",
+                                     hint=f"name them with --outputs; 'onnxport inspect {model_path}' lists the tensors")
+    plan = plan_prune(model, chosen, known)
+    training = {n for n, t in index.tensors.items() if t.training_only}
+    beside = model_path.parent / "checkpoint"
+    return ExportReview(
+        outputs=plan.outputs,
+        defaulted=defaulted,
+        training_only=[n for n in plan.outputs if n in training],
+        training_inputs=[n for n in plan.inputs if n in training],
+        dangling=[n for n in plan.inputs if n in param_like and n not in known],
+        checkpoint_beside=beside if beside.exists() else None,
+    )
