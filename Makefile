@@ -69,7 +69,7 @@ lint: $(STAMP)
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
 	ONNXPORT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/core/test_fuzz_readers.py tests/core/test_checkpoint_fuzz.py
+		tests/core/io/test_fuzz_readers.py tests/core/io/test_checkpoint_fuzz.py
 
 bench: $(STAMP) $(TRAINING_DEPS)
 	$(BIN)/python -m bench
