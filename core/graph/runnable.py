@@ -85,18 +85,13 @@ def _in_order(nodes: list[onnx.NodeProto]) -> bool:
     return True
 
 
-def topological_sort(graph: onnx.GraphProto) -> bool:
-    """See the module docstring."""
-    moved = False
-    nodes = list(graph.node)
-    for node in nodes:
-        if has_bodies(node):
-            for _, body in bodies(node):
-                moved |= topological_sort(body)
-    if _in_order(nodes):
-        return moved
+def topological_order(nodes: list[onnx.NodeProto]) -> list[int]:
+    """Indices of `nodes`, each after the producers of what it reads (sub-graph captures included),
+    lowest index first among those ready (stable); shorter than `nodes` when they hold a cycle."""
     producer = {o: i for i, node in enumerate(nodes) for o in node.output if o}
     preds = [{producer[n] for n in node_uses(node) if n in producer} - {i} for i, node in enumerate(nodes)]
+    if all(p < i for i, ps in enumerate(preds) for p in ps):
+        return list(range(len(nodes)))
     succs: list[list[int]] = [[] for _ in nodes]
     pending = [len(ps) for ps in preds]
     for i, ps in enumerate(preds):
@@ -112,6 +107,20 @@ def topological_sort(graph: onnx.GraphProto) -> bool:
             pending[s] -= 1
             if pending[s] == 0:
                 heapq.heappush(ready, s)
+    return order
+
+
+def topological_sort(graph: onnx.GraphProto) -> bool:
+    """See the module docstring."""
+    moved = False
+    nodes = list(graph.node)
+    for node in nodes:
+        if has_bodies(node):
+            for _, body in bodies(node):
+                moved |= topological_sort(body)
+    if _in_order(nodes):
+        return moved
+    order = topological_order(nodes)
     if len(order) != len(nodes):  # a cycle: not ours to fix here
         return moved
     del graph.node[:]

@@ -24,7 +24,6 @@ ModelProto with its weights loaded) in place and returns the nodes kept in float
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -32,6 +31,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxport.core.graph.index import infer_value_info
+from onnxport.core.graph.runnable import topological_order as graph_topological_order
 from onnxport.core.graph.uses import has_bodies, subgraph_captures
 from onnxport.core.quantize.fp16_slots import ATTR, FIXED, FOLLOW, FREE, node_slots
 
@@ -50,26 +50,7 @@ def topological_order(graph: onnx.GraphProto) -> list[int]:
     """Node indices in an order where each node comes after the producers of what it reads
     (sub-graph captures included); the given order when it already is one."""
     nodes = list(graph.node)
-    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-    reads = [list(n.input) + (sorted(subgraph_captures(n)) if has_bodies(n) else []) for n in nodes]
-    preds = [{producer[r] for r in names if r in producer and producer[r] != i} for i, names in enumerate(reads)]
-    if all(p < i for i, ps in enumerate(preds) for p in ps):
-        return list(range(len(nodes)))
-    succs: list[list[int]] = [[] for _ in nodes]
-    pending = [len(ps) for ps in preds]
-    for i, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(i)
-    ready = [i for i, n in enumerate(pending) if n == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for s in succs[i]:
-            pending[s] -= 1
-            if pending[s] == 0:
-                heapq.heappush(ready, s)
+    order = graph_topological_order(nodes)
     placed = set(order)
     return order + [i for i in range(len(nodes)) if i not in placed]  # a cycle: left for the checks to refuse
 
