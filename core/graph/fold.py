@@ -34,6 +34,7 @@ from onnxport.core.graph.uses import node_uses
 from onnxport.core.io.parameter_set import c_contiguous, np_dtype_for
 from onnxport.core.util.budgets import FOLD_OUTPUT_FLOOR, FOLD_VALUE_MAX
 from onnxport.core.util.errors import CorruptFileError, OnnxportError
+from onnxport.core.util.shapes import numel
 
 T = onnx.TensorProto
 
@@ -127,7 +128,7 @@ class _Folder:
         if shape is None:
             return False
         elem_type = attrs["to"] if node.op_type == "Cast" else ins[0].elem_type
-        out_bytes = _numel(shape) * np_dtype_for(elem_type).itemsize
+        out_bytes = numel(shape) * np_dtype_for(elem_type).itemsize
         distinct = {n: self.available[n] for n in node.input if n}
         if not output_allowed(out_bytes, sum(c.nbytes for c in distinct.values())):
             return False
@@ -204,12 +205,6 @@ class _Folder:
         return values
 
 
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
 
 def constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
     """A Constant node's `value` tensor if it is inline and small enough to fold with; else None.
@@ -218,7 +213,7 @@ def constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
     if t is None or t.data_location == T.EXTERNAL or t.data_type in (T.STRING, T.UNDEFINED):
         return None
     try:
-        nbytes = _numel(t.dims) * np_dtype_for(t.data_type).itemsize
+        nbytes = numel(t.dims) * np_dtype_for(t.data_type).itemsize
         if nbytes > FOLD_OUTPUT_FLOOR:
             return None
         value = numpy_helper.to_array(t)

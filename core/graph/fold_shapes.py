@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 
+from onnxport.core.util.shapes import numel
+
 Shape = tuple[int, ...]
 ValueFn = Callable[[int], "np.ndarray | None"]
 
@@ -30,12 +32,6 @@ def output_shape(node: onnx.NodeProto, attrs: dict, shapes: Sequence[Shape | Non
     except (ValueError, TypeError, IndexError, OverflowError):
         return None
 
-
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def _int_values(value: ValueFn, i: int, shapes: Sequence[Shape | None]) -> list[int] | None:
@@ -87,11 +83,11 @@ def _reshape(attrs, shapes, value) -> Shape:
     if out.count(-1) > 1 or any(d < -1 for d in out) or (allowzero and 0 in out and -1 in out):
         raise ValueError("bad shape")
     if -1 in out:
-        known = _numel(d for d in out if d != -1)
-        if known == 0 or _numel(data) % known:
+        known = numel(d for d in out if d != -1)
+        if known == 0 or numel(data) % known:
             raise ValueError("shape does not divide")
-        out[out.index(-1)] = _numel(data) // known
-    if _numel(out) != _numel(data):
+        out[out.index(-1)] = numel(data) // known
+    if numel(out) != numel(data):
         raise ValueError("element count differs")
     return tuple(out)
 
@@ -128,7 +124,7 @@ def flatten_axis(axis: int, rank: int) -> int:
 def _flatten(attrs, shapes, value) -> Shape:
     shape = shapes[0]
     axis = flatten_axis(attrs.get("axis", 1), len(shape))
-    return (_numel(shape[:axis]), _numel(shape[axis:]))
+    return (numel(shape[:axis]), numel(shape[axis:]))
 
 
 def _concat(attrs, shapes, value) -> Shape:

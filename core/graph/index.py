@@ -25,6 +25,7 @@ from onnxport.core.graph.uses import has_bodies, node_uses
 from onnxport.core.io.external_data import element_bits
 from onnxport.core.io.model_io import strip_weights, tensor_nbytes
 from onnxport.core.io.parameter_set import dtype_name
+from onnxport.core.util.shapes import numel
 
 LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
 LABEL_WORDS = ("label", "target")
@@ -186,7 +187,7 @@ def build_index(
             nbytes = None
             bits = element_bits(vi.type.tensor_type.elem_type) if dtype is not None else None
             if bits and shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
-                nbytes = (_numel(shape) * bits + 7) // 8
+                nbytes = (numel(shape) * bits + 7) // 8
             add(vi.name, TensorKind.PARAMETER, dtype, shape, nbytes=nbytes)
         else:
             user_inputs.append(vi.name)
@@ -212,12 +213,6 @@ def build_index(
         subgraphs=index_bodies(graph, infos) if with_bodies else [],
     )
 
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def _suggested_outputs(nodes: list[_Node], training: set[str], graph_outputs: set[str],

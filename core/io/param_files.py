@@ -47,6 +47,7 @@ from onnxport.core.util.budgets import (
     human_bytes,
 )
 from onnxport.core.util.errors import CorruptFileError, OnnxportError, UnavailableError, no_such_file
+from onnxport.core.util.shapes import numel
 
 T = onnx.TensorProto
 TORCH_HINT = "needs torch: pip install 'onnxport[torch]'"
@@ -59,12 +60,6 @@ SAFETENSORS_DTYPES: dict[str, tuple[int, str]] = {
     "BOOL": (T.BOOL, "?"), "F8_E4M3": (T.FLOAT8E4M3FN, "u1"), "F8_E5M2": (T.FLOAT8E5M2, "u1"),
 }
 
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,7 +132,7 @@ def _safetensors_tensor(path: Path, mm: mmap.mmap, base: int, size: int, name: s
     if problem:
         raise CorruptFileError(f"{where} {problem}")
     begin, end = offsets
-    count = _numel(shape_t)
+    count = numel(shape_t)
     if end < begin or end - begin != count * np_dtype.itemsize:
         raise CorruptFileError(f"{where}: {end - begin} bytes for {dtype}{list(shape)}")
     if base + end > size:

@@ -6,6 +6,8 @@ shapes, and params may not import graph.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import onnx
 
 Dim = int | str | None  # a size, a symbolic name ("batch"), or unknown
@@ -21,3 +23,11 @@ def value_info_shape(vi: onnx.ValueInfoProto) -> tuple[Dim, ...] | None:
     if not tt.HasField("shape"):
         return None
     return tuple(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+
+
+def numel(shape: Iterable[int]) -> int:
+    """The number of elements of a tensor of `shape` (1 for a scalar), as an exact Python int."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
