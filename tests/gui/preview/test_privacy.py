@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 import urllib.parse
 
 import onnx
@@ -70,7 +71,19 @@ def test_open_preview_export_validate_stays_on_this_machine(qtbot, watch, window
     window.preview.view.run("fetch('https://example.com/privacy-probe').catch(() => null); 1")
     qtbot.waitUntil(lambda: any("privacy-probe" in u for u in interceptor.blocked), timeout=10_000)
     qtbot.wait(1000)
-    watch.poll()
+    # the watcher's positive control: the preview server speaks HTTP/1.0, so the page's own
+    # connections last a few ms and a 50 ms poll may miss them all; this loopback listener never
+    # answers, so the page's connection to it (from Chromium's network service) stays open until
+    # the watcher has seen it
+    with socket.create_server(("127.0.0.1", 0)) as hold:
+        hold_port = hold.getsockname()[1]
+        window.preview.view.run(f"fetch('http://127.0.0.1:{hold_port}/hold').catch(() => null); 1")
+
+        def page_holds_a_connection() -> bool:
+            watch.poll()
+            return any(s.remote == ("127.0.0.1", hold_port) for s in watch.seen)
+
+        qtbot.waitUntil(page_holds_a_connection, timeout=10_000)
 
     # the flow really ran: Netron drew the pruned graph, the export was written and validated
     expected = preview_model(onnx.load(example[0]), window.model.checked_outputs(), tuple(window.sources.params or ()))
@@ -86,9 +99,8 @@ def test_open_preview_export_validate_stays_on_this_machine(qtbot, watch, window
 
     # (b) the sockets: the watcher saw WebEngine's processes and the page's loopback traffic, and
     # nothing with a remote end elsewhere
-    port = window.preview.server.port
     assert len(watch.pids) > 1 and watch.polls > 10
-    assert any(s.remote == ("127.0.0.1", port) for s in watch.seen)  # page -> preview server
+    assert any(p.startswith("/data/") for p in window.preview.server.requests)  # page -> preview server
     assert [str(s) for s in watch.off_machine if not chromium_ipv6_probe(s)] == []
 
 
