@@ -269,7 +269,10 @@ def _expected_typed_count(data_type: int, bits: int, n: int) -> int:
     return n
 
 
-def _check(t: _T, folder: Path | None, file_bytes: int | None, files: dict[str, tuple[Path, int]]) -> None:
+def _check(t: _T, folder: Path | None, file_bytes: int | None,
+           files: dict[str, tuple[Path, int]]) -> ExternalRef | None:
+    """Check one tensor; its external reference when it has one."""
+    ref = None
     dims = t.dims
     if dims and min(dims) < 0:
         raise _Bad(f"negative dimension in dims {list(dims)}")
@@ -280,12 +283,13 @@ def _check(t: _T, folder: Path | None, file_bytes: int | None, files: dict[str, 
     if t.data_location == _T.EXTERNAL:
         if folder is None:
             raise _Bad("refers to external data but the model has no folder")
-        _reference(t, folder, files)
+        ref = _reference(t, folder, files)
     else:
         _check_inline(t, dims, bits, file_bytes)
     problem = shape_problem(dims, (bits + 7) // 8 or 8)  # holds no bytes, e.g. [0, 2**62]; strings: pointers
     if problem:
         raise _Bad(problem)
+    return ref
 
 
 def _check_inline(t: _T, dims, bits: int, file_bytes: int | None) -> None:
@@ -316,11 +320,25 @@ def check_model_tensors(model: onnx.ModelProto, model_path: str | Path | None,
     folder = Path(model_path).parent if model_path is not None else None
     prefix = f"{model_path}: " if model_path is not None else ""
     files: dict[str, tuple[Path, int]] = {}
+    spans: list[tuple[Path, int, int, _T, tuple]] = []
     for t, _, where in _all_tensors(model):
         try:
-            _check(t, folder, file_bytes, files)
+            ref = _check(t, folder, file_bytes, files)
         except _Bad as exc:
             raise CorruptFileError(f"{prefix}{_label(t, where)}: {exc}") from None
+        if ref is not None and ref.length:
+            spans.append((ref.path, ref.offset, ref.offset + ref.length, t, where))
+    _refuse_overlaps(prefix, spans)
+
+
+def _refuse_overlaps(prefix: str, spans: list[tuple[Path, int, int, _T, tuple]]) -> None:
+    """Two tensors never share external bytes: exporters write each tensor once, and many tensors on
+    one region would multiply what an export writes (a small file claiming terabytes)."""
+    spans.sort(key=lambda s: (str(s[0]), s[1], s[2]))
+    for a, b in zip(spans, spans[1:]):
+        if a[0] == b[0] and b[1] < a[2]:
+            raise CorruptFileError(f"{prefix}{_label(b[3], b[4])}: its external data (offset {b[1]}) overlaps "
+                                   f"that of {_label(a[3], a[4])} in '{_shown(a[0].name)}'; tensors never share bytes")
 
 
 def read_external(ref: ExternalRef) -> bytes:

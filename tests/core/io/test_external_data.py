@@ -246,3 +246,25 @@ def test_symlink_loop_is_one_line(tmp_path):
     save(model_with_external("initializer", "loop"), path)
     with pytest.raises(CorruptFileError, match="tensor 'w'"):
         load_graph(path)
+
+
+@pytest.mark.parametrize(("offset_b", "shared"), [(0, "the same bytes"), (8, "half of them")])
+def test_tensors_sharing_external_bytes_are_refused(tmp_path, offset_b, shared, capsys):
+    """Exporters write each tensor once; a thousand tensors on one region would make an export write a
+    thousand copies of it from a small file."""
+    (tmp_path / "w.bin").write_bytes(W.tobytes() * 2)
+    a = ext_tensor("a", "w.bin", offset=0, length=16)
+    b = ext_tensor("b", "w.bin", offset=offset_b, length=16)
+    adds = [onnx.helper.make_node("Add", ["x", "a"], ["h"], name="add_a"),
+            onnx.helper.make_node("Add", ["h", "b"], ["y"], name="add_b")]
+    path = tmp_path / "m.onnx"
+    save(finish(adds, [a, b]), path)
+    code, _, err = run_cli(capsys, "export", str(path), "--outputs", "y", "-o", str(tmp_path / "o.onnx"), "-q")
+    assert_one_line(code, err, "tensor 'b'", "overlaps that of tensor 'a'", "w.bin")
+    assert not (tmp_path / "o.onnx").exists()
+    # side by side (offset 16) is how exporters write them: accepted, values read
+    save(finish(adds, [a, ext_tensor("b", "w.bin", offset=16, length=16)]), path)
+    code, _, err = run_cli(capsys, "export", str(path), "--outputs", "y", "-o", str(tmp_path / "o.onnx"), "-q")
+    assert code == 0, err
+    (got,) = session(tmp_path / "o.onnx").run(None, {"x": np.zeros(4, np.float32)})
+    np.testing.assert_array_equal(got, 2 * W)
