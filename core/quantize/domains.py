@@ -7,6 +7,10 @@ check domains refuse and readers have to wonder about.
 Contract: `drop_unused_domains(model)` removes, in place, each `opset_import` entry whose domain no
 node uses (main graph, sub-graph bodies at any depth, and model-local functions that are called);
 the default domain stays. Returns the domains removed, in their order.
+`declare_used_domains(model)` adds the missing declaration of a domain the nodes use (ONNX
+Runtime's quantizer, quantizing inside If/Loop/Scan bodies, writes `com.microsoft` ops there but
+declares the domain only in the body's throwaway model: onnx.checker refuses the file). Returns
+the domains added.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import onnx
 from onnxport.core.graph.uses import bodies
 
 _DEFAULT = ("", "ai.onnx")
+DOMAIN_VERSIONS = {"com.microsoft": 1, "ai.onnx.ml": 1, "ai.onnx.preview.training": 1}
 
 
 def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
@@ -58,3 +63,12 @@ def drop_unused_domains(model: onnx.ModelProto) -> list[str]:
         del model.opset_import[:]
         model.opset_import.extend(copies)
     return removed
+
+
+def declare_used_domains(model: onnx.ModelProto) -> list[str]:
+    """See the module docstring."""
+    declared = {o.domain for o in model.opset_import}
+    added = sorted(d for d in used_domains(model) - declared if d not in _DEFAULT and d in DOMAIN_VERSIONS)
+    for domain in added:
+        model.opset_import.add(domain=domain, version=DOMAIN_VERSIONS[domain])
+    return added

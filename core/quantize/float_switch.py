@@ -14,7 +14,9 @@ produces otherwise, the float node is added (outputs renamed `<out>__float`, its
 added back if the quantizer dropped them), the quantized producer's output is renamed
 `<out>__int8`, and `Where(<switch>, <out>__float, <out>__int8) -> <out>` joins them. `switches`
 maps candidate node name -> its boolean scalar input name. Candidates the quantizer left alone
-are not in `switches`. Both inputs are unchanged. `SwitchedRunner` runs it on feeds with a given
+are not in `switches`. Candidates inside If/Loop/Scan bodies are switched in their body (the
+body reads its switch from the main graph; a name in several bodies has one switch, as ORT's
+`nodes_to_exclude` treats them alike). Both inputs are unchanged. `SwitchedRunner` runs it on feeds with a given
 set of float nodes.
 """
 
@@ -24,6 +26,8 @@ from collections.abc import Iterable
 
 import numpy as np
 import onnx
+
+from onnxport.core.graph.uses import bodies, has_bodies
 
 FLOAT_SUFFIX, INT8_SUFFIX, SWITCH_PREFIX = "__float", "__int8", "onnxport.keep_float."
 
@@ -35,14 +39,47 @@ def switched(quantized: onnx.ModelProto, float_model: onnx.ModelProto, candidate
     if not in_place:
         model = onnx.ModelProto()
         model.CopyFrom(quantized)
-    graph = model.graph
-    float_nodes = {n.name: n for n in float_model.graph.node if n.name}
-    float_inits = {t.name: t for t in float_model.graph.initializer}
-    have_inits = {t.name for t in graph.initializer}
+    switches: dict[str, str] = {}
+    wanted = list(dict.fromkeys(candidates))
+    for q_graph, f_graph, q_scope, f_scope in _graph_pairs(model.graph, float_model.graph, [], []):
+        _switch_graph(q_graph, f_graph, q_scope, f_scope, wanted, switches, model.graph)
+    return model, switches
+
+
+def _graph_pairs(q_graph: onnx.GraphProto, f_graph: onnx.GraphProto, q_outer: list, f_outer: list):
+    """(quantized graph, float graph, their outer scopes) for the main graph and every body, matched
+    through the node holding it (by its first output: the quantizers keep those names) and attribute."""
+    q_scope, f_scope = [*q_outer, q_graph], [*f_outer, f_graph]
+    yield q_graph, f_graph, q_scope, f_scope
+    f_holders = {_key(n): n for n in f_graph.node if has_bodies(n)}
+    for node in q_graph.node:
+        f_node = f_holders.get(_key(node)) if has_bodies(node) else None
+        if f_node is None:
+            continue
+        f_bodies = {}
+        for attr, body in bodies(f_node):
+            f_bodies.setdefault(attr, []).append(body)
+        seen: dict[str, int] = {}
+        for attr, body in bodies(node):
+            k = seen[attr] = seen.get(attr, -1) + 1
+            if k < len(f_bodies.get(attr, [])):
+                yield from _graph_pairs(body, f_bodies[attr][k], q_scope, f_scope)
+
+
+def _key(node: onnx.NodeProto) -> tuple[str, str]:
+    return node.op_type, next((o for o in node.output if o), "")
+
+
+def _switch_graph(graph: onnx.GraphProto, f_graph: onnx.GraphProto, q_scope: list, f_scope: list,
+                  candidates: list[str], switches: dict[str, str], main: onnx.GraphProto) -> None:
+    """Switch the candidates of one graph (a body reads the switch, a main-graph input, from outside).
+    A name found in several graphs gets one switch, as `nodes_to_exclude` treats them alike."""
+    float_nodes = {n.name: n for n in f_graph.node if n.name}
+    float_inits = {t.name: t for g in f_scope for t in g.initializer}
+    have_inits = {t.name for g in q_scope for t in g.initializer}
     producer_index = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
     after: dict[int, list[onnx.NodeProto]] = {}
-    switches: dict[str, str] = {}
-    for name in dict.fromkeys(candidates):
+    for name in candidates:
         node = float_nodes.get(name)
         outs = [o for o in node.output if o] if node is not None else []
         if not outs or any(o not in producer_index for o in outs):
@@ -50,7 +87,10 @@ def switched(quantized: onnx.ModelProto, float_model: onnx.ModelProto, candidate
         producers = {producer_index[o] for o in outs}
         if any(_same_node(graph.node[i], node) for i in producers):
             continue  # not quantized
-        switch = f"{SWITCH_PREFIX}{len(switches)}"
+        if name not in switches:
+            switches[name] = f"{SWITCH_PREFIX}{len(switches)}"
+            main.input.append(onnx.helper.make_tensor_value_info(switches[name], onnx.TensorProto.BOOL, []))
+        switch = switches[name]
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
         copy.name = f"{node.name}{FLOAT_SUFFIX}"
@@ -68,8 +108,8 @@ def switched(quantized: onnx.ModelProto, float_model: onnx.ModelProto, candidate
             if inp in float_inits and inp not in have_inits:
                 graph.initializer.append(float_inits[inp])
                 have_inits.add(inp)
-        graph.input.append(onnx.helper.make_tensor_value_info(switch, onnx.TensorProto.BOOL, []))
-        switches[name] = switch
+    if not after:
+        return
     nodes = list(graph.node)
     ordered: list[onnx.NodeProto] = []
     for i, n in enumerate(nodes):
@@ -78,7 +118,6 @@ def switched(quantized: onnx.ModelProto, float_model: onnx.ModelProto, candidate
     del graph.node[:]
     graph.node.extend(ordered)
     del graph.value_info[:]  # ORT infers the types; stale entries for renamed tensors would only mislead it
-    return model, switches
 
 
 def _same_node(a: onnx.NodeProto, b: onnx.NodeProto) -> bool:

@@ -10,8 +10,9 @@ Small weights are left alone: their bytes do not matter and they are often the s
 Contract: `int4(src, dst, *, exclude, block_size, min_elements, accuracy_level, big)` writes to
 `dst` the model `src` with every MatMul whose second input is a 2-D float32 initializer of at
 least `min_elements` values (and K >= block_size) replaced by MatMulNBits, except the nodes named
-in `exclude`; unnamed MatMuls are named `MatMul#<index>` in the written model so they can be
-excluded and reported. Uses `onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer`
+in `exclude`, in the main graph and inside If/Loop/Scan bodies (ORT's quantizer walks them);
+unnamed MatMuls are named `MatMul#<index>` in the written model so they can be excluded and
+reported. Uses `onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer`
 (asymmetric, QOperator format, round-to-nearest, `accuracy_level` 4). Returns the names of the
 nodes quantized.
 """
@@ -24,7 +25,9 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.evaluate.runtime import load_full
-from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.graph.uses import bodies
+from onnxport.core.quantize.domains import declare_used_domains, drop_unused_domains
+from onnxport.core.quantize.gain import all_graphs
 from onnxport.core.util.errors import OnnxportError
 
 BLOCK_SIZES = (16, 32, 64, 128, 256)
@@ -36,22 +39,32 @@ ACCURACY_LEVEL = 4
 
 
 def candidates(model: onnx.ModelProto, block_size: int, min_elements: int) -> list[str]:
-    """Names of the MatMuls whose weight int4 would quantize (unnamed ones get a name here)."""
-    inits = {t.name: t for t in model.graph.initializer}
-    found = []
-    for i, node in enumerate(model.graph.node):
+    """Names of the MatMuls whose weight int4 would quantize, in every graph: ORT's quantizer walks
+    If/Loop/Scan bodies and finds a weight in the body or any graph around it (unnamed MatMuls
+    get a name here: `MatMul#<index>` in the main graph, `MatMul#<body path>#<index>` in a body)."""
+    found: list[str] = []
+    _graph_candidates(model.graph, {}, "", block_size, min_elements, found)
+    return found
+
+
+def _graph_candidates(graph: onnx.GraphProto, outer: dict, path: str, block_size: int, min_elements: int,
+                      found: list[str]) -> None:
+    inits = {**outer, **{t.name: t for t in graph.initializer}}
+    for i, node in enumerate(graph.node):
+        for attr, body in bodies(node):
+            _graph_candidates(body, inits, f"{path}{node.name or node.op_type + str(i)}/{attr}#", block_size,
+                              min_elements, found)
         if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
             continue
+        if not node.name:  # every MatMul named: those not chosen are excluded by name
+            node.name = f"MatMul#{path}{i}"
         weight = inits.get(node.input[1])
         if weight is None or weight.data_type != onnx.TensorProto.FLOAT or len(weight.dims) != 2:
             continue
         k, n = weight.dims
         if k * n < min_elements or k < block_size:
             continue
-        if not node.name:
-            node.name = f"MatMul#{i}"
         found.append(node.name)
-    return found
 
 
 def _quantizer_class():
@@ -78,13 +91,15 @@ def int4(src: Path, dst: Path, *, exclude: list[str], block_size: int = DEFAULT_
         raise OnnxportError(f"int4 block size must be one of {', '.join(map(str, BLOCK_SIZES))}, got {block_size}")
     model = load_full(src)
     chosen = [n for n in candidates(model, block_size, min_elements) if n not in set(exclude)]
-    others = [n.name for n in model.graph.node if n.op_type == "MatMul" and n.name and n.name not in chosen]
+    others = [n.name for g in all_graphs(model) for n in g.node
+              if n.op_type == "MatMul" and n.name and n.name not in chosen]
     quantizer = _quantizer_class()(model, bits=4, block_size=block_size, is_symmetric=False,
                                      accuracy_level=accuracy_level, nodes_to_exclude=others,
                                      op_types_to_quantize=("MatMul",))
     quantizer.process()
     result = quantizer.model.model
     drop_unused_domains(result)
+    declare_used_domains(result)
     if big:
         onnx.save_model(result, str(dst), save_as_external_data=True, location=dst.name + ".data")
     else:

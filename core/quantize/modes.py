@@ -6,9 +6,12 @@ float nodes named in `exclude` in float, and nothing else. What each mode does:
   default to MatMul (ORT rewrites Gemm to MatMul + Add itself), Gather (embedding tables),
   Attention, LSTM, EmbedLayerNormalization; never Conv: ORT's CPU provider has no ConvInteger for
   int8 weights, so a dynamically quantized CNN would not load (Conv goes through static/QDQ).
-  MatMuls of two activations stay float (`MatMulConstBOnly`).
+  MatMuls of two activations stay float (`MatMulConstBOnly`). A model with If/Loop/Scan bodies is
+  quantized inside them too (ORT's `EnableSubgraph`; `exclude` names body nodes as well); the
+  `com.microsoft` domain its ops there use gets declared (ORT declares it only in the body).
 - static: QDQ form (QuantizeLinear/DequantizeLinear pairs ORT fuses into integer kernels), uint8
   activations, int8 weights, with ranges from `calibration.calibrate` computed once and reused.
+  ORT's QDQ quantizer rewrites the main graph only: If/Loop/Scan bodies stay float (gain.static_reach).
 - fp16: our converter (fp16.py: Constant-held weights of float32 nodes untouched, weights beyond
   float16's range keep their readers float32, topological order), plus the nodes `fp16_beyond`
   measured past float16's range on the validation inputs, optional float I/O, op and node block
@@ -28,7 +31,9 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.evaluate.runtime import load_full, session
-from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.graph.runnable import topological_sort
+from onnxport.core.graph.uses import has_bodies
+from onnxport.core.quantize.domains import declare_used_domains, drop_unused_domains
 from onnxport.core.quantize.fp16 import to_float16
 from onnxport.core.quantize.int4 import int4  # noqa: F401 - the int4 mode, called as modes.int4
 from onnxport.core.util.errors import OnnxportError
@@ -45,21 +50,34 @@ def check_op_types(mode: str, op_types: list[str] | None) -> None:
 
 
 def dynamic(src: Path, dst: Path, *, op_types, per_channel: bool, reduce_range: bool, exclude: list[str],
-            big: bool) -> None:
+            big: bool, subgraphs: bool | None = None) -> None:
+    """`subgraphs`: whether the model has If/Loop/Scan bodies to quantize too (None: look)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if subgraphs is None:
+        subgraphs = has_subgraphs(src)
+    options = {"MatMulConstBOnly": True, **({"EnableSubgraph": True} if subgraphs else {})}
     quantize_dynamic(
         str(src), str(dst), op_types_to_quantize=list(op_types or DYNAMIC_OP_TYPES), per_channel=per_channel,
         reduce_range=reduce_range, weight_type=QuantType.QInt8, nodes_to_exclude=list(exclude),
-        use_external_data_format=big, extra_options={"MatMulConstBOnly": True},
+        use_external_data_format=big, extra_options=options,
     )
-    tidy_domains(dst)
+    tidy_written(dst)
 
 
-def tidy_domains(path: Path) -> None:
-    """Rewrite the model file at `path` declaring only the domains it uses (weights untouched)."""
+def has_subgraphs(path: Path) -> bool:
     model = onnx.load_model(str(path), load_external_data=False)
-    if drop_unused_domains(model):
+    return any(has_bodies(n) for n in model.graph.node)
+
+
+def tidy_written(path: Path) -> None:
+    """Rewrite the model file at `path` declaring exactly the domains it uses, its nodes in topological
+    order (weights untouched): quantizing inside a body, ORT's quantizer appends the
+    DynamicQuantizeLinear of a value the body captures *after* the If/Loop node in the outer graph
+    (ORT runs it; onnx.checker and the spec refuse it)."""
+    model = onnx.load_model(str(path), load_external_data=False)
+    changed = drop_unused_domains(model) + declare_used_domains(model)
+    if topological_sort(model.graph) or changed:
         onnx.save_model(model, str(path))
 
 
@@ -88,7 +106,7 @@ def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, 
                              [], list(exclude), static_op_types(op_types), dict(STATIC_OPTIONS))
     quantizer.quantize_model()
     quantizer.model.save_model_to_file(str(dst), big)
-    tidy_domains(dst)
+    tidy_written(dst)
 
 
 AXIS_OPSET = 13  # QuantizeLinear/DequantizeLinear take `axis` (per-channel scales) from opset 13

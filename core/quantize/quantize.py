@@ -40,7 +40,7 @@ from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.quantize import cpu_int8, modes, search
+from onnxport.core.quantize import cpu_int8, gain, modes, search
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
 from onnxport.core.quantize.result import QuantizeResult
@@ -107,9 +107,11 @@ def quantize(
     big = source_bytes > modes.SAVE_EXTERNAL_BYTES
     notes: list[str] = []
     excluded = list(dict.fromkeys(exclude_nodes))
-    if mode == "dynamic" and any(n.op_type in modes.NO_DYNAMIC for n in source.graph.node):
+    if mode == "dynamic" and any(n.op_type in modes.NO_DYNAMIC for g in gain.all_graphs(source) for n in g.node):
         notes.append("Conv layers stay float in dynamic mode (ONNX Runtime's CPU provider has no int8 "
                      "ConvInteger); --mode static quantizes them")
+    if mode == "static" and (inside := gain.static_reach(model_path.name, source)):
+        notes.append(inside)  # raised instead when every weight op is inside a body
     path = cpu_int8.resolve(int8_path) if mode in INT8_MODES else None
     if path is not None:  # the weight format that is exact on this CPU's int8 kernels (cpu_int8.py)
         notes.append(path.describe(reduce_range))
@@ -144,7 +146,8 @@ def quantize(
                                        report.sub(0.1, 0.4), notes, like=val_feeds)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
 
-        gemms = {n.name for n in load_graph(prepared).graph.node if n.op_type == "Gemm"} if mode == "dynamic" else set()
+        gemms = {n.name for g in gain.all_graphs(load_graph(prepared)) for n in g.node
+                 if n.op_type == "Gemm"} if mode == "dynamic" else set()
 
         def attempt(exclude: list[str], dst: Path) -> None:
             if mode == "dynamic":  # ORT splits a Gemm `g` into `g_MatMul` + `g_Add` before it reads the exclusions
@@ -233,8 +236,8 @@ def _map_node_names(names: list[str], original: Path, prepared: Path, notes: lis
         return names
     import difflib
 
-    before = [n.name for n in load_graph(original).graph.node]
-    after = [n.name for n in load_graph(prepared).graph.node] if prepared != original else before
+    before = _node_names(original)
+    after = _node_names(prepared) if prepared != original else before
     after_set = set(after)
     mapped: list[str] = []
     for name in names:
@@ -251,6 +254,11 @@ def _map_node_names(names: list[str], original: Path, prepared: Path, notes: lis
         else:
             notes.append(f"node '{name}' was folded away by pre-processing; nothing to keep in float")
     return list(dict.fromkeys(mapped))
+
+
+def _node_names(path: Path) -> list[str]:
+    """Names of the nodes of every graph, If/Loop/Scan bodies included (the quantizers read bodies)."""
+    return [n.name for g in gain.all_graphs(load_graph(path)) for n in g.node]
 
 
 def _preprocess(src: Path, dst: Path) -> list[str]:
@@ -275,7 +283,6 @@ def _check_gain(model_path: Path, source, dst: Path, mode: str, op_types, kept: 
                 report: Reporter) -> None:
     """A result that quantized nothing, or is neither smaller nor faster, is an error (gain.py)."""
     from onnxport.core.evaluate.benchmark import benchmark
-    from onnxport.core.quantize import gain
 
     if gain.quantized_nothing(source, load_graph(dst)):
         if kept:

@@ -10,7 +10,8 @@ Contract:
 - `dynamic_loop(...)` (dynamic int8): quantize everything (per-channel unless told otherwise);
   if the outputs miss the criteria, build one switched model (float_switch.py), measure for
   every quantized node, and for every block of them (the same role in each layer, e.g. every
-  FFN output projection; all nodes of one layer), what keeping it in float gains; keep nodes in
+  FFN output projection; all nodes of one layer; nodes inside If/Loop/Scan bodies included), what
+  keeping it in float gains; keep nodes in
   float in that order (a block's members first, best first) until the criteria are met with a
   margin (0.993 for a 0.99 target: room for inputs it did not see), then drop again any kept node
   the others make unnecessary. The answer is quantized for real and validated against the target;
@@ -40,6 +41,7 @@ from onnxport.core.evaluate.validate import validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize.float_switch import SwitchedRunner, switched
+from onnxport.core.quantize.gain import all_graphs
 from onnxport.core.util.progress import Reporter
 
 MAX_ROUNDS = 8
@@ -137,7 +139,8 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
             op_types: set[str], report: Reporter, stage: Staging) -> tuple[list[str], list[str], dict]:
     """(the order to keep nodes in float, the nodes that meet the criteria or [] if none do, what was measured)."""
     float_model = load_full(prepared)
-    candidates = [n.name for n in float_model.graph.node if n.op_type in op_types and n.name and n.name not in excluded]
+    candidates = list(dict.fromkeys(n.name for g in all_graphs(float_model) for n in g.node  # bodies too
+                                    if n.op_type in op_types and n.name and n.name not in excluded))
     model, switches = switched(load_full(quantized), float_model, candidates, in_place=True)
     candidates = [c for c in candidates if c in switches]
     names = [o.name for o in float_model.graph.output]

@@ -1,0 +1,130 @@
+"""Quantizing models whose weights sit inside If bodies (body_models.py): dynamic int8 reaches into
+the bodies (MatMul and LSTM), the accuracy search can keep body nodes in float, int4 quantizes a
+body MatMul, static QDQ (main graph only) says in one line what it cannot do, and the "nothing to
+quantize" check counts what bodies hold. Everything runs in ONNX Runtime and passes onnx.checker."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from onnxport.core.quantize import gain
+from onnxport.core.quantize.int4 import int4
+from onnxport.core.quantize.quantize import quantize
+from onnxport.core.util.errors import OnnxportError
+
+from . import body_models
+
+PIN = "avx2"  # 7-bit weights: exact on every CPU's int8 kernels
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _body_ops(path) -> Counter:
+    model = onnx.load(str(path))
+    graphs = list(gain.all_graphs(model))[1:]
+    return Counter(n.op_type for g in graphs for n in g.node)
+
+
+def _matches_float(got_path, float_path, min_cosine: float) -> None:
+    got = ort.InferenceSession(str(got_path), providers=["CPUExecutionProvider"])
+    want = ort.InferenceSession(str(float_path), providers=["CPUExecutionProvider"])
+    for feed in body_models.feeds():  # both branches
+        assert _cosine(got.run(None, feed)[0], want.run(None, feed)[0]) >= min_cosine
+
+
+@pytest.fixture
+def src(tmp_path):
+    return lambda **kw: body_models.save(body_models.if_model(**kw), tmp_path / "float.onnx")
+
+
+@pytest.mark.parametrize("top", [False, True], ids=["bodies-only", "with-main-graph-matmul"])
+def test_dynamic_quantizes_matmul_and_lstm_inside_the_bodies(src, tmp_path, top):
+    source = src(top=top)
+    out = tmp_path / "dyn.onnx"
+    result = quantize(source, out, "dynamic", int8_path=PIN, validation_inputs=body_models.feeds())
+    inside = _body_ops(out)
+    assert inside["MatMulInteger"] == 2 and inside["DynamicQuantizeLSTM"] == 1
+    assert "MatMul" not in inside and "LSTM" not in inside
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)  # sorted, com.microsoft declared
+    assert result.size_bytes < 0.4 * result.source_size_bytes
+    assert result.target_met and all(o.cosine >= 0.99 for o in result.validation.outputs)
+    _matches_float(out, source, 0.999)
+
+
+def test_the_accuracy_search_keeps_nodes_inside_bodies_in_float(src, tmp_path):
+    out = tmp_path / "dyn.onnx"
+    result = quantize(src(top=True), out, "dynamic", int8_path=PIN, validation_inputs=body_models.feeds(),
+                      accuracy_target=0.99995)  # int8 alone gives ~0.9997 here
+    assert result.search["candidates"] == 4  # top/mm, then/mm1, then/mm2, else/lstm
+    assert {"then/mm1", "then/mm2"} & set(result.kept_float_nodes)
+    inside = _body_ops(out)
+    assert inside["MatMul"] == len({"then/mm1", "then/mm2"} & set(result.kept_float_nodes))
+    assert result.target_met and min(o.cosine for o in result.validation.outputs) >= 0.99995
+
+
+def test_a_body_node_can_be_kept_in_float_by_name(src, tmp_path):
+    out = tmp_path / "dyn.onnx"
+    result = quantize(src(), out, "dynamic", int8_path=PIN, exclude_nodes=["else/lstm"], accuracy_target=None,
+                      validation_inputs=body_models.feeds())
+    inside = _body_ops(out)
+    assert inside["LSTM"] == 1 and inside["DynamicQuantizeLSTM"] == 0 and inside["MatMulInteger"] == 2
+    assert result.excluded_nodes == ["else/lstm"]
+    with pytest.raises(OnnxportError, match="no node named 'else/lstn' to keep in float; did you mean 'else/lstm'"):
+        quantize(src(), tmp_path / "x.onnx", "dynamic", int8_path=PIN, exclude_nodes=["else/lstn"])
+
+
+def test_static_says_in_one_line_that_it_cannot_quantize_inside_bodies(src, tmp_path):
+    out = tmp_path / "static.onnx"
+    with pytest.raises(OnnxportError) as err:
+        quantize(src(), out, "static", int8_path=PIN, validation_inputs=body_models.feeds())
+    message = str(err.value)
+    assert "\n" not in message and "cannot quantize inside If/Loop/Scan bodies" in message
+    assert "2 MatMul, 1 LSTM" in message and "--mode dynamic" in err.value.hint and "fp16" in err.value.hint
+    assert not list(tmp_path.glob("static*"))
+
+
+def test_static_quantizes_the_main_graph_and_notes_the_body_ops_left_float(src, tmp_path):
+    out = tmp_path / "static.onnx"
+    result = quantize(src(top=True), out, "static", int8_path=PIN, validation_inputs=body_models.feeds(),
+                      calibration=body_models.feeds())
+    top = Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    assert top["QuantizeLinear"] and top["DequantizeLinear"]
+    assert any(n.startswith("3 op(s) inside If/Loop/Scan bodies stay float (2 MatMul, 1 LSTM)") for n in result.notes)
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    _matches_float(out, src(top=True), 0.999)
+
+
+def test_int4_quantizes_a_large_matmul_inside_a_body(src, tmp_path):
+    source = src(top=True)
+    out = tmp_path / "int4.onnx"
+    chosen = int4(source, out, exclude=["then/mm2"], min_elements=4096)
+    assert chosen == ["top/mm", "then/mm1"]
+    inside = _body_ops(out)
+    assert inside["MatMulNBits"] == 1 and inside["MatMul"] == 1  # then/mm2 excluded
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    _matches_float(out, source, 0.95)
+
+
+def test_nothing_to_quantize_counts_what_the_bodies_hold(src, tmp_path):
+    with pytest.raises(OnnxportError) as err:  # int4's default minimum is 16384 values: these are smaller
+        quantize(src(), tmp_path / "int4.onnx", "int4", validation_inputs=body_models.feeds())
+    message = str(err.value)
+    assert "int4 quantization found nothing to quantize (it has 2 MatMul, 1 LSTM inside If/Loop/Scan bodies)" in message
+    assert "\n" not in message
+    model = body_models.if_model(top=True)
+    top, inside = gain.heavy_ops(model)
+    assert top == Counter({"MatMul": 1}) and inside == Counter({"MatMul": 2, "LSTM": 1})
+    converted = body_models.if_model(top=True)
+    for graph in list(gain.all_graphs(converted))[1:]:
+        for t in graph.initializer:
+            if t.name == "W1":
+                t.data_type = onnx.TensorProto.FLOAT16  # a weight made low precision inside a body counts
+    assert gain.quantized_nothing(model, model) and not gain.quantized_nothing(model, converted)
