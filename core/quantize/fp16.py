@@ -18,13 +18,24 @@ ModelProto with its weights loaded) in place and returns the nodes kept in float
 - every other tensor keeps its producer's precision; a consumer wanting the other one reads it
   through one shared Cast, emitted just before that consumer (the node list is topologically
   sorted first if it was not), so the result passes `onnx.checker`;
-- graph inputs and outputs stay float32 with `keep_io_types` (else become float16); names that
-  sub-graphs capture keep float32 (their bodies are not converted).
+- graph inputs and outputs stay float32 with `keep_io_types` (else become float16);
+- If/Loop/Scan bodies, at any depth, are converted the same way, each as a graph of its own: their
+  weights (initializers, Constant nodes) and nodes go float16 by the same rules; a body's inputs
+  and outputs stay float32 (the node holding it keeps its interface). A name a body reads from
+  outside (a captured outer value) keeps float32 in its graph, and the body casts what its float16
+  nodes read, except an outer weight whose readers, inside and outside bodies, all run in float16:
+  that weight itself becomes float16 (silero-vad's LSTM weights sit one If above their LSTM).
+  Activations inside bodies are not measured against float16's range (fp16_ranges.py sees the
+  main graph only; ORT cannot expose a body's tensors): `keep` names body nodes to keep them
+  float32 (a label is the node's name, or for an unnamed body node
+  `<holder label>/<attribute>/<OpType>#<index>`). A node reading or writing a tensor whose type
+  shape inference could not tell stays float32 (no Cast could be placed right around it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -32,7 +43,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxport.core.graph.index import infer_value_info
 from onnxport.core.graph.runnable import topological_order as graph_topological_order
-from onnxport.core.graph.uses import has_bodies, subgraph_captures
+from onnxport.core.graph.uses import bodies, graph_captures, has_bodies, walk_bodies
 from onnxport.core.quantize.fp16_slots import ATTR, FIXED, FOLLOW, FREE, node_slots
 
 FLOAT, HALF = TensorProto.FLOAT, TensorProto.FLOAT16
@@ -71,29 +82,52 @@ def _finite_max(array: np.ndarray) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
+@dataclass
+class _Context:
+    """What every graph's conversion shares: the model's opset, the inferred element type of every
+    tensor (bodies included), the requests, and the names taken anywhere in the model."""
+
+    opset: int
+    types: dict[str, int]
+    keep: dict[str, str]
+    keep_io: bool
+    block_ops: set[str]
+    taken: set[str]
+
+
 class _Converter:
-    def __init__(self, model: onnx.ModelProto, keep: Mapping[str, str], keep_io_types: bool,
-                 block_ops: Iterable[str]) -> None:
-        self.model, self.graph = model, model.graph
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
-        self.keep_io = keep_io_types
+    """One graph's conversion; a body's converter has its outer graph's as `outer` (`path`: where
+    the body sits, for the labels of its unnamed nodes)."""
+
+    def __init__(self, graph: onnx.GraphProto, ctx: _Context, outer: _Converter | None = None,
+                 path: str = "") -> None:
+        self.graph, self.ctx, self.outer, self.path = graph, ctx, outer, path
+        self.opset = ctx.opset
+        self.keep_io = ctx.keep_io or outer is not None  # a body's inputs and outputs: its node's interface
         self.kept: dict[str, str] = {}
         order = topological_order(self.graph)
         self.nodes = [self.graph.node[i] for i in order]
-        self.labels = [node_label(self.graph.node[i], i) for i in order]
-        infos = infer_value_info(model)
-        self.type = {k: v.type.tensor_type.elem_type for k, v in infos.items() if v.type.HasField("tensor_type")}
+        self.labels = [self._label(self.graph.node[i], i) for i in order]
+        self.type = dict(ctx.types)
+        for vi in list(self.graph.input) + list(self.graph.output):  # declared: known even where inference gave up
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                self.type.setdefault(vi.name, vi.type.tensor_type.elem_type)
         self.type.update({t.name: t.data_type for t in self.graph.initializer})
         self.inputs = {i.name for i in self.graph.input}
+        self.defined = self.inputs | {o for n in self.nodes for o in n.output if o}
         # Weights, including those old models (IR < 4) also list as graph inputs (overridable defaults)
         self.inits = {t.name: t for t in self.graph.initializer if t.data_type == FLOAT}
         self.const_nodes = {n.output[0]: n for n in self.nodes if n.op_type == "Constant" and n.output
                             and _constant_array(n) is not None}
         for name in self.const_nodes:
             self.type[name] = FLOAT
-        self.taken = {o for n in self.nodes for o in n.output} | self.inputs | set(self.type) | {
-            n.name for n in self.nodes}
-        self.half = self._decide(dict(keep), set(block_ops))
+        self.taken = ctx.taken
+        self.kind: dict[str, int] = {}  # filled by the conversion
+        self.holders: list[tuple[onnx.NodeProto, str]] = []  # converted nodes holding bodies, with their labels
+        self.half = self._decide(ctx.keep, ctx.block_ops)
+
+    def _label(self, node: onnx.NodeProto, index: int) -> str:
+        return node_label(node, index) if self.outer is None or node.name else f"{self.path}/{node_label(node, index)}"
 
     # --- decisions ------------------------------------------------------------------------------
     def _decide(self, keep: dict[str, str], block_ops: set[str]) -> list[bool]:
@@ -105,6 +139,8 @@ class _Converter:
                 ok = False  # weights follow their readers (see _weight_plan)
             elif slots is None or not slots.half_ok or has_bodies(node):
                 ok = False
+            elif any(name and name not in self.type for name in list(node.input) + list(node.output)):
+                ok = False  # a tensor of unknown type (shape inference gave up): no Cast could be placed right
             elif reason:
                 self.kept[label] = reason
                 ok = False
@@ -123,10 +159,16 @@ class _Converter:
         return half
 
     def _weight(self, name: str) -> np.ndarray | None:
+        """A float weight this graph, or a graph around it, holds under `name` (None: not a weight)."""
         if name in self.inits:
             return numpy_helper.to_array(self.inits[name])
         node = self.const_nodes.get(name)
-        return _constant_array(node) if node is not None else None
+        if node is not None:
+            return _constant_array(node)
+        return self.outer._weight(name) if self.outer is not None and not self._local(name) else None
+
+    def _local(self, name: str) -> bool:
+        return name in self.defined
 
     def _wanted(self, node_index: int, slot_class: str) -> int | None:
         """The precision node `node_index` needs for a float input of this class (None: any)."""
@@ -147,20 +189,69 @@ class _Converter:
         return name
 
     def run(self) -> dict[str, str]:
+        """Convert this graph, then the bodies of its nodes; returns the nodes kept float32 and why."""
+        self._convert()
+        for node, label in self.holders:
+            for attr, body in bodies(node):
+                self.kept.update(_Converter(body, self.ctx, self, f"{label}/{attr}").run())
+        return self.kept
+
+    def kind_of(self, name: str) -> int | None:
+        """The precision a converted tensor of this graph (or a graph around it) has under its name."""
+        if name in self.kind:
+            return self.kind[name]
+        return self.outer.kind_of(name) if self.outer is not None else None
+
+    def _body_wants(self) -> dict[str, set[int]]:
+        """What the bodies of this graph's nodes (at any depth) want of the names they capture: the
+        precision each reader needs (their decisions made as their own conversion will make them)."""
+        found: dict[str, set[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for attr, body in bodies(node):
+                inner = _Converter(body, self.ctx, self, f"{self.labels[i]}/{attr}")
+                for name, want in inner.outside_wants().items():
+                    found.setdefault(name, set()).update(want)
+        return found
+
+    def outside_wants(self) -> dict[str, set[int]]:
+        """Precisions this body's readers (its nested bodies' included) need of the names it reads from outside."""
+        local = self.defined | {t.name for t in self.graph.initializer}
+        found: dict[str, set[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for name, cls in zip(node.input, self._slot_classes(i, node)):
+                if name and name not in local and self.type.get(name) == FLOAT and (
+                        want := self._wanted(i, cls)) is not None:
+                    found.setdefault(name, set()).add(want)
+        for name, want in self._body_wants().items():
+            if name not in local:
+                found.setdefault(name, set()).update(want)
+        for out in self.graph.output:  # a body output read straight from outside: float32, the interface
+            if out.name not in local and self.type.get(out.name) == FLOAT:
+                found.setdefault(out.name, set()).add(FLOAT)
+        return found
+
+    def _convert(self) -> None:
         out_type = FLOAT if self.keep_io else HALF
         required = {o.name: out_type for o in self.graph.output if self.type.get(o.name) in (FLOAT, HALF)}
-        for node in self.nodes:
-            if has_bodies(node):
-                required.update({c: FLOAT for c in subgraph_captures(node) if self.type.get(c) == FLOAT})
         wants: dict[str, set[int]] = {}
+        captured = self._body_wants()
+        for name, want in captured.items():  # a weight only float16 readers in bodies read goes float16
+            if name in self.inits or name in self.const_nodes:
+                wants.setdefault(name, set()).update(want)
+            elif self.type.get(name) == FLOAT:
+                required[name] = FLOAT  # any other captured tensor keeps float32 under its name
         for i, node in enumerate(self.nodes):
             for name, cls in zip(node.input, self._slot_classes(i, node)):
                 if self.type.get(name) == FLOAT and (want := self._wanted(i, cls)) is not None:
                     wants.setdefault(name, set()).add(want)
         for name, want in required.items():
             wants.setdefault(name, set()).add(want)
-        kind: dict[str, int] = {}  # precision each float tensor has under its own name
+        kind: dict[str, int] = self.kind  # precision each float tensor has under its own name
         available: dict[tuple[str, int], str] = {}
+        if self.outer is not None:  # what a body reads from outside has, under its name, its outer precision
+            for name in graph_captures(self.graph):
+                if (have := self.outer.kind_of(name)) is not None:
+                    kind[name], available[(name, have)] = have, name
         for name in list(self.inits) + list(self.const_nodes):
             kind[name] = self._convert_weight(name, wants.get(name, set()), available)
         for vi in self.graph.input:
@@ -181,11 +272,13 @@ class _Converter:
             emitted.append(node)
             after = self._set_outputs(i, node, kind, required, available)
             emitted.extend(after)
+        label_of = {id(node): label for node, label in zip(self.nodes, self.labels) if has_bodies(node)}
+        emitted_labels = [label_of.get(id(n)) for n in emitted]
         emitted = [_detached(n) for n in emitted]
         del self.graph.node[:]
         self.graph.node.extend(emitted)
+        self.holders = [(n, label) for n, label in zip(self.graph.node, emitted_labels) if label is not None]
         self._retype_value_info(kind, required)
-        return self.kept
 
     def _convert_weight(self, name: str, wants: set[int], available: dict) -> int:
         if HALF not in wants:
@@ -264,4 +357,14 @@ def _detached(node: onnx.NodeProto) -> onnx.NodeProto:
 def to_float16(model: onnx.ModelProto, *, keep: Mapping[str, str] | None = None, keep_io_types: bool = True,
                block_ops: Iterable[str] = ()) -> dict[str, str]:
     """See the module docstring."""
-    return _Converter(model, keep or {}, keep_io_types, set(block_ops) | set(DEFAULT_BLOCK_OPS)).run()
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    infos = infer_value_info(model, bodies=True)
+    types = {k: v.type.tensor_type.elem_type for k, v in infos.items()
+             if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type}
+    taken = set(types)
+    for graph in [model.graph] + [body for _, _, _, body in walk_bodies(model.graph)]:
+        taken.update(i.name for i in graph.input)
+        taken.update(t.name for t in graph.initializer)
+        taken.update(name for n in graph.node for name in [*n.output, n.name])
+    ctx = _Context(opset, types, dict(keep or {}), keep_io_types, set(block_ops) | set(DEFAULT_BLOCK_OPS), taken)
+    return _Converter(model.graph, ctx).run()

@@ -79,3 +79,26 @@ def save(model: onnx.ModelProto, path) -> str:
     onnx.checker.check_model(model, full_check=True)
     onnx.save_model(model, str(path))
     return str(path)
+
+
+def captured_weight_model(outer_reader: bool = False, seed: int = 2) -> onnx.ModelProto:
+    """A weight held by a Constant node of the main graph and read only inside the bodies (silero-vad's
+    LSTM weights sit so, one If deeper): then `x @ Wc`, else `-(x @ Wc)`; with `outer_reader`,
+    a main-graph node reads it too (`z = ReduceSum(Wc)`, an op kept float32 here), output `z`."""
+    wc = (np.random.default_rng(seed).standard_normal((D, D)) * D ** -0.5).astype(np.float32)
+    then_branch = helper.make_graph([helper.make_node("MatMul", ["x", "Wc"], ["t_out"], name="then/mm")], "then", [],
+                                    [helper.make_tensor_value_info("t_out", T.FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("MatMul", ["x", "Wc"], ["e_mm"], name="else/mm"),
+                                     helper.make_node("Neg", ["e_mm"], ["e_out"], name="else/neg")], "else", [],
+                                    [helper.make_tensor_value_info("e_out", T.FLOAT, None)])
+    nodes = [helper.make_node("Constant", [], ["Wc"], name="const/Wc", value=numpy_helper.from_array(wc, "Wc")),
+             helper.make_node("If", ["flag"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch)]
+    outputs = [helper.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", D])]
+    if outer_reader:
+        nodes.append(helper.make_node("ReduceSum", ["Wc"], ["z"], name="outer/sum", keepdims=0))
+        outputs.append(helper.make_tensor_value_info("z", T.FLOAT, []))
+    graph = helper.make_graph(nodes, "captured_weight", [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", D]),
+                                                         helper.make_tensor_value_info("flag", T.BOOL, [])], outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return model

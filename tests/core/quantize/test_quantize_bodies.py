@@ -11,8 +11,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnx import numpy_helper
 
 from onnxport.core.quantize import gain
+from onnxport.core.quantize.fp16 import to_float16
 from onnxport.core.quantize.int4 import int4
 from onnxport.core.quantize.quantize import quantize
 from onnxport.core.util.errors import OnnxportError
@@ -128,3 +130,94 @@ def test_nothing_to_quantize_counts_what_the_bodies_hold(src, tmp_path):
             if t.name == "W1":
                 t.data_type = onnx.TensorProto.FLOAT16  # a weight made low precision inside a body counts
     assert gain.quantized_nothing(model, model) and not gain.quantized_nothing(model, converted)
+
+
+# --- fp16 ------------------------------------------------------------------------------------------
+
+def _float_weights(model: onnx.ModelProto) -> dict[str, int]:
+    """name -> element type of every weight (initializer or Constant) in every graph."""
+    found = {}
+    for graph in gain.all_graphs(model):
+        found.update({t.name: t.data_type for t in graph.initializer})
+        found.update({n.output[0]: a.t.data_type for n in graph.node if n.op_type == "Constant"
+                      for a in n.attribute if a.name == "value"})
+    return found
+
+
+def _runs_like(model: onnx.ModelProto, source: onnx.ModelProto, min_cosine: float) -> None:
+    onnx.checker.check_model(model, full_check=True)
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = ort.InferenceSession(source.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feed in body_models.feeds():
+        for g, w in zip(got.run(None, feed), want.run(None, feed), strict=True):
+            assert g.dtype == w.dtype == np.float32 and _cosine(g, w) >= min_cosine
+
+
+@pytest.mark.parametrize("constants", [False, True], ids=["body-initializers", "body-constants"])
+def test_fp16_converts_the_weights_and_nodes_inside_the_bodies(constants):
+    source = body_models.if_model(top=True, constants=constants)
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    assert to_float16(model) == {}
+    weights = _float_weights(model)
+    for name in ("Wtop", "W1", "W2", "lstm.W", "lstm.R", "lstm.B"):
+        assert weights[name] == onnx.TensorProto.FLOAT16, name
+    assert len(model.SerializeToString()) < 0.55 * len(source.SerializeToString())
+    _runs_like(model, source, 0.9999)
+
+
+def test_fp16_keeps_constant_weights_of_a_float_kept_body_node_bit_exact():
+    source = body_models.if_model(constants=True)
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    kept = to_float16(model, keep={"then/mm2": "kept float32 on request"})
+    assert kept == {"then/mm2": "kept float32 on request"}
+    weights = _float_weights(model)
+    assert weights["W2"] == onnx.TensorProto.FLOAT and weights["W1"] == onnx.TensorProto.FLOAT16
+    original = {n.output[0]: n for g in gain.all_graphs(source) for n in g.node if n.op_type == "Constant"}
+    now = {n.output[0]: n for g in gain.all_graphs(model) for n in g.node if n.op_type == "Constant"}
+    assert now["W2"].SerializeToString() == original["W2"].SerializeToString()
+    _runs_like(model, source, 0.9999)
+
+
+def test_fp16_keeps_a_body_node_whose_weight_is_beyond_float16():
+    source = body_models.if_model(constants=True)
+    for graph in gain.all_graphs(source):
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output[0] == "W1":
+                big = numpy_helper.to_array(node.attribute[0].t).copy()
+                big[0, 0] = 1e6
+                node.attribute[0].t.CopyFrom(numpy_helper.from_array(big, "W1"))
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    assert to_float16(model) == {"then/mm1": "weight 'W1' reaches 1e+06 (float16 max 65504)"}
+    assert _float_weights(model)["W1"] == onnx.TensorProto.FLOAT
+    _runs_like(model, source, 0.9999)
+
+
+@pytest.mark.parametrize("outer_reader", [False, True], ids=["read-only-in-bodies", "read-outside-too"])
+def test_fp16_converts_an_outer_weight_the_bodies_capture(outer_reader):
+    source = body_models.captured_weight_model(outer_reader=outer_reader)
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    keep = {"outer/sum": "kept float32 on request"} if outer_reader else {}
+    to_float16(model, keep=keep)
+    wc = next(n for n in model.graph.node if n.output[0] == "Wc").attribute[0].t
+    if outer_reader:  # the float32 reader outside keeps it bit-exact; the bodies cast what they read
+        original = next(n for n in source.graph.node if n.output[0] == "Wc").attribute[0].t
+        assert wc.SerializeToString() == original.SerializeToString()
+    else:  # only float16 readers, all inside bodies: the weight itself is float16, no Cast in the bodies
+        assert wc.data_type == onnx.TensorProto.FLOAT16
+        assert not [n for g in list(gain.all_graphs(model))[1:] for n in g.node if n.op_type == "Cast"
+                    and n.input[0] == "Wc"]
+    _runs_like(model, source, 0.9999)
+
+
+def test_fp16_mode_writes_a_smaller_model_with_converted_bodies(src, tmp_path):
+    source = src(constants=True)
+    out = tmp_path / "half.onnx"
+    result = quantize(source, out, "fp16", validation_inputs=body_models.feeds())
+    assert result.size_bytes < 0.55 * result.source_size_bytes
+    assert result.target_met and all(o.cosine >= 0.9999 for o in result.validation.outputs)
+    assert _body_ops(out)["Cast"] >= 2
+    _matches_float(out, source, 0.9999)
