@@ -11,7 +11,8 @@ Contract: `reference_model(path, outputs, params)` returns `(model, parameter_fe
   `BatchNormalization(training_mode=1)` keeps its node but gets `training_mode=0` and loses the
   running-statistics outputs (ORT: "number of op outputs should be 1 when Training_mode =
   False"), and `Dropout`'s `training_mode` input is pointed at a `False` constant (ORT's Dropout
-  is then the identity).
+  is then the identity). The same holds inside If/Loop/Scan bodies, at any depth (a running
+  statistic a body reads counts as used).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from onnx import helper, numpy_helper
 from onnxport.core.evaluate.runtime import load_full
 from onnxport.core.graph.index import infer_value_info
 from onnxport.core.graph.prune import plan_prune, prune
+from onnxport.core.graph.uses import bodies, used_names
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import match_parameters
 from onnxport.core.params.name_alignment import align_if_better
@@ -88,11 +90,22 @@ def _initializers_to_inputs(model: onnx.ModelProto, names: set[str]) -> None:
 
 
 def eval_semantics(graph: onnx.GraphProto) -> list[str]:
-    """Edit BatchNormalization/Dropout in place (see the module docstring); returns changed node names."""
-    used = {n for node in graph.node for n in node.input if n} | {o.name for o in graph.output}
-    changed = []
+    """Edit BatchNormalization/Dropout in place, in `graph` and in its If/Loop/Scan bodies at any depth
+    (see the module docstring); returns changed node names. The `False` constant Dropouts read is one
+    initializer of `graph` (bodies read it from there)."""
+    changed: list[str] = []
+    if _graph_eval_semantics(graph, changed) and FALSE_NAME not in {t.name for t in graph.initializer}:
+        graph.initializer.append(numpy_helper.from_array(np.array(False), FALSE_NAME))
+    return changed
+
+
+def _graph_eval_semantics(graph: onnx.GraphProto, changed: list[str]) -> bool:
+    """One graph, then its bodies; returns whether a Dropout now reads FALSE_NAME."""
+    used = used_names(graph)  # what bodies capture counts: running statistics a branch reads are used
     need_false = False
     for node in graph.node:
+        for _, body in bodies(node):
+            need_false |= _graph_eval_semantics(body, changed)
         if node.domain not in ("", "ai.onnx"):
             continue
         if node.op_type == "BatchNormalization":
@@ -111,6 +124,4 @@ def eval_semantics(graph: onnx.GraphProto) -> list[str]:
             node.input[2] = FALSE_NAME
             need_false = True
             changed.append(node.name)
-    if need_false and FALSE_NAME not in {t.name for t in graph.initializer}:
-        graph.initializer.append(numpy_helper.from_array(np.array(False), FALSE_NAME))
-    return changed
+    return need_false
