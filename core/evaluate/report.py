@@ -5,6 +5,10 @@ with its validation against float32, benchmark) into a dict with a stable shape
 (`kind: "onnxport.report"`, `version: 1`), plus a `chart` section the app's report view draws
 directly: size and latency before/after, and error per output (cosine, max abs diff, pass).
 Any section may be missing. `write_report` writes it atomically; `summary_lines` is the text form.
+A lossy validation carries the error of every tensor shared with its reference (`accuracy_map`
+finds it; core/evaluate/tensor_errors.py); `diff` is the before/after table of the two models a
+report compares (core/evaluate/model_diff.py: ops, parameters and bytes per dtype, latency,
+accuracy per output), when both files are there.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import datetime as _dt
 import math
 from pathlib import Path
 
+from onnxport.core.evaluate.model_diff import diff_lines, report_diff
 from onnxport.core.export.staging import write_json_atomic
 from onnxport.core.util.text import human_size
 
@@ -33,6 +38,9 @@ def build_report(*, export: dict | None = None, validation=None, quantize=None, 
     if bench is not None:
         report["bench"] = bench.to_dict()
     report["chart"] = _chart(report)
+    diff = report_diff(report)
+    if diff is not None:
+        report["diff"] = diff.to_dict()
     report["passed"] = _passed(report)
     return _json_safe(report)
 
@@ -57,6 +65,15 @@ def _chart(report: dict) -> dict:
                              "passed": o["passed"]} for o in validation["outputs"]]
         chart["min_cosine"] = validation["thresholds"].get("min_cosine")
     return chart
+
+
+def accuracy_map(report: dict) -> dict | None:
+    """The error map (tensor_errors.TensorErrors.to_dict) of the report's lossy validation, if any:
+    the quantization's, else a standalone validation's."""
+    for v in ((report.get("quantize") or {}).get("validation"), report.get("validation")):
+        if v and v.get("tensors"):
+            return v["tensors"]
+    return None
 
 
 def _passed(report: dict) -> bool | None:
@@ -101,6 +118,8 @@ def summary_lines(report: dict) -> list[str]:
                          f"{m['throughput']:.1f} samples/s")
         if b.get("speedup"):
             lines.append(f"  latency x{b['latency_ratio']:.3f} ({b['speedup']:.2f}x), size x{b['size_ratio']:.3f}")
+    if report.get("diff"):
+        lines += ["before/after:"] + diff_lines(report["diff"])
     return lines
 
 
@@ -111,6 +130,11 @@ def _validation_lines(v: dict, what: str) -> list[str]:
         argmax = "" if o.get("argmax_agreement") is None else f", argmax {100 * o['argmax_agreement']:.1f}%"
         lines.append(f"  {'ok ' if o['passed'] else 'BAD'} {o['name']}: max abs diff {_num(o['max_abs_diff'], '.3g')}, "
                      f"cosine {_num(o['cosine'], '.6f')}{argmax}" + ("" if o["passed"] else f" ({o['reason']})"))
+    jump = (v.get("tensors") or {}).get("first_jump")
+    if v.get("tensors") and v["tensors"].get("tensors_compared"):
+        lines.append(f"  the error jumps first at tensor {jump['tensor']}, made by {jump['node']} ({jump['op_type']})"
+                     f": {_num(jump['added'], '+.4f')} relative error" if jump
+                     else f"  no node adds {v['tensors']['threshold']:g} relative error or more (the error never jumps)")
     return lines
 
 

@@ -122,11 +122,13 @@ def quantizable_op_types() -> set[str]:
 
 def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | onnx.ModelProto,
                  feed: dict[str, np.ndarray], *, workdir: Path | None = None,
-                 only_changed: bool = True, op_types: set[str] | None = None) -> list[LayerError]:
+                 only_changed: bool = True, op_types: set[str] | None = None,
+                 errors: dict[str, tuple[float, float]] | None = None) -> list[LayerError]:
     """See the module docstring. `only_changed` keeps the nodes the quantizer touched whose op type it
     quantizes (`op_types`, default: any ORT quantizes; every op for a float16 model): the ones that
     can be kept in float. Float nodes downstream only pass on (or, near zero, blow up in relative
-    terms) the error of their inputs; keeping them in float changes nothing."""
+    terms) the error of their inputs; keeping them in float changes nothing. `errors`: what
+    `measure_tensors` returned for this pair and feed (the models are then not run again)."""
     cand, ref = _as_model(model), _as_model(reference)
     touched = None
     if only_changed:
@@ -134,17 +136,10 @@ def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | on
         if precision_of(cand) != "float16":
             allowed = op_types or quantizable_op_types()
             touched = {n.name for n in ref.graph.node if n.name in touched and n.op_type in allowed}
-    names = compared_tensors(cand, ref)
-    if not names:
+    if errors is None:
+        errors = measure_tensors(cand, ref, feed, workdir=workdir)
+    if not errors:
         return []
-    ref_sess = session(_with_outputs(ref, names), label="reference", workdir=workdir)
-    cand_sess = session(_with_outputs(cand, names), label="model", workdir=workdir)
-    want = dict(zip(names, ref_sess.run(names, adapt_feed(feed, ref_sess))))
-    got = dict(zip(names, cand_sess.run(names, adapt_feed(feed, cand_sess))))
-    errors: dict[str, tuple[float, float]] = {}
-    for name in names:
-        errors[name] = _rel_error(got[name], want[name])
-    del want, got
     producer = {o: node for node in ref.graph.node for o in node.output if o}
     result = []
     for node in ref.graph.node:
@@ -164,6 +159,21 @@ def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | on
         result.append(LayerError(node.name or out, node.op_type, out, rel, cos, added, group, nonfinite))
     result.sort(key=lambda e: (not e.nonfinite, -e.added, e.node))
     return result
+
+
+def measure_tensors(model: str | Path | onnx.ModelProto, reference: str | Path | onnx.ModelProto,
+                    feed: dict[str, np.ndarray], *, workdir: Path | None = None) -> dict[str, tuple[float, float]]:
+    """(relative L2 error, cosine) of every `compared_tensors` tensor, in the reference's graph order:
+    both models run once on `feed` with those tensors exposed as outputs."""
+    cand, ref = _as_model(model), _as_model(reference)
+    names = compared_tensors(cand, ref)
+    if not names:
+        return {}
+    ref_sess = session(_with_outputs(ref, names), label="reference", workdir=workdir)
+    cand_sess = session(_with_outputs(cand, names), label="model", workdir=workdir)
+    want = dict(zip(names, ref_sess.run(names, adapt_feed(feed, ref_sess))))
+    got = dict(zip(names, cand_sess.run(names, adapt_feed(feed, cand_sess))))
+    return {name: _rel_error(got[name], want[name]) for name in names}
 
 
 def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], errors: dict) -> tuple[list[str], set[str]]:

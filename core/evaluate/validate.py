@@ -30,8 +30,15 @@ from onnxport.core.evaluate.compare import (
 from onnxport.core.evaluate.feeds import FeedsLike
 from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.reference import reference_model
-from onnxport.core.evaluate.runtime import adapt_feed, precision_of, run, session
-from onnxport.core.evaluate.sensitivity import LayerError, layer_errors, ranked_nodes, ranking_lines
+from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, run, session
+from onnxport.core.evaluate.sensitivity import (
+    LayerError,
+    layer_errors,
+    measure_tensors,
+    ranked_nodes,
+    ranking_lines,
+)
+from onnxport.core.evaluate.tensor_errors import TensorErrors, from_measured
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.errors import OnnxportError
@@ -52,6 +59,7 @@ class ValidationReport:
     outputs: list[OutputComparison]
     layers: list[LayerError] = field(default_factory=list)
     seconds: float = 0.0
+    tensors: TensorErrors | None = None  # the error of every shared tensor (with `layers`)
 
     @property
     def passed(self) -> bool:
@@ -74,6 +82,7 @@ class ValidationReport:
             "thresholds": self.thresholds.to_dict(), "passed": self.passed,
             "outputs": [o.to_dict() for o in self.outputs],
             "layers": [e.to_dict() for e in self.layers], "seconds": round(self.seconds, 3),
+            "tensors": self.tensors.to_dict() if self.tensors is not None else None,
         }
 
     def summary_lines(self) -> list[str]:
@@ -85,7 +94,8 @@ class ValidationReport:
             mark = "ok " if o.passed else "BAD"
             lines.append(f"  {mark} {o.name}: max abs diff {o.max_abs_diff:.3g}, mean {o.mean_abs_diff:.3g}, "
                          f"cosine {o.cosine:.6f}{argmax}" + ("" if o.passed else f"  ({o.reason})"))
-        return lines + ["  " + line for line in ranking_lines(self.layers, 5)]
+        jump = ["  " + self.tensors.jump_line()] if self.tensors is not None and self.tensors.tensors else []
+        return lines + ["  " + line for line in ranking_lines(self.layers, 5)] + jump
 
 
 def validate(
@@ -143,14 +153,18 @@ def validate(
         thresholds = EXACT if precision == "float32" else LOSSY
     outputs = [stats[n].result(thresholds) for n in out_names]
     ranked: list[LayerError] = []
+    tensors = None
     if layers or (layers is None and precision != "float32" and params is None):
         report.check()
         report(0.85, "comparing intermediate tensors")
-        ranked = layer_errors(model_path, ref_model, {**feeds.first(), **param_feeds})
+        cand, first = load_full(model_path), {**feeds.first(), **param_feeds}
+        measured = measure_tensors(cand, ref_model, first)  # once, for the ranking and the map
+        ranked = layer_errors(cand, ref_model, first, errors=measured)
+        tensors = from_measured(ref_model, measured, model=cand)
     report(1.0, "validated")
     return ValidationReport(
         model=str(model_path), reference=str(reference_path),
         reference_kind="eval graph + parameters" if params is not None else "model",
         precision=precision, inputs=feeds.description, batches=batches, thresholds=thresholds,
-        outputs=outputs, layers=ranked, seconds=time.perf_counter() - started,
+        outputs=outputs, layers=ranked, seconds=time.perf_counter() - started, tensors=tensors,
     )

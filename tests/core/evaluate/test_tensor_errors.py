@@ -1,0 +1,73 @@
+"""The error map (evaluate.tensor_errors): every shared tensor compared, the jump named, bounded JSON.
+
+The reference is a float MLP of three MatMul layers; the candidate keeps every tensor name, the first
+layer's weight exact, the second one noisy (5%) and the third slightly off: the error must be 0 up to
+h1/a1, jump at h2 (made by mm2), and the later nodes add little of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxport.core.evaluate.report import accuracy_map, build_report, summary_lines
+from onnxport.core.evaluate.tensor_errors import JUMP, NODE_LIMIT, tensor_errors
+from onnxport.core.evaluate.validate import validate
+from onnxport.core.quantize.quantize import quantize
+
+from ..quant_models import outlier_mlp, save
+from .test_sensitivity import FEED, WEIGHTS, mlp, perturbed
+
+
+def test_every_shared_tensor_is_compared_and_the_jump_is_named():
+    reference = mlp(WEIGHTS)
+    candidate = mlp(perturbed({"w1": 0.0, "w2": 0.05, "w3": 1e-3}))
+    errors = tensor_errors(candidate, reference, FEED)
+    assert list(errors.tensors) == ["h1", "a1", "h2", "a2", "y"]
+    assert errors.tensors["h1"][0] == 0.0 and errors.tensors["a1"] == (0.0, 1.0)
+    assert errors.tensors["h2"][0] > JUMP
+    assert [e.node for e in errors.nodes] == ["mm1", "relu1", "mm2", "relu2", "mm3"]  # topological order
+    assert errors.first_jump is not None and errors.first_jump.node == "mm2" and errors.first_jump.tensor == "h2"
+    assert errors.node("relu2").added < errors.node("mm2").added / 5
+    assert "h2" in errors.jump_line() and "mm2" in errors.jump_line()
+    data = errors.to_dict()
+    assert data["first_jump"]["tensor"] == "h2" and data["tensors_compared"] == 5 and data["nodes_compared"] == 5
+    assert "mm1" not in {n["node"] for n in data["nodes"]}  # adds nothing: no per-node figures
+    assert data["worst_tensors"][0]["tensor"] in ("a2", "y", "h2") and data["worst_tensors"][0]["node"]
+    json.dumps(data)
+
+
+def test_no_jump_when_every_node_adds_little():
+    reference = mlp(WEIGHTS)
+    errors = tensor_errors(mlp(perturbed({"w1": 1e-4, "w2": 1e-4, "w3": 1e-4})), reference, FEED)
+    assert errors.first_jump is None and "never jumps" in errors.jump_line()
+    assert errors.to_dict()["first_jump"] is None
+
+
+def test_a_node_that_turns_values_non_finite_is_the_jump():
+    reference = mlp(WEIGHTS)
+    broken = perturbed({"w1": 0.0, "w2": 0.0, "w3": 0.0})
+    broken["w2"] = np.full_like(broken["w2"], np.inf)
+    errors = tensor_errors(mlp(broken), reference, FEED)
+    assert errors.first_jump.node == "mm2" and errors.first_jump.nonfinite
+    data = errors.to_dict()
+    assert data["first_jump"]["rel_error"] is None  # JSON-safe: no inf
+    assert not any(isinstance(v, float) and not math.isfinite(v) for n in data["nodes"] for v in n.values())
+
+
+def test_the_report_carries_the_map_of_a_real_quantization(tmp_path):
+    fp32 = Path(save(outlier_mlp(), tmp_path / "mlp.onnx"))
+    q = quantize(fp32, tmp_path / "mlp.int8.onnx", "dynamic", int8_path="avx2")
+    report = build_report(export={"path": str(fp32)}, quantize=q)
+    found = accuracy_map(report)
+    assert found is not None and found["tensors_compared"] >= 3
+    graph_nodes = {n.name for n in onnx.load(fp32).graph.node}
+    assert found["nodes"] and {n["node"] for n in found["nodes"]} <= graph_nodes
+    assert len(found["nodes"]) <= NODE_LIMIT and all("tensor" in n and "added" in n for n in found["nodes"])
+    text = "\n".join(summary_lines(report))
+    assert "the error jumps first" in text or "never jumps" in text
+    assert accuracy_map(build_report(validation=validate(fp32, fp32))) is None  # float vs float: no map
