@@ -16,6 +16,7 @@ import sys
 from onnxport.core.cli.export_cmd import split_names
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.evaluate.model_diff import diff_lines
 from onnxport.core.evaluate.report import build_report, write_report
 from onnxport.core.quantize.quantize import MODES, quantize
 
@@ -70,11 +71,12 @@ def run(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer, block_size=args.block_size,
         progress=StderrProgress(quiet=args.quiet), **input_sizes(args),
     )
+    full = build_report(quantize=result)
     if args.report:
-        write_report(args.report, build_report(quantize=result))
+        write_report(args.report, full)
     if args.json:
-        json.dump(build_report(quantize=result), sys.stdout, indent=2)
+        json.dump(full, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print("\n".join(result.summary_lines()))
+        print("\n".join(result.summary_lines() + (["before/after:"] + diff_lines(full["diff"]) if "diff" in full else [])))
     return 0 if result.validation is None or result.validation.passed else 1
