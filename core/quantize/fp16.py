@@ -42,44 +42,21 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxport.core.graph.index import infer_value_info
-from onnxport.core.graph.runnable import topological_order as graph_topological_order
 from onnxport.core.graph.uses import bodies, graph_captures, has_bodies, walk_bodies
+from onnxport.core.quantize.fp16_parts import (
+    FP16_MAX,
+    constant_array,
+    detached,
+    finite_max,
+    node_label,
+    topological_order,
+)
 from onnxport.core.quantize.fp16_slots import ATTR, FIXED, FOLLOW, FREE, node_slots
 
 FLOAT, HALF = TensorProto.FLOAT, TensorProto.FLOAT16
 # Standard ops ONNX Runtime's converter keeps float32 by default (no float16 kernel, or a precision need).
 DEFAULT_BLOCK_OPS = ("TopK", "RoiAlign", "Range", "CumSum", "Upsample", "NonMaxSuppression", "RandomUniformLike")
-FP16_MAX = float(np.finfo(np.float16).max)
 _SUFFIX = {FLOAT: "_fp32", HALF: "_fp16"}
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    return node.name or f"{node.op_type}#{index}"
-
-
-def topological_order(graph: onnx.GraphProto) -> list[int]:
-    """Node indices in an order where each node comes after the producers of what it reads
-    (sub-graph captures included); the given order when it already is one."""
-    nodes = list(graph.node)
-    order = graph_topological_order(nodes)
-    placed = set(order)
-    return order + [i for i in range(len(nodes)) if i not in placed]  # a cycle: left for the checks to refuse
-
-
-def _constant_array(node: onnx.NodeProto) -> np.ndarray | None:
-    for attr in node.attribute:
-        if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == FLOAT:
-            return numpy_helper.to_array(attr.t)
-        if attr.name == "value_float":
-            return np.array(attr.f, np.float32)
-        if attr.name == "value_floats":
-            return np.array(list(attr.floats), np.float32)
-    return None
-
-
-def _finite_max(array: np.ndarray) -> float:
-    finite = np.abs(array[np.isfinite(array)])
-    return float(finite.max()) if finite.size else 0.0
 
 
 @dataclass
@@ -118,7 +95,7 @@ class _Converter:
         # Weights, including those old models (IR < 4) also list as graph inputs (overridable defaults)
         self.inits = {t.name: t for t in self.graph.initializer if t.data_type == FLOAT}
         self.const_nodes = {n.output[0]: n for n in self.nodes if n.op_type == "Constant" and n.output
-                            and _constant_array(n) is not None}
+                            and constant_array(n) is not None}
         for name in self.const_nodes:
             self.type[name] = FLOAT
         self.taken = ctx.taken
@@ -151,8 +128,8 @@ class _Converter:
                 ok = True
                 for i, name in enumerate(node.input):
                     array = self._weight(name)
-                    if array is not None and slots.input(i) == FOLLOW and _finite_max(array) > FP16_MAX:
-                        self.kept[label] = f"weight '{name}' reaches {_finite_max(array):.3g} (float16 max 65504)"
+                    if array is not None and slots.input(i) == FOLLOW and finite_max(array) > FP16_MAX:
+                        self.kept[label] = f"weight '{name}' reaches {finite_max(array):.3g} (float16 max 65504)"
                         ok = False
                         break
             half.append(ok)
@@ -164,7 +141,7 @@ class _Converter:
             return numpy_helper.to_array(self.inits[name])
         node = self.const_nodes.get(name)
         if node is not None:
-            return _constant_array(node)
+            return constant_array(node)
         return self.outer._weight(name) if self.outer is not None and not self._local(name) else None
 
     def _local(self, name: str) -> bool:
@@ -274,7 +251,7 @@ class _Converter:
             emitted.extend(after)
         label_of = {id(node): label for node, label in zip(self.nodes, self.labels) if has_bodies(node)}
         emitted_labels = [label_of.get(id(n)) for n in emitted]
-        emitted = [_detached(n) for n in emitted]
+        emitted = [detached(n) for n in emitted]
         del self.graph.node[:]
         self.graph.node.extend(emitted)
         self.holders = [(n, label) for n, label in zip(self.graph.node, emitted_labels) if label is not None]
@@ -345,13 +322,6 @@ class _Converter:
         for vi in list(self.graph.value_info) + list(self.graph.output):
             if vi.type.HasField("tensor_type") and vi.name in kind:
                 vi.type.tensor_type.elem_type = kind[vi.name]
-
-
-def _detached(node: onnx.NodeProto) -> onnx.NodeProto:
-    """A copy of a node that outlives `del graph.node[:]` (protobuf clears the originals' fields)."""
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    return copy
 
 
 def to_float16(model: onnx.ModelProto, *, keep: Mapping[str, str] | None = None, keep_io_types: bool = True,
