@@ -25,6 +25,8 @@ ModelProto with its weights loaded) in place and returns the nodes kept in float
   outside (a captured outer value) keeps float32 in its graph, and the body casts what its float16
   nodes read, except an outer weight whose readers, inside and outside bodies, all run in float16:
   that weight itself becomes float16 (silero-vad's LSTM weights sit one If above their LSTM).
+  A node holding bodies that `keep` names stays float32 with all it holds (so keeping an If in
+  float32, as the accuracy loop and fp16_ranges.py do for the main graph's nodes, means it).
   Activations inside bodies are not measured against float16's range (fp16_ranges.py sees the
   main graph only; ORT cannot expose a body's tensors): `keep` names body nodes to keep them
   float32 (a label is the node's name, or for an unnamed body node
@@ -42,7 +44,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxport.core.graph.index import infer_value_info
-from onnxport.core.graph.uses import bodies, graph_captures, has_bodies, walk_bodies
+from onnxport.core.graph.uses import bodies, graph_captures, has_bodies, subgraph_captures, walk_bodies
 from onnxport.core.quantize.fp16_parts import (
     FP16_MAX,
     constant_array,
@@ -114,6 +116,9 @@ class _Converter:
             reason = keep.get(label) or keep.get(node.name)
             if node.op_type == "Constant":
                 ok = False  # weights follow their readers (see _weight_plan)
+            elif has_bodies(node) and reason:
+                self.kept[label] = reason  # and its bodies, whole (see run)
+                ok = False
             elif slots is None or not slots.half_ok or has_bodies(node):
                 ok = False
             elif any(name and name not in self.type for name in list(node.input) + list(node.output)):
@@ -169,9 +174,15 @@ class _Converter:
         """Convert this graph, then the bodies of its nodes; returns the nodes kept float32 and why."""
         self._convert()
         for node, label in self.holders:
+            if self._kept_whole(node, label):
+                continue
             for attr, body in bodies(node):
                 self.kept.update(_Converter(body, self.ctx, self, f"{label}/{attr}").run())
         return self.kept
+
+    def _kept_whole(self, node: onnx.NodeProto, label: str) -> bool:
+        """A node holding bodies that `keep` names stays float32 with everything inside it."""
+        return bool(self.ctx.keep.get(label) or self.ctx.keep.get(node.name))
 
     def kind_of(self, name: str) -> int | None:
         """The precision a converted tensor of this graph (or a graph around it) has under its name."""
@@ -184,6 +195,11 @@ class _Converter:
         precision each reader needs (their decisions made as their own conversion will make them)."""
         found: dict[str, set[int]] = {}
         for i, node in enumerate(self.nodes):
+            if has_bodies(node) and self._kept_whole(node, self.labels[i]):
+                for name in subgraph_captures(node):  # read as they are, by float32 bodies
+                    if self.type.get(name) == FLOAT:
+                        found.setdefault(name, set()).add(FLOAT)
+                continue
             for attr, body in bodies(node):
                 inner = _Converter(body, self.ctx, self, f"{self.labels[i]}/{attr}")
                 for name, want in inner.outside_wants().items():

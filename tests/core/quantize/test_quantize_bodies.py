@@ -221,3 +221,19 @@ def test_fp16_mode_writes_a_smaller_model_with_converted_bodies(src, tmp_path):
     assert result.target_met and all(o.cosine >= 0.9999 for o in result.validation.outputs)
     assert _body_ops(out)["Cast"] >= 2
     _matches_float(out, source, 0.9999)
+
+
+def test_fp16_keeping_an_if_in_float32_keeps_everything_it_holds():
+    source = body_models.if_model(top=True, constants=True)
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    assert to_float16(model, keep={"branch": "kept float32 on request"}) == {"branch": "kept float32 on request"}
+    weights = _float_weights(model)
+    assert weights["Wtop"] == onnx.TensorProto.FLOAT16  # the main graph's MatMul still converts
+    original = {n.output[0]: n for g in gain.all_graphs(source) for n in g.node if n.op_type == "Constant"}
+    for graph in list(gain.all_graphs(model))[1:]:
+        assert not [n for n in graph.node if n.op_type == "Cast"]
+        for n in graph.node:
+            if n.op_type == "Constant":
+                assert n.SerializeToString() == original[n.output[0]].SerializeToString()
+    _runs_like(model, source, 0.9999)
