@@ -1,0 +1,168 @@
+"""LLM scale end to end: a ~1B-parameter decoder in external data, through the CLI, timed and measured.
+
+    python -m bench decoder_bench [--layers 16] [--keep]
+
+The model is bench/decoder_model.py's (16 Llama-like layers, hidden 2048, ~23k nodes, ~3.8 GB of
+float32 weights in 18 data files); it is built once under build/bench/decoder/ and reused while
+its configuration is unchanged (--keep is the default; delete the folder to rebuild). Each step
+runs `onnxport` in its own process, warm page cache; wall time and the process's peak RSS
+(`wait4`) are recorded:
+
+1. inspect: load the graph and index it (what opening it costs);
+2. export of an early exit (the residual stream after layer 1: embeddings + 2 layers kept);
+3. validate that export against the original model on generated token ids;
+4. export of the whole model (logits) with external data.
+
+References in the same run: a plain copy (+fsync) of the bytes each export keeps. Bars (issue #16):
+export <= 1.5x the copy of its weights, peak RSS <= 0.25x the parameter bytes. The app's side of
+the same flow is measured by gui_bench (open, stall) and preview_bench. Writes
+build/bench/decoder_bench.json; exit 1 if a bar is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from bench.decoder_model import DecoderConfig, write_decoder
+
+OUT = Path(__file__).resolve().parent.parent / "build" / "bench"
+COPY_BAR = 1.5
+RSS_BAR = 0.25
+# The CLI in a process that reports its own peak RSS at exit: VmHWM belongs to the process's own
+# memory map, while wait4's ru_maxrss starts from the parent's RSS at fork (exec keeps it).
+CLI = [sys.executable, "-c", "import atexit, sys\n"
+       "def hwm():\n"
+       "    kb = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+       "    sys.stderr.write(f'\\nVmHWM {kb}\\n')\n"
+       "atexit.register(hwm)\n"
+       "from onnxport.core.cli import main\n"
+       "sys.exit(main(sys.argv[1:]))\n"]
+
+
+def run(args: list[str]) -> dict:
+    """Run one command; wall seconds, peak RSS bytes, exit code, last stderr line."""
+    start = time.perf_counter()
+    proc = subprocess.run(args, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    lines = proc.stderr.strip().splitlines()
+    peak = [int(line.split()[1]) * 1024 for line in lines if line.startswith("VmHWM ")]
+    said = [line for line in lines if not line.startswith("VmHWM ") and line.strip()]
+    return {"seconds": round(seconds, 2), "peak_rss": peak[-1] if peak else 0, "code": proc.returncode,
+            "said": (said or proc.stdout.strip().splitlines() or [""])[-1][:200]}
+
+
+def copy_files(files: list[Path], dst: Path) -> float:
+    """A plain copy of `files` into `dst` with fsync: the disk's speed for those bytes."""
+    dst.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    for f in files:
+        target = dst / f.name
+        shutil.copyfile(f, target)
+        with open(target, "rb+") as handle:
+            os.fsync(handle.fileno())
+    seconds = time.perf_counter() - start
+    shutil.rmtree(dst)
+    return seconds
+
+
+def warm(files: list[Path]) -> None:
+    for f in files:
+        with open(f, "rb") as handle:
+            while handle.read(64 << 20):
+                pass
+
+
+def prepare(folder: Path, config: DecoderConfig):
+    stamp = folder / "config.json"
+    wanted = json.dumps(asdict(config), sort_keys=True)
+    manifest = folder / "files.json"
+    if stamp.is_file() and stamp.read_text() == wanted and manifest.is_file():
+        info = json.loads(manifest.read_text())
+        return info
+    shutil.rmtree(folder, ignore_errors=True)
+    start = time.perf_counter()
+    files = write_decoder(folder, config)
+    info = {"model": str(files.model), "data_files": [str(p) for p in files.data_files],
+            "param_bytes": files.param_bytes, "layer_outputs": files.layer_outputs,
+            "bytes_through_layer": files.bytes_through_layer, "build_seconds": round(time.perf_counter() - start, 1)}
+    manifest.write_text(json.dumps(info))
+    stamp.write_text(wanted)
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.decoder_bench")
+    parser.add_argument("--layers", type=int, default=DecoderConfig.layers)
+    parser.add_argument("--skip", default="", help="steps to skip, e.g. validate_early")
+    args = parser.parse_args(argv)
+    config = DecoderConfig(layers=args.layers)
+    folder = OUT / "decoder"
+    info = prepare(folder, config)
+    model, data = Path(info["model"]), [Path(p) for p in info["data_files"]]
+    params = info["param_bytes"]
+    early = info["layer_outputs"][1]
+    early_files = [f for f in data if f.name in ("embed_tokens.bin", "layers.0.bin", "layers.1.bin")]
+    early_bytes = info["bytes_through_layer"][1]
+    work = OUT / "decoder-out"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    warm([model, *data])
+    import onnx
+
+    nodes = len(onnx.load(model, load_external_data=False).graph.node)
+    print(f"decoder: {params / 1e9:.2f} GB of parameters ({params // 4 / 1e9:.2f} B float32), {nodes} nodes, "
+          f"{len(data)} data files")
+    results = {"config": asdict(config), "nodes": nodes, "param_bytes": params, "steps": {}}
+    steps = results["steps"]
+    steps["copy_early"] = {"seconds": round(copy_files(early_files, work / "copy"), 2), "bytes": early_bytes}
+    steps["copy_all"] = {"seconds": round(copy_files(data, work / "copy"), 2), "bytes": params}
+    steps["inspect"] = run([*CLI, "inspect", str(model)])
+    early_out = work / "early_exit.onnx"
+    steps["export_early"] = run([*CLI, "export", str(model), "--outputs", early, "-o", str(early_out), "-q"])
+    skipped = set(args.skip.split(","))
+    steps["validate_early"] = {"seconds": 0.0, "peak_rss": 0, "code": 0, "said": "skipped"} \
+        if "validate_early" in skipped else run([*CLI, "validate", str(early_out), "--reference", str(model),
+                                   "--dim", "batch=1", "--dim", "sequence=32", "-q"])
+    full_out = work / "full.onnx"
+    steps["export_full"] = run([*CLI, "export", str(model), "--outputs", "logits", "-o", str(full_out), "-q"])
+    shutil.rmtree(work, ignore_errors=True)
+
+    rows, ok = [], True
+    for name, copy in (("export_early", "copy_early"), ("export_full", "copy_all")):
+        step, ref = steps[name], steps[copy]
+        step["vs_copy"] = round(step["seconds"] / ref["seconds"], 2) if ref["seconds"] else None
+        step["rss_vs_params"] = round(step["peak_rss"] / params, 3)
+        passed = step["code"] == 0 and step["vs_copy"] <= COPY_BAR and step["rss_vs_params"] <= RSS_BAR
+        ok &= passed
+        rows.append((name, step, ref, passed))
+    for name in ("inspect", "validate_early"):
+        steps[name]["rss_vs_params"] = round(steps[name]["peak_rss"] / params, 3)
+        ok &= steps[name]["code"] == 0
+    results["bars"] = {"export_vs_copy": COPY_BAR, "rss_vs_params": RSS_BAR, "met": ok}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "decoder_bench.json").write_text(json.dumps(results, indent=2))
+
+    print(f"\n{'step':16} {'s':>7} {'peak RSS':>10} {'RSS/params':>10} {'copy s':>7} {'x copy':>7} {'exit':>5}")
+    for name in ("inspect", "export_early", "validate_early", "export_full"):
+        step = steps[name]
+        copy = {"export_early": steps["copy_early"], "export_full": steps["copy_all"]}.get(name)
+        print(f"{name:16} {step['seconds']:7.2f} {step['peak_rss'] / 2**20:8.0f}MB {step['rss_vs_params']:10.3f} "
+              f"{copy['seconds'] if copy else float('nan'):7.2f} {step.get('vs_copy') or float('nan'):7.2f} "
+              f"{step['code']:5d}")
+        if step["code"]:
+            print(f"  {name}: {step['said']}")
+    print(f"\nbars (export <= {COPY_BAR}x copy of its weights, peak RSS <= {RSS_BAR}x parameter bytes): "
+          f"{'MET' if ok else 'NOT MET'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
