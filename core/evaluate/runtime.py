@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from onnxport.core.graph.uses import walk_bodies
 from onnxport.core.io.external_data import has_external
 from onnxport.core.io.model_io import check_model_file, load_graph
 from onnxport.core.util.errors import OnnxportError, no_such_file
@@ -132,12 +133,14 @@ def model_size(path: str | Path) -> int:
 
 
 def precision_of(model: onnx.ModelProto) -> str:
-    """'quantized', 'float16' or 'float32' from the ops and initializer types of a model."""
-    if any(n.op_type in QUANTIZED_OPS for n in model.graph.node):
+    """'quantized', 'float16' or 'float32' from the ops and initializer types of a model (its If/Loop/Scan
+    bodies included: a recurrent model's weights and quantized ops may all sit there)."""
+    graphs = [model.graph] + [body for _, _, _, body in walk_bodies(model.graph)]
+    if any(n.op_type in QUANTIZED_OPS for g in graphs for n in g.node):
         return "quantized"
-    if any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer) or any(
+    if any(t.data_type == onnx.TensorProto.FLOAT16 for g in graphs for t in g.initializer) or any(
         n.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in n.attribute)
-        for n in model.graph.node
+        for g in graphs for n in g.node
     ):
         return "float16"
     return "float32"

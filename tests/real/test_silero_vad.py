@@ -124,6 +124,7 @@ def test_quantize_reaches_into_the_branches_and_keeps_the_speech_probabilities(t
     clear = np.abs(want_probs - 0.5) > 0.1  # the same windows read as speech (away from the boundary)
     assert ((probs > 0.5) == (want_probs > 0.5))[clear].all() and clear.sum() >= 55
     assert _cosine(state, want_state) >= min_state_cosine
+    assert main(["validate", str(out), "--reference", str(silero_vad()), "-q"]) == 0  # judged as lossy, not exact
 
 
 def test_static_says_in_one_line_it_cannot_quantize_inside_the_branches(tmp_path, capsys):

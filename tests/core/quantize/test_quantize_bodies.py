@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
+from onnxport.core.evaluate.runtime import precision_of
 from onnxport.core.quantize import gain
 from onnxport.core.quantize.fp16 import to_float16
 from onnxport.core.quantize.int4 import int4
@@ -58,6 +59,7 @@ def test_dynamic_quantizes_matmul_and_lstm_inside_the_bodies(src, tmp_path, top)
     onnx.checker.check_model(onnx.load(str(out)), full_check=True)  # sorted, com.microsoft declared
     assert result.size_bytes < 0.4 * result.source_size_bytes
     assert result.target_met and all(o.cosine >= 0.99 for o in result.validation.outputs)
+    assert precision_of(onnx.load(str(out))) == "quantized"  # judged as lossy by validate, bodies seen
     _matches_float(out, source, 0.999)
 
 
@@ -219,7 +221,7 @@ def test_fp16_mode_writes_a_smaller_model_with_converted_bodies(src, tmp_path):
     result = quantize(source, out, "fp16", validation_inputs=body_models.feeds())
     assert result.size_bytes < 0.55 * result.source_size_bytes
     assert result.target_met and all(o.cosine >= 0.9999 for o in result.validation.outputs)
-    assert _body_ops(out)["Cast"] >= 2
+    assert _body_ops(out)["Cast"] >= 2 and precision_of(onnx.load(str(out))) == "float16"
     _matches_float(out, source, 0.9999)
 
 
