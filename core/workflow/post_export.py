@@ -31,8 +31,8 @@ from onnxport.core.quantize.quantize import quantize as run_quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+from onnxport.core.workflow.written_names import SUFFIXES, quantized_path, report_path_for  # noqa: F401 (re-exported)
 
-SUFFIXES = {"dynamic": ".int8.onnx", "static": ".qdq.onnx", "fp16": ".fp16.onnx", "int4": ".int4.onnx"}
 POST_BENCH_SECONDS = 1.0
 
 
@@ -59,16 +59,6 @@ class PostExportResult:
         steps = {key: self.report[key] for key in ("validation", "quantize", "bench") if key in self.report}
         return steps | {"report_path": str(self.report_path), "passed": self.passed,
                         "summary_lines": list(self.summary_lines)}
-
-
-def quantized_path(out_path: str | Path, mode: str) -> Path:
-    out_path = Path(out_path)
-    return out_path.with_name(out_path.stem + SUFFIXES[mode])
-
-
-def report_path_for(out_path: str | Path) -> Path:
-    out_path = Path(out_path)
-    return out_path.with_name(out_path.stem + ".report.json")
 
 
 def _params(checkpoints) -> ParameterSet | None:

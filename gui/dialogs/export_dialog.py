@@ -2,7 +2,9 @@
 
 It only gathers choices (`ExportChoices`); the main window runs the export in the worker. The
 destination folder is remembered in QSettings; an existing destination asks before overwriting
-(the file is only replaced once the new one is complete).
+(the file is only replaced once the new one is complete). Below the choices, "Writes" names every
+file the export will write (the float32 model, the quantized one beside it, the report), following
+the destination and the choices as they change (core/workflow/written_names.py gives the names).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -26,10 +28,26 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from onnxport.core.workflow.written_names import quantized_path, report_path_for
+
 EXTERNAL = [("Automatic (above 2 GB)", "auto"), ("Always (.onnx + .onnx.data)", "always"),
             ("Never (one file)", "never")]
 QUANTIZE = [("None (float32)", None), ("Dynamic int8", "dynamic"), ("Static int8 (QDQ, calibrated)", "static"),
             ("Float16", "fp16")]
+MODE_NAMES = {"dynamic": "dynamic int8", "static": "static int8", "fp16": "float16", "int4": "int4"}
+
+
+def written_files_text(path: Path, quantize: str | None, validate: bool) -> str:
+    """'Writes: x.onnx (float32), x.int8.onnx (dynamic int8) and x.report.json (report)'."""
+    if not path.name:
+        return "Writes: (choose a destination)"
+    files = [f"<b>{path.name}</b> (float32)"]
+    if quantize:
+        files.append(f"<b>{quantized_path(path, quantize).name}</b> ({MODE_NAMES.get(quantize, quantize)})")
+    if quantize or validate:
+        files.append(f"<b>{report_path_for(path).name}</b> (report)")
+    listed = files[0] if len(files) == 1 else ", ".join(files[:-1]) + " and " + files[-1]
+    return f"Writes: {listed}"
 
 
 @dataclass
@@ -70,6 +88,14 @@ class ExportDialog(QDialog):
         form.addRow("", self.validate)
         outputs_label = QLabel("Outputs kept: " + ", ".join(outputs))
         outputs_label.setWordWrap(True)
+        self.written = QLabel()
+        self.written.setWordWrap(True)
+        self.written.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        form.addRow("", self.written)
+        self.path_edit.textChanged.connect(self._show_written)
+        self.quantize.currentIndexChanged.connect(self._show_written)
+        self.validate.toggled.connect(self._show_written)
+        self._show_written()
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Export")
         buttons.accepted.connect(self._accept)
@@ -83,6 +109,10 @@ class ExportDialog(QDialog):
     def choices(self) -> ExportChoices:
         return ExportChoices(Path(self.path_edit.text()).expanduser(), self.external.currentData(),
                              self.quantize.currentData(), self.validate.isChecked())
+
+    def _show_written(self) -> None:
+        choices = self.choices()
+        self.written.setText(written_files_text(choices.path, choices.quantize, choices.validate))
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export to", self.path_edit.text(), "ONNX model (*.onnx)")
