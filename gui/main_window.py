@@ -20,6 +20,7 @@ from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QPlainTextEdit, QSplitter, QTabWidget
 
+from onnxport.core.evaluate.report import keepable_nodes
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
@@ -31,6 +32,7 @@ from .jobs import core_calls
 from .jobs.runner import JobRunner
 from .jobs.worker import Job
 from .preview import make_preview
+from .preview.error_overlay import ErrorOverlay
 from .widgets.app_state import AppState
 from .widgets.job_status import JobStatus
 from .widgets.outputs_pane import OutputsPane
@@ -81,9 +83,12 @@ class MainWindow(QMainWindow):
         self.result_panel, self.report_view = self.report_tab.result_panel, self.report_tab.report_view
         self.report_view.requantizeRequested.connect(self.requantize)
         self.preview = make_preview()
+        self.error_overlay = ErrorOverlay(self.preview, self.report_view)  # the report's error map on the graph
+        self.error_overlay.nodeClicked.connect(self.report_view.accuracy.show_node)
         self.tabs = QTabWidget()
         for tab, title in ((self.overview, "Overview"), (self.preview, "Preview"), (self.report_tab, "Report")):
             self.tabs.addTab(tab, title)
+        self.error_overlay.previewWanted.connect(lambda: self.tabs.setCurrentWidget(self.preview))
         self.splitter = QSplitter(Qt.Horizontal)
         self.splitter.addWidget(self.left)
         self.splitter.addWidget(self.tabs)
@@ -292,6 +297,7 @@ class MainWindow(QMainWindow):
         """The report's "keep these in float and quantize again"."""
         if self.last_quantized is None or self.last_export is None or not nodes:
             return
+        nodes = keepable_nodes(self.report_view.report, nodes)  # a ranked node stands for its fused group
         self.log_line(f"quantizing {self.last_export.name} again, keeping {', '.join(nodes)} in float")
         self.runner.run("requantize", core_calls.requantize_job(self.last_quantized, self.last_export, nodes),
                         self._validated)

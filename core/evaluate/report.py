@@ -76,6 +76,15 @@ def accuracy_map(report: dict) -> dict | None:
     return None
 
 
+def keepable_nodes(report: dict | None, names: list[str]) -> list[str]:
+    """The nodes to keep in float for `names` picked in the report's ranking: a ranked node stands for
+    its group (sensitivity.LayerError.group: the quantized nodes whose error shows at its output,
+    e.g. the MatMul fused ahead of a ranked Add); other names are kept as they are."""
+    validation = ((report or {}).get("quantize") or {}).get("validation") or (report or {}).get("validation") or {}
+    groups = {e["node"]: e.get("group") or [e["node"]] for e in validation.get("layers", [])}
+    return list(dict.fromkeys(n for name in names for n in groups.get(name, [name])))
+
+
 def _passed(report: dict) -> bool | None:
     verdicts = [v["passed"] for v in (report.get("validation"), (report.get("quantize") or {}).get("validation"))
                 if v]

@@ -37,6 +37,8 @@ from PySide6.QtWidgets import (
 from onnxport.core.evaluate.sensitivity import MEASURABLE
 from onnxport.core.util.text import human_size
 
+from .accuracy_panel import AccuracyPanel
+
 BEFORE = QColor("#8a98a8")
 AFTER = QColor("#2f7fd1")
 GOOD = QColor("#3a9a4a")
@@ -154,6 +156,7 @@ def _elide(text: str, n: int) -> str:
 
 class ReportView(QWidget):
     requantizeRequested = Signal(list)  # node names to keep in float
+    reportChanged = Signal(object)  # noqa: N815 - the report now shown (the preview's error overlay follows it)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -176,6 +179,8 @@ class ReportView(QWidget):
         layout.addWidget(self.verdict)
         layout.addWidget(self.chart, 1)
         layout.addWidget(self.details)
+        self.accuracy = AccuracyPanel()  # where the error jumps, before/after table (accuracy_panel.py)
+        layout.addWidget(self.accuracy, 1)
         self.nodes_label = QLabel("Nodes adding the most error:")
         layout.addWidget(self.nodes_label)
         layout.addWidget(self.nodes)
@@ -200,6 +205,8 @@ class ReportView(QWidget):
         self.chart.set_chart(report.get("chart"))
         self.details.setText(_details_html(report))
         self._fill_nodes(report)
+        self.accuracy.set_report(report)
+        self.reportChanged.emit(self.report)
 
     def _fill_nodes(self, report: dict) -> None:
         self.nodes.clear()

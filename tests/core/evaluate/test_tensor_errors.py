@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from onnxport.core.evaluate.report import accuracy_map, build_report, summary_lines
+from onnxport.core.evaluate.report import accuracy_map, build_report, keepable_nodes, summary_lines
 from onnxport.core.evaluate.tensor_errors import JUMP, NODE_LIMIT, tensor_errors
 from onnxport.core.evaluate.validate import validate
 from onnxport.core.quantize.quantize import quantize
@@ -71,3 +71,11 @@ def test_the_report_carries_the_map_of_a_real_quantization(tmp_path):
     text = "\n".join(summary_lines(report))
     assert "the error jumps first" in text or "never jumps" in text
     assert accuracy_map(build_report(validation=validate(fp32, fp32))) is None  # float vs float: no map
+
+
+def test_a_ranked_node_stands_for_its_fused_group():
+    report = {"quantize": {"validation": {"layers": [{"node": "fc1/Add", "group": ["fc1/MatMul"]},
+                                                     {"node": "fc2/MatMul", "group": ["fc2/MatMul", "fc2/Relu"]}]}}}
+    assert keepable_nodes(report, ["fc1/Add", "other"]) == ["fc1/MatMul", "other"]
+    assert keepable_nodes(report, ["fc2/MatMul", "fc1/Add"]) == ["fc2/MatMul", "fc2/Relu", "fc1/MatMul"]
+    assert keepable_nodes(None, ["x"]) == ["x"]

@@ -1,0 +1,152 @@
+"""The report's "where and what changed" part: the first tensor where the error jumps, the figures of
+a node picked on the graph, and the before/after table of the two models.
+
+Why a widget of its own: gui/widgets/report_view.py shows the verdict and the numbers; this adds the
+error map's summary (core/evaluate/tensor_errors.py, via `report.accuracy_map`) and the diff
+(core/evaluate/model_diff.py, the report's `diff`) without growing it.
+
+- `AccuracyPanel.set_report(report)`: shows what the report has (each part hides when absent);
+  `show_node(name)`: the figures of one node (a click on the preview, gui/preview/error_overlay.py).
+- `DiffTable` (a QTableWidget): one row per diff row, columns section, name, before, after, change;
+  `rows()` gives the texts shown (tests, screenshots).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from onnxport.core.evaluate.model_diff import DiffRow
+from onnxport.core.evaluate.report import accuracy_map
+
+GOOD = QColor("#3a9a4a")
+BAD = QColor("#c8423b")
+SMALLER_IS_BETTER = {"bytes", "size", "latency"}
+
+
+class DiffTable(QTableWidget):
+    """The before/after table of a report's `diff`."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(0, 5, parent)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.setAlternatingRowColors(True)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.setMinimumHeight(140)
+
+    def set_diff(self, diff: dict | None) -> None:
+        rows = [DiffRow(**r) for r in (diff or {}).get("rows", [])]
+        before = Path((diff or {}).get("before", "before")).name
+        after = Path((diff or {}).get("after", "after")).name
+        self.setHorizontalHeaderLabels(["", "", before, after, "change"])
+        self.setRowCount(len(rows))
+        bold = QFont(self.font())
+        bold.setBold(True)
+        previous = None
+        for i, row in enumerate(rows):
+            cells = (row.section if row.section != previous else "", row.name, *row.cells())
+            previous = row.section
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if j == 0:
+                    item.setFont(bold)
+                if j >= 2:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if j == 4:
+                    colour = _change_colour(row)
+                    if colour is not None:
+                        item.setForeground(colour)
+                self.setItem(i, j, item)
+
+    def rows(self) -> list[list[str]]:
+        return [[self.item(i, j).text() if self.item(i, j) else "" for j in range(self.columnCount())]
+                for i in range(self.rowCount())]
+
+
+def _change_colour(row: DiffRow) -> QColor | None:
+    if row.before is None or row.after is None or row.after == row.before:
+        return None
+    if row.section in SMALLER_IS_BETTER:
+        return GOOD if row.after < row.before else BAD
+    if row.section == "accuracy":
+        return BAD if row.after < row.before else GOOD
+    return None
+
+
+class AccuracyPanel(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.jump = QLabel()
+        self.jump.setWordWrap(True)
+        self.jump.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.node_info = QLabel()
+        self.node_info.setWordWrap(True)
+        self.node_info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.diff_label = QLabel("Before / after:")
+        self.diff = DiffTable()
+        self._map: dict = {}
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for w in (self.jump, self.node_info, self.diff_label):
+            layout.addWidget(w)
+        layout.addWidget(self.diff, 1)
+        self.set_report(None)
+
+    def set_report(self, report: dict | None) -> None:
+        report = report or {}
+        self._map = accuracy_map(report) or {}
+        self.jump.setText(_jump_text(self._map))
+        self.jump.setVisible(bool(self._map))
+        self.node_info.clear()
+        self.node_info.hide()
+        self.diff.set_diff(report.get("diff"))
+        has_diff = bool((report.get("diff") or {}).get("rows"))
+        self.diff_label.setVisible(has_diff)
+        self.diff.setVisible(has_diff)
+
+    def show_node(self, name: str) -> None:
+        """The figures of node `name` from the report's error map (picked on the graph)."""
+        e = next((n for n in self._map.get("nodes", []) if n["node"] == name), None)
+        if e is None:
+            text = f"{name}: no measurable error of its own"
+        elif e.get("nonfinite"):
+            text = f"{name} ({e['op_type']}): makes non-finite values the float model does not"
+        else:
+            cos = "n/a" if e.get("cosine") is None else f"{e['cosine']:.6f}"
+            rel = "n/a" if e.get("rel_error") is None else f"{e['rel_error']:.4f}"
+            text = (f"{name} ({e['op_type']}): adds {e['added']:+.4f} relative error; its output "
+                    f"{e['tensor']}: relative error {rel}, cosine {cos}")
+        self.node_info.setText("Picked on the graph: " + text)
+        self.node_info.show()
+
+
+def _jump_text(error_map: dict) -> str:
+    if not error_map:
+        return ""
+    first = error_map.get("first_jump")
+    counted = f"{error_map.get('tensors_compared', 0)} tensors compared with the float model"
+    if first is None:
+        return f"{counted}; no node adds {error_map.get('threshold', 0.01):g} relative error or more."
+    how = "turns non-finite" if first.get("nonfinite") else f"adds {first['added']:+.4f} relative error"
+    return (f"{counted}; the error jumps first at <b>{_esc(first['tensor'])}</b>, made by "
+            f"<b>{_esc(first['node'])}</b> ({_esc(first['op_type'])}), which {how}.")
+
+
+def _esc(text: str) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,151 @@
+"""The report's error map painted on the real Netron page, read back from the page itself.
+
+A real quantization (int8 path pinned: 7-bit weights, the same on every CPU) gives the report; the
+preview draws the float model; the node headers must carry the colours the overlay computed (read
+with runJavaScript from the page's computed styles), the legend must be there, and the report's
+list and the graph must pick each other's nodes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+
+from onnxport.core.evaluate.report import accuracy_map, build_report
+from onnxport.core.export.export import export_model
+from onnxport.core.quantize.quantize import quantize
+
+from ...core.model_builders import forward_mlp, mlp_weights
+
+pytestmark = pytest.mark.gui
+
+FILLS_JS = """(function (names) {
+  const out = {};
+  for (const name of names) {
+    const g = document.getElementById('node-name-' + name);
+    const path = g && (g.querySelector('.node-item-type path') || g.querySelector('.node-item path'));
+    out[name] = path ? getComputedStyle(path).fill : null;
+  }
+  const legend = document.getElementById('onnxport-legend');
+  return JSON.stringify({fills: out, legend: legend ? legend.textContent : null,
+                         painted: document.querySelectorAll('g.graph-node.onnxport-painted').length});
+})(%s)"""
+
+
+def rgb(hex_colour: str) -> str:
+    h = hex_colour.lstrip("#")
+    return "rgb({}, {}, {})".format(*(int(h[i:i + 2], 16) for i in (0, 2, 4)))
+
+
+def page_state(qtbot, view, names: list[str]) -> dict:
+    with qtbot.waitCallback(timeout=10_000) as got:
+        view.run(FILLS_JS % json.dumps(names), got)
+    return json.loads(got.args[0])
+
+
+def paint_and_read(qtbot, overlay, report) -> tuple[dict, dict]:
+    """Show `report`, wait for the page to be painted, return (payload, page state)."""
+    with qtbot.waitSignal(overlay.painted, timeout=10_000):
+        overlay.report_view.set_report(report)
+    names = list(overlay.payload["nodes"])
+    return overlay.payload, page_state(qtbot, overlay.preview.view, names)
+
+
+@pytest.fixture
+def quantized(tmp_path):
+    forward = tmp_path / "forward.onnx"
+    onnx.save(forward_mlp(mlp_weights(d_hidden=64)), forward)
+    fp32 = tmp_path / "fp32.onnx"
+    export_model(forward, fp32, ["logits"])
+    result = quantize(fp32, tmp_path / "int8.onnx", "dynamic", int8_path="avx2", accuracy_target=None)
+    return fp32, build_report(export={"path": str(fp32)}, quantize=result)
+
+
+@pytest.fixture
+def overlay(qtbot):
+    from onnxport.gui.preview.error_overlay import ErrorOverlay
+    from onnxport.gui.preview.preview_panel import PreviewPanel
+    from onnxport.gui.widgets.report_view import ReportView
+
+    panel, report_view = PreviewPanel(), ReportView()
+    for w in (panel, report_view):
+        qtbot.addWidget(w)
+        w.resize(900, 700)
+        w.show()
+    yield ErrorOverlay(panel, report_view)
+    panel.shutdown()
+
+
+def test_nodes_are_painted_with_the_colours_of_the_error_they_add(qtbot, overlay, quantized):
+    fp32, report = quantized
+    panel = overlay.preview
+    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+        panel.set_model(str(fp32), ["logits"])
+    error_map = accuracy_map(report)
+    assert error_map["nodes"], "the quantization must add a measurable error somewhere"
+    payload, state = paint_and_read(qtbot, overlay, report)
+    drawn = {n.name for n in onnx.load(fp32).graph.node}
+    expected = {name: spec for name, spec in payload["nodes"].items() if name in drawn}
+    assert expected and overlay.last_painted == len(expected) == state["painted"]
+    for name, spec in expected.items():
+        assert state["fills"][name] == rgb(spec["fill"]), name
+    assert state["legend"] and "Error each node adds" in state["legend"]
+    assert f"{len(expected)} nodes coloured" in state["legend"]
+    # the hover title carries the figures
+    name = next(iter(expected))
+    with qtbot.waitCallback(timeout=10_000) as title:
+        panel.view.run(f"document.getElementById({json.dumps('node-name-' + name)}).querySelector('title').textContent",
+                       title)
+    assert "relative error" in title.args[0] and name in title.args[0]
+    # a report without a map clears the page
+    with qtbot.waitSignal(overlay.painted, timeout=10_000) as cleared:
+        overlay.report_view.set_report(build_report(export={"path": str(fp32)}))
+    assert cleared.args == [0]
+    state = page_state(qtbot, panel.view, list(expected))
+    assert state["painted"] == 0 and state["legend"] is None
+    assert all(fill != rgb(expected[n]["fill"]) for n, fill in state["fills"].items())
+
+
+def test_the_report_list_and_the_graph_pick_each_others_nodes(qtbot, overlay, quantized):
+    from PySide6.QtCore import Qt
+
+    fp32, report = quantized
+    panel, nodes = overlay.preview, overlay.report_view.nodes
+    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+        panel.set_model(str(fp32), ["logits"])
+    paint_and_read(qtbot, overlay, report)
+    assert nodes.count() >= 1
+    listed = [nodes.item(i).data(Qt.ItemDataRole.UserRole) for i in range(nodes.count())]
+    assert nodes.item(0).data(Qt.ItemDataRole.DecorationRole) is not None  # its colour on the graph
+    # report -> graph: picking a node in the list selects it in Netron
+    nodes.setCurrentRow(0)
+    selected_js = f"document.getElementById({json.dumps('node-name-' + listed[0])}).classList.contains('select')"
+    qtbot.waitUntil(lambda: _js(qtbot, panel.view, selected_js) is True, timeout=10_000)
+    # graph -> report: a click on a node in the page selects it in the list
+    target = listed[-1]
+    nodes.setCurrentRow(-1)
+    with qtbot.waitSignal(overlay.nodeClicked, timeout=10_000) as clicked:
+        panel.view.run(f"document.getElementById({json.dumps('node-name-' + target)})"
+                       ".querySelector('.node-item-type').dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    assert clicked.args == [target]
+    assert nodes.currentItem() is not None and nodes.currentItem().data(Qt.ItemDataRole.UserRole) == target
+
+
+def _js(qtbot, view, code):
+    with qtbot.waitCallback(timeout=10_000) as got:
+        view.run(code, got)
+    return got.args[0]
+
+
+def test_colour_scale_is_fixed_and_monotonic():
+    from PySide6.QtGui import QColor
+
+    from onnxport.gui.preview.error_overlay import NONFINITE, colour_for, payload
+
+    assert colour_for(1e-6) == colour_for(1e-4) == "#2e9d4f" and colour_for(0.5) == colour_for(0.1) == "#c8423b"
+    assert colour_for(None) == colour_for(float("inf")) == colour_for(0.1, nonfinite=True) == NONFINITE
+    hues = [QColor(colour_for(10 ** (-4 + k / 4))).hueF() for k in range(13)]  # green (0.38) -> red (0.01)
+    assert hues == sorted(hues, reverse=True) and hues[0] > 0.3 > 0.05 > hues[-1]
+    assert payload(None) == {"nodes": {}, "legend": None}
