@@ -39,7 +39,7 @@ INSTALL_JS = r"""
     if (!box) {
       box = document.createElement('div');
       box.id = 'onnxport-legend';
-      box.style.cssText = 'position:fixed;left:12px;bottom:12px;z-index:10;background:rgba(255,255,255,0.94);' +
+      box.style.cssText = 'position:fixed;right:12px;top:12px;z-index:10;background:rgba(255,255,255,0.94);' +
         'border:1px solid #bbb;border-radius:6px;padding:6px 8px;font:11px sans-serif;color:#222;' +
         'pointer-events:none;max-width:360px';
       document.body.appendChild(box);

@@ -47,14 +47,14 @@ class DiffTable(QTableWidget):
         self.setAlternatingRowColors(True)
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setStretchLastSection(True)
         self.setMinimumHeight(140)
 
     def set_diff(self, diff: dict | None) -> None:
         rows = [DiffRow(**r) for r in (diff or {}).get("rows", [])]
-        before = Path((diff or {}).get("before", "before")).name
-        after = Path((diff or {}).get("after", "after")).name
-        self.setHorizontalHeaderLabels(["", "", before, after, "change"])
+        self.setHorizontalHeaderLabels(["", "", "before", "after", "change"])
+        for column, key in ((2, "before"), (3, "after")):
+            self.horizontalHeaderItem(column).setToolTip((diff or {}).get(key, ""))
         self.setRowCount(len(rows))
         bold = QFont(self.font())
         bold.setBold(True)
@@ -105,7 +105,7 @@ class AccuracyPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         for w in (self.jump, self.node_info, self.diff_label):
             layout.addWidget(w)
-        layout.addWidget(self.diff, 1)
+        layout.addWidget(self.diff, 2)
         self.set_report(None)
 
     def set_report(self, report: dict | None) -> None:
@@ -116,7 +116,10 @@ class AccuracyPanel(QWidget):
         self.node_info.clear()
         self.node_info.hide()
         self.diff.set_diff(report.get("diff"))
-        has_diff = bool((report.get("diff") or {}).get("rows"))
+        diff = report.get("diff") or {}
+        has_diff = bool(diff.get("rows"))
+        if has_diff:
+            self.diff_label.setText(f"Before / after: {Path(diff['before']).name} → {Path(diff['after']).name}")
         self.diff_label.setVisible(has_diff)
         self.diff.setVisible(has_diff)
 

@@ -180,7 +180,7 @@ class ReportView(QWidget):
         layout.addWidget(self.chart, 1)
         layout.addWidget(self.details)
         self.accuracy = AccuracyPanel()  # where the error jumps, before/after table (accuracy_panel.py)
-        layout.addWidget(self.accuracy, 1)
+        layout.addWidget(self.accuracy, 2)
         self.nodes_label = QLabel("Nodes adding the most error:")
         layout.addWidget(self.nodes_label)
         layout.addWidget(self.nodes)
