@@ -1,9 +1,13 @@
 """The outputs tree as plain Python: built from a TensorIndex in the worker, shown by
 gui/widgets/tree_model.py (`OutputsTreeModel`).
 
-Why plain objects (`TreeNode`, slots only) and not Qt items: a 100,000-tensor model would mean
-100,000 QTreeWidgetItems created up front on the GUI thread; this tree is built off it (Qt-free
-and thread-safe) and Qt only asks for the rows it paints. Layout:
+Why plain objects and not Qt items: a 100,000-tensor model would mean 100,000 QTreeWidgetItems
+created up front on the GUI thread; this tree is built off it (Qt-free and thread-safe) and Qt
+only asks for the rows it paints. Only groups are objects (`TreeNode`, slots only): a group lists
+its rows (`entries`: the index's own `TensorInfo`s and child groups) and knows its parent and its
+row, so a tensor row needs no object of its own (the model's index points at the group holding
+it). Built in one pass over the index (one dict lookup per tensor, scope strings split once per
+scope, counts summed per group), nothing sorted or formatted up front. Layout:
 
 - "Outputs": the model's graph outputs and suggested forward outputs (an ORT eval graph's only
   graph output is the loss), in graph order;
@@ -21,73 +25,65 @@ INPUTS_GROUP = "Inputs and parameters"
 
 
 class TreeNode:
-    """A scope group (info None) or a tensor; `row` is its position under its parent.
+    """A group of rows: a scope (`encoder/layer.0`), "Outputs", "Inputs and parameters", or the
+    root. `entries` are its rows in order (`TensorInfo` or `TreeNode`); `row` is its own row
+    under `parent`; `count` the tensors below it (summed once, when the tree is built)."""
 
-    Nodes point down only (`Tree.parents` maps back up): an acyclic tree is freed by reference
-    counting alone the moment a new model replaces it, with no work for the cycle collector."""
+    __slots__ = ("label", "parent", "row", "entries", "count", "_groups")
 
-    __slots__ = ("label", "info", "children", "row", "_groups", "_count")
+    info = None  # a group is no tensor (rows that are tensors are `TensorInfo`s)
 
-    def __init__(self, label: str, info: TensorInfo | None, row: int) -> None:
+    def __init__(self, label: str, parent: TreeNode | None, row: int) -> None:
         self.label = label
-        self.info = info
-        self.children: list[TreeNode] = []
+        self.parent = parent
         self.row = row
+        self.entries: list[TensorInfo | TreeNode] = []
+        self.count = 0
         self._groups: dict[str, TreeNode] | None = None
-        self._count: int | None = None
-
-    def add(self, label: str, info: TensorInfo | None) -> TreeNode:
-        child = TreeNode(label, info, len(self.children))
-        self.children.append(child)
-        return child
 
     def group(self, label: str) -> TreeNode:
+        """The child group `label`, added as the next row if new."""
         if self._groups is None:
             self._groups = {}
         node = self._groups.get(label)
         if node is None:
-            node = self._groups[label] = self.add(label, None)
+            node = self._groups[label] = TreeNode(label, self, len(self.entries))
+            self.entries.append(node)
         return node
 
-    def count(self) -> int:
-        """Tensors below this node (cached: the tree does not change once built)."""
-        if self.info is not None:
-            return 1
-        if self._count is None:
-            self._count = sum(c.count() for c in self.children)
-        return self._count
+    def child_group(self, label: str) -> TreeNode | None:
+        return self._groups.get(label) if self._groups is not None else None
 
 
 class Tree:
-    """A built tree: its root and each group's parent (tensors are looked up through groups)."""
+    """A built tree: its root group and every group, parents before children."""
 
-    __slots__ = ("root", "parents")
+    __slots__ = ("root", "groups")
 
-    def __init__(self, root: TreeNode) -> None:
+    def __init__(self, root: TreeNode, groups: list[TreeNode]) -> None:
         self.root = root
-        self.parents: dict[int, TreeNode] = {}
-        order = [root]  # groups, parents before children
-        for node in order:
-            for child in node.children:
-                self.parents[id(child)] = node
-                if child.info is None:
-                    order.append(child)
-        for group in reversed(order):  # counts now, in the worker, not on the first paint
-            group._count = sum(1 if c.info is not None else c._count for c in group.children)
+        self.groups = groups
 
-    def parent_of(self, node: TreeNode) -> TreeNode | None:
-        return self.parents.get(id(node))
+    def group_of(self, info: TensorInfo, index: TensorIndex) -> TreeNode | None:
+        """The group whose rows hold `info` (None if this tree has no such group)."""
+        top = self.root.child_group(OUTPUTS_GROUP)
+        if top is not None and (info.name in index.graph_outputs or info.name in index.suggested):
+            return top
+        if info.kind in (TensorKind.INPUT, TensorKind.PARAMETER):
+            return self.root.child_group(INPUTS_GROUP)
+        node: TreeNode | None = self.root
+        for part in info.scope.split("/") if info.scope else ():
+            node = node.child_group(part)
+            if node is None:
+                return None
+        return node
 
 
 def build_tree(index: TensorIndex, text: str = "", outputs_only: bool = False) -> Tree:
     """The plain tree for `index`, keeping names containing `text` (case-insensitive).
     Qt-free and thread-safe: the app builds it in the worker."""
-    root = _build_nodes(index, text, outputs_only)
-    return Tree(root)
-
-
-def _build_nodes(index: TensorIndex, text: str, outputs_only: bool) -> TreeNode:
     root = TreeNode("", None, 0)
+    groups = [root]
     needle = text.strip().lower()
     top = set(index.graph_outputs) | set(index.suggested)
     tensors = index.tensors
@@ -96,26 +92,59 @@ def _build_nodes(index: TensorIndex, text: str, outputs_only: bool) -> TreeNode:
         outputs = [t for t in outputs if needle in t.name.lower()]
     if outputs:
         group = root.group(OUTPUTS_GROUP)
-        for info in outputs:
-            group.add(info.name, info)
-    if outputs_only:
-        return root
+        groups.append(group)
+        group.entries.extend(outputs)
+        group.count = len(outputs)
+    if not outputs_only:
+        _add_scopes(root, groups, tensors.values(), needle, top)
+    for group in reversed(groups):  # children after parents: sum upwards
+        if group.parent is not None:
+            group.parent.count += group.count
+    return Tree(root, groups)
+
+
+def _add_scopes(root: TreeNode, groups: list[TreeNode], infos, needle: str, top: set[str]) -> None:
+    """Every other tensor under its scope's group, then "Inputs and parameters"."""
+    by_scope: dict[str, TreeNode] = {"": root}
     inputs: list[TensorInfo] = []
-    for info in tensors.values():
+    not_outputs = (TensorKind.INPUT, TensorKind.PARAMETER)
+    direct = 0  # tensors right under the root
+    for info in infos:
         if needle and needle not in info.name.lower():
             continue
-        if info.kind in (TensorKind.INPUT, TensorKind.PARAMETER):
+        if info.kind in not_outputs:
             inputs.append(info)
             continue
         if info.name in top:
             continue
-        parent = root
-        if info.scope:
-            for part in info.scope.split("/"):
-                parent = parent.group(part)
-        parent.add(info.name, info)
+        scope = info.scope
+        group = by_scope.get(scope)
+        if group is None:
+            group = _scope_group(scope, by_scope, groups)
+        group.entries.append(info)
+        if group is root:
+            direct += 1
+        else:
+            group.count += 1
+    root.count = direct
     if inputs:
+        new = root.child_group(INPUTS_GROUP) is None
         group = root.group(INPUTS_GROUP)
-        for info in inputs:
-            group.add(info.name, info)
-    return root
+        if new:
+            groups.append(group)
+        group.entries.extend(inputs)
+        group.count += len(inputs)
+
+
+def _scope_group(scope: str, by_scope: dict[str, TreeNode], groups: list[TreeNode]) -> TreeNode:
+    """The group of `scope` (`a/b/c`), made with its missing parents (parents first)."""
+    parent_scope, _, label = scope.rpartition("/")
+    parent = by_scope.get(parent_scope)
+    if parent is None:
+        parent = _scope_group(parent_scope, by_scope, groups)
+    new = parent.child_group(label) is None
+    group = parent.group(label)
+    if new:
+        groups.append(group)
+    by_scope[scope] = group
+    return group

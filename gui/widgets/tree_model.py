@@ -2,6 +2,12 @@
 gui/widgets/outputs_tree.py (built from a TensorIndex in the worker; Qt asks for the rows it
 paints). The default outputs start checked.
 
+Rows cost nothing until painted: a model index points at the group holding its row
+(`internalPointer()` is the parent `TreeNode`, the row is `entries[row]`), so tensor rows need
+no object of their own and a group's rows are only looked at when Qt asks for them (a collapsed
+group of 50,000 tensors is never walked). A row's check state is read from the checked names
+when it is painted, so rows first shown after a check (in a group expanded later) show it.
+
 Checked names keep the order they were checked in: the export keeps outputs in that order.
 Training-only tensors (loss, anything fed by labels) are shown grey and cannot be checked unless
 `allow_training_only` is set, so nobody exports a loss by accident.
@@ -35,9 +41,10 @@ class OutputsTreeModel(QAbstractItemModel):
         self.tensor_index = index
         self.allow_training_only = False
         self._checked: dict[str, None] = {}
-        self._tree = Tree(TreeNode("", None, 0))
+        self._tree = Tree(TreeNode("", None, 0), [])
         self._text = ""
         self._outputs_only = False
+        self._suggested = frozenset(index.suggested) if index is not None else frozenset()
         if index is not None:
             self._checked = dict.fromkeys(index.default_outputs())
             self._tree = tree if tree is not None else build_tree(index)
@@ -78,38 +85,41 @@ class OutputsTreeModel(QAbstractItemModel):
         self._tree = tree if tree is not None else build_tree(self.tensor_index, text, outputs_only)
         self.endResetModel()
 
-    def node(self, index: ItemIndex) -> TreeNode:
-        return index.internalPointer() if index.isValid() else self._root
+    def node(self, index: ItemIndex) -> TreeNode | TensorInfo:
+        """The row at `index`: a group (`TreeNode`) or a tensor (`TensorInfo`); the root if invalid."""
+        if not index.isValid():
+            return self._root
+        return index.internalPointer().entries[index.row()]
 
     def info(self, index: ItemIndex) -> TensorInfo | None:
-        return self.node(index).info if index.isValid() else None
+        item = self.node(index) if index.isValid() else None
+        return item if isinstance(item, TensorInfo) else None
 
     def index_of(self, name: str) -> QModelIndex:
         """The model index of tensor `name` in the current tree (invalid if filtered out)."""
-        stack = [self._root]
-        while stack:
-            node = stack.pop()
-            for child in node.children:
-                if child.info is not None and child.info.name == name:
-                    return self.createIndex(child.row, 0, child)
-                if child.children:
-                    stack.append(child)
+        info = self.tensor_index.tensors.get(name) if self.tensor_index is not None else None
+        group = self._tree.group_of(info, self.tensor_index) if info is not None else None
+        if group is not None:
+            for row, entry in enumerate(group.entries):
+                if entry is info:
+                    return self.createIndex(row, 0, group)
         return QModelIndex()
 
     def group_indexes(self, depth: int = 1) -> list[QModelIndex]:
         """Group rows down to `depth` levels (to expand them)."""
         found: list[QModelIndex] = []
-        level = [(c, 1) for c in self._root.children]
+        level = [(self._root, 1)]
         while level:
-            node, d = level.pop()
-            if node.info is None:
-                found.append(self.createIndex(node.row, 0, node))
-                if d < depth:
-                    level += [(c, d + 1) for c in node.children]
+            group, d = level.pop()
+            for row, entry in enumerate(group.entries):
+                if isinstance(entry, TreeNode):
+                    found.append(self.createIndex(row, 0, group))
+                    if d < depth:
+                        level.append((entry, d + 1))
         return found
 
     def visible_tensor_count(self) -> int:
-        return self._root.count()
+        return self._root.count
 
     def _checkable(self, info: TensorInfo) -> bool:
         if info.kind in (TensorKind.INPUT, TensorKind.PARAMETER):
@@ -122,29 +132,30 @@ class OutputsTreeModel(QAbstractItemModel):
 
     # --- QAbstractItemModel --------------------------------------------------------------------
     def index(self, row: int, column: int, parent: ItemIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
-        node = self.node(parent)
-        if 0 <= row < len(node.children) and 0 <= column < len(COLUMNS):
-            return self.createIndex(row, column, node.children[row])
+        group = self.node(parent)
+        if isinstance(group, TreeNode) and 0 <= row < len(group.entries) and 0 <= column < len(COLUMNS):
+            return self.createIndex(row, column, group)
         return QModelIndex()
 
     def parent(self, index: ItemIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
         if not index.isValid():
             return QModelIndex()
-        up = self._tree.parent_of(index.internalPointer())
-        if up is None or up is self._root:
+        group: TreeNode = index.internalPointer()
+        if group.parent is None:  # a top-level row
             return QModelIndex()
-        return self.createIndex(up.row, 0, up)
+        return self.createIndex(group.row, 0, group.parent)
 
     def rowCount(self, parent: ItemIndex = QModelIndex()) -> int:  # noqa: N802, B008
         if parent.isValid() and parent.column() != 0:
             return 0
-        return len(self.node(parent).children)
+        item = self.node(parent)
+        return len(item.entries) if isinstance(item, TreeNode) else 0
 
     def columnCount(self, parent: ItemIndex = QModelIndex()) -> int:  # noqa: N802, B008
         return len(COLUMNS)
 
     def hasChildren(self, parent: ItemIndex = QModelIndex()) -> bool:  # noqa: N802, B008
-        return bool(self.node(parent).children) if (not parent.isValid() or parent.column() == 0) else False
+        return self.rowCount(parent) > 0
 
     def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):  # noqa: N802
         if orientation == Qt.Horizontal and role == Qt.DisplayRole:
@@ -155,7 +166,7 @@ class OutputsTreeModel(QAbstractItemModel):
         if not index.isValid():
             return Qt.NoItemFlags
         base = Qt.ItemIsEnabled | Qt.ItemIsSelectable
-        info = index.internalPointer().info
+        info = self.info(index)
         if info is not None and index.column() == 0 and self._checkable(info):
             base |= Qt.ItemIsUserCheckable
         return base
@@ -163,13 +174,13 @@ class OutputsTreeModel(QAbstractItemModel):
     def data(self, index: ItemIndex, role: int = Qt.DisplayRole):
         if not index.isValid():
             return None
-        node: TreeNode = index.internalPointer()
-        info = node.info
+        item = index.internalPointer().entries[index.row()]
+        info = None if isinstance(item, TreeNode) else item
         col = index.column()
         if role == Qt.DisplayRole:
             if info is None:
-                return f"{node.label}  ({node.count()})" if col == 0 else None
-            if col == 4 and self.tensor_index is not None and info.name in self.tensor_index.suggested:
+                return f"{item.label}  ({item.count})" if col == 0 else None
+            if col == 4 and info.name in self._suggested:
                 return "output (suggested)"
             return _cell(info, col)
         if role == Qt.CheckStateRole and col == 0 and info is not None and self._checkable(info):
@@ -189,7 +200,7 @@ class OutputsTreeModel(QAbstractItemModel):
     def setData(self, index: ItemIndex, value, role: int = Qt.EditRole) -> bool:  # noqa: N802
         if role != Qt.CheckStateRole or not index.isValid():
             return False
-        info = index.internalPointer().info
+        info = self.info(index)
         if info is None or not self._checkable(info):
             return False
         on = Qt.CheckState(value) == Qt.Checked if not isinstance(value, bool) else value
