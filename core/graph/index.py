@@ -18,13 +18,15 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.index_bodies import SubgraphInfo, index_bodies
 from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES, inferred_value_infos
-from onnxport.core.graph.tensor_info import Dim, TensorInfo, TensorKind, scope_of, shape_of
-from onnxport.core.graph.uses import has_bodies, node_uses
+from onnxport.core.graph.shape_types import TypeInference
+from onnxport.core.graph.tensor_info import TensorInfo, TensorKind, scope_of, shape_of
 from onnxport.core.io.external_data import element_bits
 from onnxport.core.io.model_io import strip_weights, tensor_nbytes
 from onnxport.core.io.parameter_set import dtype_name
+from onnxport.core.util.progress import CancelToken
 from onnxport.core.util.shapes import numel
 
 LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
@@ -45,6 +47,7 @@ class TensorIndex:
     producer: str = ""
     suggested: list[str] = field(default_factory=list)  # likely forward outputs inside an eval graph
     subgraphs: list[SubgraphInfo] = field(default_factory=list)  # If/Loop/Scan bodies, depth first
+    table: GraphTable | None = field(default=None, repr=False)  # the graph as read (graph_table)
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -93,89 +96,110 @@ def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None,
     return infos
 
 
-class _Node:
-    """The fields of a NodeProto the index needs, read once (protobuf access is slow)."""
-
-    __slots__ = ("name", "op", "inputs", "outputs")
-
-    def __init__(self, node: onnx.NodeProto) -> None:
-        self.name = node.name
-        self.op = node.op_type
-        self.inputs = node_uses(node)  # what its bodies capture is read by this node too
-        self.outputs = list(node.output)
-
-
 def build_index(
     model: onnx.ModelProto,
     path: str | Path | None = None,
     parameter_names: Iterable[str] = (),
+    types: TypeInference | None = None,
+    cancel: CancelToken | None = None,
 ) -> TensorIndex:
     """Index every tensor of `model`.
 
     `parameter_names`: graph inputs that a checkpoint fills (an ORT eval graph takes its parameters
     as inputs); they are listed as parameters, not as inputs to feed. Unnamed nodes are given a
     name (`<op>_<position>`) in `model` so that every part of the app can refer to them.
+    `types`: shape inference of the model's file already started (`shape_types`, so it runs while
+    the caller loads the graph); a big graph given with its `path` starts one here. The graph is
+    read once into a `GraphTable` (kept as `index.table`); `cancel` is checked as it goes.
     """
     graph = model.graph
-    with_bodies = any(has_bodies(n) for n in graph.node)
+    big = len(graph.node) >= OUT_OF_PROCESS_NODES and path is not None and Path(path).is_file()
+    if types is not None and not big:  # small graphs are inferred in process: no child needed
+        types.close()
+        types = None
+    if types is None and big:
+        types = TypeInference.start(path)
+    try:
+        table = GraphTable.read(graph, cancel)
+        typer = _typer(model, path, table.with_bodies, types, cancel)
+    finally:
+        if types is not None:
+            types.close()
+    return _index_from_table(model, path, table, typer, set(parameter_names), cancel)
+
+
+def _typer(model: onnx.ModelProto, path, with_bodies: bool, types: TypeInference | None,
+           cancel: CancelToken | None):
+    """(name -> (dtype, shape)) lookup, from the child's answer when it has one, else from
+    `infer_value_info`; also the ValueInfos the bodies' index needs (None without bodies)."""
+    found = types.result(cancel) if types is not None and not with_bodies else None
+    if found is not None:
+        return found.get, None
     infos = infer_value_info(model, path, bodies=with_bodies)
+
+    def typed(name: str):
+        vi = infos.get(name)
+        return shape_of(vi.type) if vi is not None else None
+
+    return typed, infos
+
+
+def _index_from_table(model: onnx.ModelProto, path, table: GraphTable, typer, param_inputs: set[str],
+                      cancel: CancelToken | None) -> TensorIndex:
+    graph = model.graph
+    with_bodies = table.with_bodies
+    typed, infos = typer
     init_by_name = {t.name: t for t in graph.initializer}
-    param_inputs = set(parameter_names)
     output_names = [o.name for o in graph.output]
     output_set = set(output_names)
-
-    nodes: list[_Node] = []
-    for i, proto in enumerate(graph.node):
-        if not proto.name:
-            proto.name = f"{proto.op_type}_{i}"
-        nodes.append(_Node(proto))
-    producers: dict[str, _Node] = {}
+    names, ops, uses, outputs, producers = table.names, table.ops, table.uses, table.outputs, table.producer
+    scopes = [scope_of(n) for n in names]
     consumers: dict[str, list[str]] = {}  # tensor -> consumer node names (for display)
-    consumer_nodes: dict[str, list[_Node]] = {}  # the same as nodes (names need not be unique)
+    consumer_nodes: dict[str, list[int]] = {}  # the same as node positions (names need not be unique)
     first_consumer_scope: dict[str, str] = {}
-    for node in nodes:
-        for out in node.outputs:
-            if out:
-                producers[out] = node
-        scope = scope_of(node.name)
-        for inp in node.inputs:
-            consumers.setdefault(inp, []).append(node.name)
-            consumer_nodes.setdefault(inp, []).append(node)
-            first_consumer_scope.setdefault(inp, scope)
-    graph_input_names = [vi.name for vi in graph.input]
-    training = _training_only(nodes, graph_input_names, param_inputs | set(init_by_name), consumer_nodes)
+    for i, ins in enumerate(uses):
+        name, scope = names[i], scopes[i]
+        for inp in ins:
+            found = consumers.get(inp)
+            if found is None:
+                consumers[inp] = [name]
+                consumer_nodes[inp] = [i]
+                first_consumer_scope[inp] = scope
+            else:
+                found.append(name)
+                consumer_nodes[inp].append(i)
+    if cancel is not None:
+        cancel.check()
+    training = _training_only(table, table.input_names, param_inputs | set(init_by_name), consumer_nodes)
 
     tensors: dict[str, TensorInfo] = {}
     no_consumers: list[str] = []
+    unknown = (None, None)
 
-    def add(name: str, kind: TensorKind, dtype: str | None, shape, node: _Node | None = None,
+    def add(name: str, kind: TensorKind, dtype: str | None, shape, node: int | None = None,
             nbytes: int | None = None) -> None:
         tensors[name] = TensorInfo(
-            name=name,
-            kind=kind,
-            dtype=dtype,
-            shape=shape,
-            producer=node.name if node is not None else None,
-            producer_op=node.op if node is not None else None,
-            consumers=consumers.get(name, no_consumers),
-            scope=scope_of(node.name) if node is not None else first_consumer_scope.get(name, ""),
-            training_only=name in training,
-            is_graph_output=name in output_set,
-            nbytes=nbytes,
+            name, kind, dtype, shape,
+            names[node] if node is not None else None,
+            ops[node] if node is not None else None,
+            consumers.get(name, no_consumers),
+            scopes[node] if node is not None else first_consumer_scope.get(name, ""),
+            name in training,
+            name in output_set,
+            nbytes,
         )
-
-    def typed(name: str) -> tuple[str | None, tuple[Dim, ...] | None]:
-        vi = infos.get(name)
-        return shape_of(vi.type) if vi is not None else (None, None)
 
     for name in output_names:  # graph outputs first, in graph order
         node = producers.get(name)
         kind = TensorKind.OUTPUT if node is not None else TensorKind.INPUT
-        add(name, kind, *typed(name), node)
-    for node in nodes:
-        for out in node.outputs:
+        add(name, kind, *(typed(name) or unknown), node)
+    intermediate = TensorKind.INTERMEDIATE
+    for i, outs in enumerate(outputs):
+        for out in outs:
             if out and out not in tensors:
-                add(out, TensorKind.INTERMEDIATE, *typed(out), node)
+                add(out, intermediate, *(typed(out) or unknown), i)
+    if cancel is not None:
+        cancel.check()
     parameters: list[str] = []
     user_inputs: list[str] = []
     for vi in graph.input:
@@ -205,61 +229,62 @@ def build_index(
         graph_inputs=user_inputs,
         graph_outputs=output_names,
         parameters=parameters,
-        node_count=len(nodes),
+        node_count=len(names),
         ir_version=model.ir_version,
         opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
         producer=f"{model.producer_name} {model.producer_version}".strip(),
-        suggested=_suggested_outputs(nodes, training, output_set, consumers, producers),
+        suggested=_suggested_outputs(table, training, output_set, consumers),
         subgraphs=index_bodies(graph, infos) if with_bodies else [],
+        table=table,
     )
 
 
-
-def _suggested_outputs(nodes: list[_Node], training: set[str], graph_outputs: set[str],
-                       consumers: dict[str, list[str]], producers: dict[str, _Node]) -> list[str]:
+def _suggested_outputs(table: GraphTable, training: set[str], graph_outputs: set[str],
+                       consumers: dict[str, list[str]]) -> list[str]:
     """Forward outputs an eval graph hides: what feeds a loss op, and first outputs nothing consumes.
 
     Secondary outputs (a Dropout mask, BatchNorm running statistics) and input-less nodes
     (Constants) are not suggested.
     """
     suggested: dict[str, None] = {}
-    for node in nodes:
-        if node.op in LOSS_OPS or any(o in training for o in node.outputs if o):
-            for name in node.inputs:
+    producers = table.producer
+    for op, ins, outs in zip(table.ops, table.uses, table.outputs):
+        if op in LOSS_OPS or (training and any(o in training for o in outs if o)):
+            for name in ins:
                 if name not in training and name in producers:
                     suggested[name] = None
             continue
-        first = node.outputs[0] if node.outputs else ""
-        if not any(node.inputs):  # a Constant left dangling (e.g. a Dropout's removed training_mode)
+        first = outs[0] if outs else ""
+        if not ins:  # a Constant left dangling (e.g. a Dropout's removed training_mode)
             continue
         if first and first not in consumers and first not in graph_outputs and first not in training:
             suggested[first] = None
-    order = {o: i for i, n in enumerate(nodes) for o in n.outputs}
-    return sorted(suggested, key=lambda n: order.get(n, 0))
+    return sorted(suggested, key=lambda n: producers.get(n, 0))
 
 
-def _training_only(nodes: list[_Node], graph_inputs: list[str], parameter_like: set[str],
-                   consumers: dict[str, list[_Node]]) -> set[str]:
+def _training_only(table: GraphTable, graph_inputs: list[str], parameter_like: set[str],
+                   consumers: dict[str, list[int]]) -> set[str]:
     """Tensors that only matter for training: label inputs, loss ops and all they feed.
 
     A label input is a graph input named like a label/target, or one whose every consumer is a
     loss op. Everything downstream of a label input or a loss op is training-only.
     """
+    ops, outputs = table.ops, table.outputs
     seeds: set[str] = set()
-    for node in nodes:
-        if node.op in LOSS_OPS or any("loss" in o.lower() for o in node.outputs if o):
-            seeds.update(o for o in node.outputs if o)
+    for op, outs in zip(ops, outputs):
+        if op in LOSS_OPS or any("loss" in o.lower() for o in outs if o):
+            seeds.update(o for o in outs if o)
     for name in graph_inputs:
         if name in parameter_like:
             continue
         users = consumers.get(name, [])
-        if any(w in name.lower() for w in LABEL_WORDS) or (users and all(u.op in LOSS_OPS for u in users)):
+        if any(w in name.lower() for w in LABEL_WORDS) or (users and all(ops[u] in LOSS_OPS for u in users)):
             seeds.add(name)
     marked = set(seeds)
     queue = deque(seeds)
     while queue:
         for user in consumers.get(queue.popleft(), []):
-            for out in user.outputs:
+            for out in outputs[user]:
                 if out and out not in marked:
                     marked.add(out)
                     queue.append(out)

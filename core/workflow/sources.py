@@ -17,6 +17,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.graph.index import TensorIndex, build_index
+from onnxport.core.graph.shape_types import TypeInference
 from onnxport.core.io.kinds import PARAMETER_KINDS, SourceKind, sniff
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.ortmodule_files import OrtModuleFiles, group_files, several_models_error
@@ -134,6 +135,20 @@ def _by_name(onnx_files: list[Path]) -> Path:
     return candidates[0]
 
 
+EARLY_TYPES_BYTES = 1 << 20  # a model file this big may hold a big graph: infer its types while it loads
+
+
+def _early_types(model_path: Path) -> TypeInference | None:
+    """Shape inference of a big model file started before it is loaded (see graph.shape_types):
+    it runs on the other core while this process parses and reads the graph. A big file may
+    still be a small graph with big weights; then the index stops the child unused."""
+    try:
+        big = model_path.stat().st_size >= EARLY_TYPES_BYTES
+    except OSError:
+        return None
+    return TypeInference.start(model_path) if big else None
+
+
 def open_sources(
     paths: Iterable[str | Path],
     progress: ProgressFn | None = None,
@@ -154,13 +169,19 @@ def open_sources(
     if model_path is not None:
         report.check()
         report(0.3, f"loading {model_path.name}")
-        loaded.model = load_graph(model_path)
-        if loaded.params is not None:
-            loaded.params, loaded.alignment = align_if_better(loaded.model, loaded.params)
-        report.check()
-        report(0.6, "indexing tensors")
-        names = loaded.params.params.keys() if loaded.params else ()
-        loaded.index = build_index(loaded.model, model_path, parameter_names=names)
+        types = _early_types(model_path)
+        try:
+            loaded.model = load_graph(model_path)
+            if loaded.params is not None:
+                loaded.params, loaded.alignment = align_if_better(loaded.model, loaded.params)
+            report.check()
+            report(0.6, "indexing tensors")
+            names = loaded.params.params.keys() if loaded.params else ()
+            loaded.index = build_index(loaded.model, model_path, parameter_names=names, types=types,
+                                       cancel=report.token)
+        finally:
+            if types is not None:
+                types.close()
         if loaded.params is not None:
             loaded.match = (loaded.alignment.match if loaded.alignment is not None
                             else match_parameters(loaded.model, loaded.params))

@@ -72,22 +72,29 @@ def test_bundled_example_suggests_forward_outputs_not_the_dangling_dropout_const
 
 
 def test_big_graphs_are_shape_inferred_in_a_child_process(tmp_path, monkeypatch):
-    """Above the threshold inference runs out of process (it holds the GIL); same shapes either way."""
+    """Above the threshold inference runs out of process (it holds the GIL) and answers in
+    compact JSON lines (shape_types); same dtypes and shapes either way, and a child that fails
+    falls back to in-process inference."""
     from onnxport.core.graph import index as index_module
-    from onnxport.core.graph import shape_infer
+    from onnxport.core.graph import shape_infer, shape_types
 
     path = tmp_path / "mlp.onnx"
     onnx.save(forward_mlp(), path)
     model = onnx.load(path)
     in_process = build_index(model, path)
-    calls = []
-    real = shape_infer._in_child
-    monkeypatch.setattr(shape_infer, "_in_child", lambda *a: calls.append(a) or real(*a))
+    started = []
+    real_start = shape_types.TypeInference.start.__func__
+    monkeypatch.setattr(shape_types.TypeInference, "start",
+                        classmethod(lambda cls, p: started.append(p) or real_start(cls, p)))
     monkeypatch.setattr(index_module, "OUT_OF_PROCESS_NODES", 1)
     monkeypatch.setattr(shape_infer, "OUT_OF_PROCESS_NODES", 1)
+    monkeypatch.setattr(shape_types, "LINE_TENSORS", 2)  # several lines
     out_of_process = build_index(model, path)
-    assert calls
+    assert started == [path]
     assert out_of_process["hidden"].shape == in_process["hidden"].shape == ("batch", 16)
-    assert {n: t.shape for n, t in out_of_process.tensors.items()} == {n: t.shape for n, t in in_process.tensors.items()}
+    summary = {n: (t.dtype, t.shape) for n, t in in_process.tensors.items()}
+    assert {n: (t.dtype, t.shape) for n, t in out_of_process.tensors.items()} == summary
+    monkeypatch.setattr(shape_types, "_CHILD", "import sys; sys.exit(3)")  # a child that fails
+    assert {n: (t.dtype, t.shape) for n, t in build_index(model, path).tensors.items()} == summary
     # without a path the weight-free graph is piped to the child
     assert build_index(model)["hidden"].shape == ("batch", 16)

@@ -1,0 +1,146 @@
+"""A graph's nodes read once into plain Python lists, and the prune plan computed on them.
+
+Why: every access to a protobuf field (`node.output`, `node.input`, `node.name`) costs a wrapper
+object and a C call; a 100,000-node graph read field by field by the index, then again by
+`plan_prune` on every change of the checked outputs, spent most of its time there (1.3 s for one
+`plan_export`). `GraphTable.read(graph)` reads each node once (name, op, what it uses - captures
+of If/Loop/Scan bodies included, see `uses` - and outputs); the index keeps the table, and
+`plan_prune_table` answers the same question as `prune.plan_prune` from it in plain dict/list
+work that checks `cancel` as it goes.
+
+Contract: the table describes the graph as it was read; it is only valid for that graph
+(`matches(graph)` compares node counts, the cheap check callers use before trusting it).
+`read` names unnamed nodes `<op>_<position>` in the graph itself (the index's convention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import onnx
+
+from onnxport.core.graph.prune import PrunePlan, check_outputs
+from onnxport.core.graph.uses import BODY_OPS, has_bodies, subgraph_captures
+from onnxport.core.util.progress import CancelToken
+
+CHECK_EVERY = 4096  # nodes between two cancel checks
+_STANDARD = ("", "ai.onnx")
+
+
+class GraphTable:
+    """The nodes of one graph as parallel lists (index = position in `graph.node`)."""
+
+    __slots__ = ("names", "ops", "uses", "outputs", "producer", "input_names", "initializer_names",
+                 "with_bodies")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.ops: list[str] = []
+        self.uses: list[list[str]] = []  # non-empty inputs, then sorted body captures
+        self.outputs: list[list[str]] = []  # as declared (may hold "" for an unused optional output)
+        self.producer: dict[str, int] = {}  # tensor -> index of the node making it
+        self.input_names: list[str] = []
+        self.initializer_names: list[str] = []
+        self.with_bodies = False  # some node holds an If/Loop/Scan body
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @classmethod
+    def read(cls, graph: onnx.GraphProto, cancel: CancelToken | None = None) -> GraphTable:
+        """Read `graph` once (see the module docstring)."""
+        table = cls()
+        names, ops, uses, outputs, producer = table.names, table.ops, table.uses, table.outputs, table.producer
+        for i, node in enumerate(graph.node):
+            if cancel is not None and not i % CHECK_EVERY:
+                cancel.check()
+            name, op = node.name, node.op_type
+            if not name:
+                name = node.name = f"{op}_{i}"
+            ins = node.input[:]
+            if "" in ins:
+                ins = [n for n in ins if n]
+            if (op in BODY_OPS or node.domain not in _STANDARD) and has_bodies(node):
+                table.with_bodies = True
+                captured = subgraph_captures(node)
+                if captured:
+                    ins += sorted(captured)
+            outs = node.output[:]
+            for out in outs:
+                if out:
+                    producer[out] = i
+            names.append(name)
+            ops.append(op)
+            uses.append(ins)
+            outputs.append(outs)
+        table.input_names = [vi.name for vi in graph.input]
+        table.initializer_names = [t.name for t in graph.initializer]
+        return table
+
+    def matches(self, graph: onnx.GraphProto) -> bool:
+        """Cheap check that this table was read from `graph` (same node count)."""
+        return len(graph.node) == len(self.names)
+
+
+def plan_prune_table(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str],
+                     parameter_names: Iterable[str] = (), cancel: CancelToken | None = None) -> PrunePlan:
+    """`prune.plan_prune(model, outputs, parameter_names)` computed from `table` (read from
+    `model.graph`); the same plan, checking `cancel` every few thousand nodes. Bad output names
+    raise what `plan_prune` raises (`check_outputs` on the model gives the message)."""
+    wanted = _checked_outputs(model, table, outputs)
+    producer, uses = table.producer, table.uses
+    needed_names: set[str] = set()
+    kept: set[int] = set()
+    stack = list(wanted)
+    steps = 0
+    while stack:
+        name = stack.pop()
+        if name in needed_names:
+            continue
+        needed_names.add(name)
+        idx = producer.get(name)
+        if idx is None or idx in kept:
+            continue
+        kept.add(idx)
+        stack.extend(uses[idx])
+        steps += 1
+        if cancel is not None and not steps % CHECK_EVERY:
+            cancel.check()
+    params = set(parameter_names)
+    initializer_set = set(table.initializer_names)
+    inputs, param_inputs, dropped = [], [], []
+    for name in table.input_names:
+        if name in initializer_set:
+            continue
+        if name in params:
+            if name in needed_names:
+                param_inputs.append(name)
+        elif name in needed_names:
+            inputs.append(name)
+        else:
+            dropped.append(name)
+    return PrunePlan(
+        outputs=wanted,
+        node_indices=sorted(kept),
+        inputs=inputs,
+        initializers=[n for n in table.initializer_names if n in needed_names],
+        parameter_inputs=param_inputs,
+        dropped_inputs=dropped,
+        total_nodes=len(table),
+    )
+
+
+def _checked_outputs(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str]) -> list[str]:
+    """`check_outputs` on the table; any doubt (unknown, repeated, none) goes to `check_outputs`
+    itself, which raises the one-line error with suggestions."""
+    outputs = list(outputs)
+    inputs = set(table.input_names)
+    wanted: list[str] = []
+    for raw in outputs:
+        name = raw.strip()
+        if not name:
+            continue
+        if name in wanted or (name not in table.producer and name not in inputs):
+            return check_outputs(model, outputs)
+        wanted.append(name)
+    return wanted or check_outputs(model, outputs)
