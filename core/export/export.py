@@ -27,6 +27,7 @@ from onnxport.core.graph.const_tensors import ConstTensor, from_initializer, fro
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.fold import fold_constants
 from onnxport.core.graph.graph_check import check_graph
+from onnxport.core.graph.graph_table import plan_prune_table
 from onnxport.core.graph.index import TensorIndex, infer_value_info
 from onnxport.core.graph.passes import FOLDED, REMOVED, REWRITTEN
 from onnxport.core.graph.prune import plan_prune, prune
@@ -80,10 +81,17 @@ class ExportResult:
 
 
 def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: ParameterSet | None,
-                outputs: list[str]) -> ExportPlan:
-    """Cheap summary of an export (no weights touched)."""
+                outputs: list[str], cancel: CancelToken | None = None) -> ExportPlan:
+    """Cheap summary of an export (no weights touched). Given the model's `index`, planned on the
+    graph as the index read it (`graph_table`: no protobuf walk, cancel checked as it goes)."""
     param_names = set(params) if params else set()
-    plan = plan_prune(model, outputs, param_names)
+    table = index.table if index is not None else None
+    if table is not None and table.matches(model.graph):
+        plan = plan_prune_table(model, table, outputs, param_names, cancel)
+    else:
+        plan = plan_prune(model, outputs, param_names)
+    if cancel is not None:
+        cancel.check()
     kept = set(plan.initializers) | set(plan.parameter_inputs)
     all_params = [t.name for t in model.graph.initializer] + [
         vi.name for vi in model.graph.input if vi.name in param_names

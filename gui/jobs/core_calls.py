@@ -39,7 +39,7 @@ def filter_job(index, text: str, outputs_only: bool):
 
 def plan_job(sources: LoadedSources, outputs: list[str]):
     def run(progress, cancel):
-        return plan_export(sources.model, sources.index, sources.params, outputs)
+        return plan_export(sources.model, sources.index, sources.params, outputs, cancel=cancel)
 
     return run
 
