@@ -7,9 +7,10 @@ Two kinds of job (each a `Job`, gui/jobs/worker.py):
   the log and dialogs) and may cancel it. A result the caller cannot use (its `on_result`
   raises) is reported as the job's failure, never lost.
 - side jobs (`side`): quiet work next to it (the "export keeps" plan, the filtered tree, the
-  preview model): no progress, no cancel, and only the newest answer of each name is used -
-  an older one still running when a newer one starts is dropped when it arrives (`drop` drops
-  the one in flight too).
+  preview model): no progress, and only the newest answer of each name is used - an older one
+  still running when a newer one starts is cancelled (its cancel token is set: a core call that
+  checks it stops early and frees the CPU for the newer one) and its answer, if it still comes,
+  is dropped; `drop` does the same to the one in flight.
 
 Callbacks are called on the GUI thread and never after the runner (a child of its widget) is
 deleted: a job may finish after its window is gone.
@@ -42,6 +43,7 @@ class JobRunner(QObject):
         self.job: Job | None = None
         self.side_jobs: set[Job] = set()
         self._generations: dict[str, int] = {}
+        self._newest: dict[str, Job] = {}  # the side job of each name whose answer is wanted
 
     @property
     def busy(self) -> bool:
@@ -110,11 +112,20 @@ class JobRunner(QObject):
         if on_error is not None:
             job.signals.errored.connect(lambda exc, _tb: current() and on_error(exc))
         self.side_jobs.add(job)
-        job.signals.finished.connect(lambda: self.side_jobs.discard(job))
+        self._newest[name] = job
+        job.signals.finished.connect(lambda: self._side_finished(name, job))
         job.start()
         return job
 
     def drop(self, name: str) -> int:
-        """Ignore the answer of the `name` side job in flight (if any); returns the new generation."""
+        """Cancel the `name` side job in flight (if any) and ignore its answer; returns the new generation."""
         self._generations[name] = generation = self._generations.get(name, 0) + 1
+        superseded = self._newest.pop(name, None)
+        if superseded is not None:
+            superseded.cancel()
         return generation
+
+    def _side_finished(self, name: str, job: Job) -> None:
+        self.side_jobs.discard(job)
+        if self._newest.get(name) is job:
+            del self._newest[name]

@@ -146,3 +146,35 @@ def test_nothing_reaches_a_deleted_runner(qtbot):
     for _ in range(5):
         QApplication.processEvents()
     assert called == []
+
+
+def test_a_superseded_side_job_is_cancelled(qtbot):
+    """A newer side job of the same name (or `drop`) sets the older one's cancel token: a core call
+    that checks it stops early instead of computing an answer nobody will read."""
+    runner = JobRunner()
+    answers, seen_cancel = [], []
+    running = threading.Event()
+
+    def until_cancelled(progress, cancel):
+        running.set()
+        for _ in range(int(WAIT / 0.005)):
+            if cancel.cancelled:
+                seen_cancel.append(True)
+            cancel.check()
+            threading.Event().wait(0.005)
+        return "finished anyway"
+
+    old = runner.side("plan", until_cancelled, answers.append)
+    assert running.wait(WAIT) and not old.cancel_requested
+    new_gate = threading.Event()
+    new = runner.side("plan", gated(new_gate, "new"), answers.append)
+    assert old.cancel_requested and not new.cancel_requested
+    qtbot.waitUntil(lambda: old not in runner.side_jobs, timeout=10_000)
+    assert seen_cancel and answers == []  # stopped early: no answer at all
+    other = runner.side("filter", gated(new_gate, "tree"), answers.append)  # another name: untouched
+    assert not new.cancel_requested and not other.cancel_requested
+    runner.drop("plan")
+    assert new.cancel_requested and not other.cancel_requested
+    new_gate.set()
+    qtbot.waitUntil(lambda: not runner.side_jobs, timeout=10_000)
+    assert answers == ["tree"]
