@@ -73,7 +73,7 @@ def payload(error_map: dict | None) -> dict:
             lines.append("fused by the quantizer with: " + ", ".join(fused))
         if e["node"] == jump:
             lines.append("the first node where the error jumps")
-        nodes[e["node"]] = {"fill": fill, "text": text_colour(fill), "title": "\n".join(lines)}
+        nodes[e["node"]] = {"fill": fill, "text": text_colour(fill), "title": "\n".join(lines), "jump": e["node"] == jump}
         for g in fused:
             nodes.setdefault(g, {"fill": fill, "text": text_colour(fill),
                                  "title": f"{g}: fused into {e['node']} by the quantizer\n" + "\n".join(lines[1:3])})

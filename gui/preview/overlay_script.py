@@ -4,9 +4,9 @@ Why a module of its own: the page side of the overlay, kept apart from the Pytho
 (and shipped as Python, so no package-data rule is needed). `INSTALL_JS` defines, once per page,
 `window.__onnxport_overlay` with:
 - `apply(payload)`: restore what the last call painted, then for each `payload.nodes[name]`
-  (`fill`, `text`, `title`) colour the header of Netron's node `g#node-name-<name>` (its
+  (`fill`, `text`, `title`, `jump`) colour the header of Netron's node `g#node-name-<name>` (its
   `.node-item-type path`, inline style so it beats Netron's CSS, hover included), set its hover
-  title, and show the legend (`div#onnxport-legend`, from `payload.legend`); returns how many
+  title, draw the border of the first jump thick, and show the legend (`div#onnxport-legend`, from `payload.legend`); returns how many
   nodes of the drawn graph it painted (0: the legend is hidden);
 - `clear()`: the page as Netron drew it;
 - `take()`: the names of the nodes clicked since the last call (TAKE_CLICKS_JS: as JSON text) (one capture-phase listener on the
@@ -25,6 +25,7 @@ INSTALL_JS = r"""
     for (const entry of state.painted) {
       if (entry.path) { entry.path.style.removeProperty('fill'); }
       if (entry.text) { entry.text.style.removeProperty('fill'); }
+      if (entry.border) { entry.border.style.removeProperty('stroke'); entry.border.style.removeProperty('stroke-width'); }
       if (entry.title) {
         if (entry.oldTitle === null) { entry.title.remove(); } else { entry.title.textContent = entry.oldTitle; }
       }
@@ -85,9 +86,11 @@ INSTALL_JS = r"""
         title.textContent = spec.title;
         if (path) { path.style.setProperty('fill', spec.fill, 'important'); }
         if (text) { text.style.setProperty('fill', spec.text, 'important'); }
+        const border = spec.jump ? g.querySelector(':scope > path.node-border') : null;
+        if (border) { border.style.setProperty('stroke', spec.fill); border.style.setProperty('stroke-width', '3px'); }
         g.classList.add('onnxport-painted');
         g.setAttribute('data-onnxport-fill', spec.fill);
-        state.painted.push({ g, path, text, title, oldTitle });
+        state.painted.push({ g, path, text, title, oldTitle, border });
         count += 1;
       }
       legend(payload.legend, count);

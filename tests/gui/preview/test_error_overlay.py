@@ -93,6 +93,11 @@ def test_nodes_are_painted_with_the_colours_of_the_error_they_add(qtbot, overlay
         assert state["fills"][name] == rgb(spec["fill"]), name
     assert state["legend"] and "Error each node adds" in state["legend"]
     assert f"{len(expected)} nodes coloured" in state["legend"]
+    jump = error_map["first_jump"]["node"]  # int8 path pinned: fc2 adds ~0.03
+    assert jump in expected
+    js = f"getComputedStyle(document.getElementById({json.dumps('node-name-' + jump)})" \
+         ".querySelector('path.node-border')).strokeWidth"
+    assert _js(qtbot, panel.view, js) == "3px"  # the first jump gets a thick border of its colour
     # the hover title carries the figures
     name = next(iter(expected))
     with qtbot.waitCallback(timeout=10_000) as title:
