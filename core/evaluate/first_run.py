@@ -12,7 +12,8 @@ Contract: `fitted_feeds(model_path, inputs, ...)` returns a `FeedSource`:
 - else the plan's size choices (input_shapes.ShapePlan.choices) times the value choices of
   inputs the model compares with constants (input_values.value_choices) are tried in order in
   the child, on the model and on `references` (models run on the same inputs, e.g. the float
-  model a quantized one is validated against): first only the default, then the others (the
+  model a quantized one is validated against: a path, or a `(ModelProto, folder)` pair for a
+  graph whose external weights stay in `folder`, such as a reference pruned to the outputs): first only the default, then the others (the
   child is restarted after a crash, at most MAX_CRASHES times). The first trial every model runs
   is generated (`count` feeds, deterministic); a note says when it is not the default. If none
   runs: `OnnxportError`, one line: the default's failure (the crash's signal, or ORT's message)
@@ -52,8 +53,11 @@ TIMEOUT_SECONDS = 300.0
 POLL_SECONDS = 0.02
 
 
+Reference = str | Path | tuple[onnx.ModelProto, Path]  # a model file, or a graph and its weights' folder
+
+
 def fitted_feeds(model_path: str | Path, inputs: FeedsLike = None, *, model: onnx.ModelProto | None = None,
-                 specs: list[InputSpec] | None = None, references: Sequence[str | Path] = (), count: int = 2,
+                 specs: list[InputSpec] | None = None, references: Sequence[Reference] = (), count: int = 2,
                  batch_size: int | None = None, batch: int = BATCH, dim_sizes: Mapping[str, int] | None = None,
                  shapes: Mapping[str, tuple[int, ...]] | None = None, seed: int = 0,
                  cancel: CancelToken | None = None) -> FeedSource:
@@ -75,7 +79,8 @@ def fitted_feeds(model_path: str | Path, inputs: FeedsLike = None, *, model: onn
         chosen = {name: vs[min(v, len(vs) - 1)] for name, vs in values.items()}
         return generate(specs, plan.shapes(choice), n, seed=seed, values=chosen)
 
-    models = [model_path] + [Path(r) for r in references if Path(r).is_file()]
+    models = [model_path] + [r if isinstance(r, tuple) else Path(r) for r in references
+                             if isinstance(r, tuple) or Path(r).is_file()]
     found, failures = _probe(models, feed, len(trials), cancel)
     hint = _hint(plan)
     if found is None and failures:
@@ -163,11 +168,27 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _run_child(folder: Path, models: list[Path], trials: list[str], start: int, cancel: CancelToken | None):
+def _job_models(folder: Path, models: list) -> list[dict]:
+    """The child's view of each model: its path, and the folder of its external data when it is a
+    graph held in memory (written here, into the private temp folder, without weights)."""
+    entries = []
+    for i, m in enumerate(models):
+        if isinstance(m, tuple):
+            proto, data_folder = m
+            path = folder / f"reference{i}.onnx"
+            if not path.exists():
+                path.write_bytes(proto.SerializeToString())
+            entries.append({"path": str(path), "external_folder": str(data_folder)})
+        else:
+            entries.append({"path": str(m)})
+    return entries
+
+
+def _run_child(folder: Path, models: list, trials: list[str], start: int, cancel: CancelToken | None):
     """Run the child once: (events it reported, exit status | None when it could not tell)."""
     report = folder / f"report{start}.jsonl"
     job = folder / f"job{start}.json"
-    job.write_text(json.dumps({"models": [str(m) for m in models], "trials": trials, "start": start,
+    job.write_text(json.dumps({"models": _job_models(folder, models), "trials": trials, "start": start,
                                "report": str(report)}), encoding="utf-8")
     try:
         child = subprocess.Popen([sys.executable, str(CHILD), str(job)], stdin=subprocess.DEVNULL,

@@ -2,7 +2,8 @@
 
 Self-contained on purpose (numpy and onnxruntime only, run by path): it must start fast and
 cannot take onnxport down with it. Usage: `python first_run_child.py JOB.json`, where the job is
-`{"models": [paths], "trials": [.npz paths], "start": i, "report": path}`. For each trial from
+`{"models": [{"path": p, "external_folder": f (optional)}], "trials": [.npz paths], "start": i,
+"report": path}` (`external_folder`: where a model written without its weights finds them). For each trial from
 `start` it appends one JSON line to `report` before running (`{"trial": i, "event": "start"}`)
 and one after (`"ok"`, or `"error"` with ORT's first line), and stops at the first trial every
 model runs. A model whose inputs the feed does not cover (a reference fed with parameters) is
@@ -36,9 +37,15 @@ def main(job_path: str) -> int:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     sessions = []
-    for path in job["models"]:
+    for entry in job["models"]:
+        path, folder = entry["path"], entry.get("external_folder")
         try:
-            sessions.append(ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]))
+            own = options
+            if folder:
+                own = ort.SessionOptions()
+                own.log_severity_level = 4
+                own.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
+            sessions.append(ort.InferenceSession(path, own, providers=["CPUExecutionProvider"]))
         except Exception as exc:  # noqa: BLE001 - any load failure: the parent's session reports it
             emit(event="load", model=path, message=_first_line(exc))
             return 0

@@ -1,7 +1,10 @@
 """The reference a model is validated against, as something ONNX Runtime's inference session runs.
 
-Contract: `reference_model(path, outputs, params)` returns `(model, parameter_feeds)`:
+Contract: `reference_model(path, outputs, params, weights=True)` returns `(model, parameter_feeds)`:
 - the reference graph pruned to `outputs` (so labels/loss are not needed), weights in memory;
+  with `weights=False` the weights the pruned graph keeps stay external references (checked,
+  confined to `path`'s folder; `runtime.session(..., external_folder=path.parent)` runs it): an
+  early exit of a 4 GB model is validated with the weights it needs, not all of them;
 - with `params` (an eval graph + checkpoint): the parameters become *feeds* of their graph inputs
   (an initializer a parameter overrides becomes a graph input), exactly what ORT's training
   `Module` does in eval mode, with no training package;
@@ -27,6 +30,7 @@ from onnxport.core.evaluate.runtime import load_full
 from onnxport.core.graph.index import infer_value_info
 from onnxport.core.graph.prune import plan_prune, prune
 from onnxport.core.graph.uses import bodies, used_names
+from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import match_parameters
 from onnxport.core.params.name_alignment import align_if_better
@@ -35,10 +39,10 @@ from onnxport.core.util.errors import OnnxportError, UnknownOutputError
 FALSE_NAME = "onnxport.reference.training_mode_false"
 
 
-def reference_model(path: str | Path, outputs: list[str], params: ParameterSet | None = None
-                    ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def reference_model(path: str | Path, outputs: list[str], params: ParameterSet | None = None,
+                    weights: bool = True) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     path = Path(path)
-    model = load_full(path)
+    model = load_full(path) if weights else load_graph(path)
     graph = model.graph
     known = {o for n in graph.node for o in n.output if o} | {i.name for i in graph.input}
     for name in outputs:

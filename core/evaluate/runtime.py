@@ -24,6 +24,8 @@ from onnxport.core.util.errors import OnnxportError, no_such_file
 from onnxport.core.util.text import first_line
 
 SESSION_BYTES_LIMIT = (2**31 - 1) - (64 << 20)
+# where ORT resolves the external data of a model given as bytes (it refuses absolute locations)
+EXTERNAL_FOLDER_KEY = "session.model_external_initializers_file_folder_path"
 
 QUANTIZED_OPS = {
     "DynamicQuantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMulInteger", "ConvInteger",
@@ -50,16 +52,23 @@ def session_options(threads: int | None = None, optimize: bool = True):
 
 
 def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, threads: int | None = None,
-            workdir: Path | None = None, optimize: bool = True, checked: bool = False):
+            workdir: Path | None = None, optimize: bool = True, checked: bool = False,
+            external_folder: Path | None = None):
     """An `InferenceSession` on the CPU provider; `OnnxportError` if ONNX Runtime refuses the model.
 
     ORT reads a model path's external data itself: the file's references are checked first
-    (confined to its folder, see external_data.py) unless the caller just did (`checked`)."""
+    (confined to its folder, see external_data.py) unless the caller just did (`checked`). A
+    ModelProto may keep external references (e.g. a pruned graph whose weights stay on disk): then
+    `external_folder` is the folder they were checked against, where ORT reads them."""
     ort = _ort()
     so = session_options(threads, optimize)
     source: str | bytes
     if isinstance(model, onnx.ModelProto):
         label = label or model.graph.name or "model"
+        if external_folder is not None:
+            so.add_session_config_entry(EXTERNAL_FOLDER_KEY, str(external_folder))
+        elif has_external(model):
+            raise ValueError(f"{label}: a model with external data given without its folder")
         if model.ByteSize() > SESSION_BYTES_LIMIT:
             if workdir is None:
                 raise OnnxportError(f"{label}: over 2 GB in memory and no work folder to spill it to")
@@ -117,6 +126,15 @@ def load_full(path: str | Path) -> onnx.ModelProto:
         except (OSError, ValueError) as exc:
             raise OnnxportError(f"{path}: cannot read its external data ({exc})") from None
     return model
+
+
+def load_weights(model: onnx.ModelProto, folder: Path) -> None:
+    """Read the external data of a graph loaded (and checked) from `folder` into the graph itself."""
+    if has_external(model):
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(folder))
+        except (OSError, ValueError) as exc:
+            raise OnnxportError(f"{folder}: cannot read external data ({exc})") from None
 
 
 def model_size(path: str | Path) -> int:

@@ -30,7 +30,7 @@ from onnxport.core.evaluate.compare import (
 from onnxport.core.evaluate.feeds import FeedsLike
 from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.reference import reference_model
-from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, run, session
+from onnxport.core.evaluate.runtime import adapt_feed, load_full, load_weights, precision_of, run, session
 from onnxport.core.evaluate.sensitivity import (
     LayerError,
     layer_errors,
@@ -120,14 +120,18 @@ def validate(
     report(0.0, f"loading {model_path.name}")
     graph = load_graph(model_path)
     precision = precision_of(graph)
-    feeds = fitted_feeds(model_path, inputs, model=graph, references=[] if params is not None else [reference_path],
+    out_names = [o.name for o in graph.graph.output]
+    # the reference pruned to the model's outputs, its weights left where they are: only the ones
+    # those outputs need are read (by ORT, from the reference's folder)
+    ref_model, param_feeds = reference_model(reference_path, out_names, params, weights=False)
+    ref_folder = reference_path.parent
+    feeds = fitted_feeds(model_path, inputs, model=graph,
+                         references=[] if params is not None else [(ref_model, ref_folder)],
                          batch_size=VALIDATION_BATCH, dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)
     sess = session(model_path, checked=True)  # load_graph checked its references
-    out_names = [o.name for o in sess.get_outputs()]
     report.check()
     report(0.05, f"loading reference {reference_path.name}")
-    ref_model, param_feeds = reference_model(reference_path, out_names, params)
-    ref_sess = session(ref_model, label=str(reference_path))
+    ref_sess = session(ref_model, label=str(reference_path), external_folder=ref_folder)
     given = {s.name for s in feeds.specs} | set(param_feeds)
     missing = [i.name for i in ref_sess.get_inputs() if i.name not in given]
     if missing:
@@ -158,6 +162,7 @@ def validate(
         report.check()
         report(0.85, "comparing intermediate tensors")
         cand, first = load_full(model_path), {**feeds.first(), **param_feeds}
+        load_weights(ref_model, ref_folder)  # the intermediate tensors are compared in memory
         measured = measure_tensors(cand, ref_model, first)  # once, for the ranking and the map
         ranked = layer_errors(cand, ref_model, first, errors=measured)
         tensors = from_measured(ref_model, measured, model=cand)

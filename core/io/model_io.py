@@ -108,15 +108,21 @@ def strip_weights(model: onnx.ModelProto, keep_bytes: int = SMALL_TENSOR_BYTES) 
     The copy is for shape inference and for previews: it is small whatever the model's size.
     """
     stripped = copy_without_initializers(model)
-    for t in model.graph.initializer:
+    add_light_initializers(stripped, model.graph.initializer, keep_bytes)
+    return stripped
+
+
+def add_light_initializers(model: onnx.ModelProto, tensors, keep_bytes: int = SMALL_TENSOR_BYTES) -> None:
+    """Append `tensors` to `model`'s initializers: those over `keep_bytes` (or external) as headers
+    (name, type, dims, no data), the small ones (shape arguments...) whole."""
+    for t in tensors:
         if tensor_nbytes(t) > keep_bytes or _is_external(t):
-            header = stripped.graph.initializer.add()
+            header = model.graph.initializer.add()
             header.name, header.data_type = t.name, t.data_type
             header.dims.extend(t.dims)
             header.doc_string = t.doc_string
         else:
-            stripped.graph.initializer.append(t)
-    return stripped
+            model.graph.initializer.append(t)
 
 
 def copy_without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -2,8 +2,9 @@
 
 Property, for every input: the read ends in success (and every tensor it exposes materializes,
 with its declared shape) or in `OnnxportError`; never another exception, never a crash, within
-2 s (hypothesis deadline) and a bounded memory (the readers run in `fuzz_worker`'s process under
-RLIMIT_AS, and each read's peak RSS growth must stay under PEAK_BUDGET_MIB).
+2 s (hypothesis deadline; 10 s in make test) and a bounded memory (the readers run in
+`fuzz_worker`'s process under RLIMIT_AS, and each read's peak RSS growth must stay under
+PEAK_BUDGET_MIB).
 Inputs: small valid seeds of every kind (fuzz_seeds) mutated byte-wise and structure-aware
 (fuzz_mutations), and whole files built from fuzzed parts (fuzz_formats). Readers: ORT
 checkpoints (flatbuffer, external data, nominal, legacy .pbseq folder), safetensors, .npz, PyTorch
