@@ -197,7 +197,18 @@ class MainWindow(QMainWindow):
             self.log_line("parameters: " + loaded.match.summary())
         self._checked_changed()
         self._update_actions()
+        if loaded.index.pending_types is not None:  # a big graph's shapes come after its tree
+            model = self.model
+            self.runner.side("types", core_calls.types_job(loaded.index), lambda _n: self._typed(model))
+        else:
+            self.runner.drop("types")  # the previous model's, if still inferring
         self.loaded.emit()
+
+    def _typed(self, model: OutputsTreeModel) -> None:
+        """The shapes the open did not wait for arrived: repaint the tree and the tensor's details."""
+        if model is self.model:
+            model.types_changed()
+            self.details_panel.set_html(tensor_html(model.info(self.tree.currentIndex())))
 
     # --- tree ----------------------------------------------------------------------------------
     def _apply_filter(self) -> None:

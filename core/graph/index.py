@@ -21,7 +21,7 @@ import onnx
 from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.index_bodies import SubgraphInfo, index_bodies
 from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES, inferred_value_infos
-from onnxport.core.graph.shape_types import TypeInference
+from onnxport.core.graph.shape_types import PendingTypes, TypeInference
 from onnxport.core.graph.tensor_info import TensorInfo, TensorKind, scope_of, shape_of
 from onnxport.core.io.external_data import element_bits
 from onnxport.core.io.model_io import strip_weights, tensor_nbytes
@@ -48,6 +48,7 @@ class TensorIndex:
     suggested: list[str] = field(default_factory=list)  # likely forward outputs inside an eval graph
     subgraphs: list[SubgraphInfo] = field(default_factory=list)  # If/Loop/Scan bodies, depth first
     table: GraphTable | None = field(default=None, repr=False)  # the graph as read (graph_table)
+    pending_types: PendingTypes | None = field(default=None, repr=False, compare=False)  # see build_index
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -102,6 +103,7 @@ def build_index(
     parameter_names: Iterable[str] = (),
     types: TypeInference | None = None,
     cancel: CancelToken | None = None,
+    wait_types: bool = True,
 ) -> TensorIndex:
     """Index every tensor of `model`.
 
@@ -111,6 +113,10 @@ def build_index(
     `types`: shape inference of the model's file already started (`shape_types`, so it runs while
     the caller loads the graph); a big graph given with its `path` starts one here. The graph is
     read once into a `GraphTable` (kept as `index.table`); `cancel` is checked as it goes.
+    `wait_types=False`: when that child is still needed, the index is returned without waiting
+    for it (node outputs untyped, graph outputs as declared) with the child in
+    `index.pending_types`; `index_types.fill_types(index)` types them later (the app shows the
+    tree first). Graphs with If/Loop/Scan bodies always wait.
     """
     graph = model.graph
     big = len(graph.node) >= OUT_OF_PROCESS_NODES and path is not None and Path(path).is_file()
@@ -119,13 +125,22 @@ def build_index(
         types = None
     if types is None and big:
         types = TypeInference.start(path)
+    deferred = False
     try:
         table = GraphTable.read(graph, cancel)
-        typer = _typer(model, path, table.with_bodies, types, cancel)
+        if types is not None and not wait_types and not table.with_bodies:
+            typer = ({vi.name: shape_of(vi.type) for vi in graph.output}.get, None)
+            index = _index_from_table(model, path, table, typer, set(parameter_names), cancel)
+            deferred = True
+        else:
+            typer = _typer(model, path, table.with_bodies, types, cancel)
+            index = _index_from_table(model, path, table, typer, set(parameter_names), cancel)
     finally:
-        if types is not None:
+        if types is not None and not deferred:
             types.close()
-    return _index_from_table(model, path, table, typer, set(parameter_names), cancel)
+    if deferred:
+        index.pending_types = PendingTypes(types, model, path)
+    return index
 
 
 def _typer(model: onnx.ModelProto, path, with_bodies: bool, types: TypeInference | None,

@@ -5,7 +5,7 @@ in a child: it holds the GIL) as on its own work, then as long again reading 100
 back field by field (`tensor_info.shape_of`, ~1 s). `TypeInference.start(path)` starts the child
 as soon as the model file is known, so inference runs on the other core while this process
 loads and reads the graph; the child answers with what the index needs - `(dtype, dims)` per
-tensor, as `shape_of` gives them - in JSON lines of a few thousand tensors each (JSON: the child
+tensor, as `shape_of` gives them, each distinct type once - in JSON lines of a few thousand tensors each (JSON: the child
 parses a stranger's file, and its answer must not be able to run code here; short lines: no
 single parse holds the GIL for long).
 
@@ -19,14 +19,19 @@ inputs where nothing was inferred), or None when the child failed (the caller fa
 from __future__ import annotations
 
 import json
+import selectors
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import onnx
 
 from onnxport.core.graph.tensor_info import Dim
 from onnxport.core.util.progress import CancelToken
 
 TIMEOUT_S = 600
+POLL_S = 0.05  # how often a wait for the child looks at the cancel token
 LINE_TENSORS = 4096  # tensors per JSON line
 
 Types = dict[str, tuple[str | None, tuple[Dim, ...] | None]]
@@ -35,21 +40,36 @@ _CHILD = r"""
 import json, sys, onnx
 from onnx import shape_inference
 from onnxport.core.graph.tensor_info import shape_of
-from onnxport.core.io.model_io import strip_weights
+from onnxport.core.io.model_io import SMALL_TENSOR_BYTES, tensor_nbytes
 model = onnx.load_model(sys.argv[1], load_external_data=False)  # no weights are read: headers only
+for t in model.graph.initializer:  # weights out, in place (this copy is ours): what strip_weights keeps
+    if t.data_location == onnx.TensorProto.EXTERNAL or tensor_nbytes(t) > SMALL_TENSOR_BYTES:
+        name, data_type, dims, doc = t.name, t.data_type, list(t.dims), t.doc_string
+        t.Clear()
+        t.name, t.data_type, t.doc_string = name, data_type, doc
+        t.dims.extend(dims)
 inputs = list(model.graph.input)
-model = shape_inference.infer_shapes(strip_weights(model), check_type=False, strict_mode=False, data_prop=True)
-found = {}
+model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+kinds, seen, found = [], {}, {}
+def kind(vtype):
+    key = vtype.SerializeToString()  # most tensors share a few types: shape_of once per type
+    k = seen.get(key)
+    if k is None:
+        k = seen[key] = len(kinds)
+        dtype, dims = shape_of(vtype)
+        kinds.append([dtype, None if dims is None else list(dims)])
+    return k
 for vi in list(model.graph.value_info) + list(model.graph.output):
-    found[vi.name] = shape_of(vi.type)
+    found[vi.name] = kind(vi.type)
 for vi in inputs:
-    found.setdefault(vi.name, shape_of(vi.type))
-items = [[name, dtype, None if dims is None else list(dims)] for name, (dtype, dims) in found.items()]
-step = int(sys.argv[2])
+    if vi.name not in found:
+        found[vi.name] = kind(vi.type)
 out = sys.stdout
+out.write(json.dumps(kinds) + "\n")
+items = list(found.items())
+step = int(sys.argv[2])
 for i in range(0, len(items), step):
-    out.write(json.dumps(items[i:i + step]))
-    out.write("\n")
+    out.write(json.dumps(items[i:i + step]) + "\n")
 """
 
 
@@ -77,20 +97,37 @@ class TypeInference:
             return None
         types: Types = {}
         try:
+            self._wait_for_answer(proc, cancel)
+            kinds = None
             for line in proc.stdout:
                 if cancel is not None and cancel.cancelled:
                     self.close()
                     cancel.check()
-                for name, dtype, dims in json.loads(line):
-                    types[name] = (dtype, None if dims is None else tuple(dims))
+                if kinds is None:  # first line: the distinct types; then [name, type number] pairs
+                    kinds = [(dtype, None if dims is None else tuple(dims)) for dtype, dims in json.loads(line)]
+                    continue
+                for name, k in json.loads(line):
+                    types[name] = kinds[k]
             code = proc.wait(timeout=TIMEOUT_S)
-        except (OSError, ValueError, TypeError, subprocess.TimeoutExpired):
+        except (OSError, ValueError, TypeError, IndexError, subprocess.TimeoutExpired):
             self.close()
             return None
         finally:
             proc.stdout.close()
         self._proc = None
         return types if code == 0 else None
+
+    def _wait_for_answer(self, proc: subprocess.Popen, cancel: CancelToken | None) -> None:
+        """Block until the child starts answering (inference is done), checking `cancel` every
+        POLL_S: a cancel kills the child at once instead of after the inference."""
+        if cancel is None:
+            return
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            while not selector.select(POLL_S):
+                if cancel.cancelled:
+                    self.close()
+                    cancel.check()
 
     def close(self) -> None:
         """Kill the child if it still runs (never raises)."""
@@ -103,3 +140,13 @@ class TypeInference:
                 pass
         if proc is not None and proc.stdout is not None and not proc.stdout.closed:
             proc.stdout.close()
+
+
+@dataclass
+class PendingTypes:
+    """Types an index was built without (`build_index(wait_types=False)`): the child still
+    inferring them, and the model and path to infer them again from if it fails."""
+
+    inference: TypeInference
+    model: onnx.ModelProto
+    path: str | Path | None

@@ -153,8 +153,11 @@ def open_sources(
     paths: Iterable[str | Path],
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
+    wait_types: bool = True,
 ) -> LoadedSources:
-    """Open files/folders as one job: load the model graph, index it, read and match parameters."""
+    """Open files/folders as one job: load the model graph, index it, read and match parameters.
+    `wait_types=False`: a big graph's index may come back before shape inference ends (see
+    `graph.index.build_index`; `graph.index_types.fill_types` completes it)."""
     report = Reporter(progress, cancel)
     found = classify_sources(paths)
     model_path, param_paths = found.model, found.params
@@ -178,9 +181,9 @@ def open_sources(
             report(0.6, "indexing tensors")
             names = loaded.params.params.keys() if loaded.params else ()
             loaded.index = build_index(loaded.model, model_path, parameter_names=names, types=types,
-                                       cancel=report.token)
+                                       cancel=report.token, wait_types=wait_types)
         finally:
-            if types is not None:
+            if types is not None and (loaded.index is None or loaded.index.pending_types is None):
                 types.close()
         if loaded.params is not None:
             loaded.match = (loaded.alignment.match if loaded.alignment is not None

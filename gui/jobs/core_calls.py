@@ -10,6 +10,7 @@ from pathlib import Path
 
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.export.export import ExportResult, export_model, plan_export
+from onnxport.core.graph.index_types import fill_types
 from onnxport.core.util.progress import Reporter
 from onnxport.core.workflow.sources import LoadedSources, open_sources
 
@@ -18,13 +19,23 @@ from .quiet_gc import quiet_gc
 
 
 def open_job(paths: list[Path]):
-    """Open sources and build the outputs tree, both off the GUI thread: returns (LoadedSources, Tree)."""
+    """Open sources and build the outputs tree, both off the GUI thread: returns (LoadedSources, Tree).
+    A big graph's shapes may still be inferred when it returns (`index.pending_types`: `types_job`)."""
 
     def run(progress, cancel):
         with quiet_gc():
-            loaded = open_sources(paths, progress, cancel)
+            loaded = open_sources(paths, progress, cancel, wait_types=False)
             tree = build_tree(loaded.index) if loaded.index is not None else None
         return loaded, tree
+
+    return run
+
+
+def types_job(index):
+    """Fill the shapes the open did not wait for (graph.index_types); returns how many changed."""
+
+    def run(progress, cancel):
+        return fill_types(index, cancel)
 
     return run
 

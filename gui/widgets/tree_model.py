@@ -121,6 +121,11 @@ class OutputsTreeModel(QAbstractItemModel):
     def visible_tensor_count(self) -> int:
         return self._root.count
 
+    def types_changed(self) -> None:
+        """Shapes and dtypes arrived after the tree was shown (graph.index_types): repaint."""
+        self.layoutAboutToBeChanged.emit()
+        self.layoutChanged.emit()
+
     def _checkable(self, info: TensorInfo) -> bool:
         if info.kind in (TensorKind.INPUT, TensorKind.PARAMETER):
             return False
