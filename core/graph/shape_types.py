@@ -65,11 +65,13 @@ for vi in inputs:
     if vi.name not in found:
         found[vi.name] = kind(vi.type)
 out = sys.stdout
-out.write(json.dumps(kinds) + "\n")
 items = list(found.items())
-step = int(sys.argv[2])
-for i in range(0, len(items), step):
-    out.write(json.dumps(items[i:i + step]) + "\n")
+step, sent = int(sys.argv[2]), 0
+for i in range(0, len(items), step):  # each line: [types first used here, [[name, type number], ...]]
+    chunk = items[i:i + step]
+    upto = max(sent, max(k for _, k in chunk) + 1)
+    out.write(json.dumps([kinds[sent:upto], chunk]) + "\n")
+    sent = upto
 """
 
 
@@ -98,15 +100,14 @@ class TypeInference:
         types: Types = {}
         try:
             self._wait_for_answer(proc, cancel)
-            kinds = None
+            kinds: list = []
             for line in proc.stdout:
                 if cancel is not None and cancel.cancelled:
                     self.close()
                     cancel.check()
-                if kinds is None:  # first line: the distinct types; then [name, type number] pairs
-                    kinds = [(dtype, None if dims is None else tuple(dims)) for dtype, dims in json.loads(line)]
-                    continue
-                for name, k in json.loads(line):
+                new, chunk = json.loads(line)  # the types first used in this line, [name, type number] pairs
+                kinds += [(dtype, None if dims is None else tuple(dims)) for dtype, dims in new]
+                for name, k in chunk:
                     types[name] = kinds[k]
             code = proc.wait(timeout=TIMEOUT_S)
         except (OSError, ValueError, TypeError, IndexError, subprocess.TimeoutExpired):

@@ -16,6 +16,7 @@ import onnx
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 
+from onnxport.core.io.chunked_parse import parse_model
 from onnxport.core.io.external_data import check_model_tensors, declared_nbytes
 from onnxport.core.io.regular_files import regular_file
 from onnxport.core.util.errors import CorruptFileError, OnnxportError, no_such_file
@@ -40,7 +41,7 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            model = onnx.load_model(f, load_external_data=False)
+            model = parse_model(f.read())  # in slices: a big graph never holds the GIL long (chunked_parse)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         raise CorruptFileError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
