@@ -143,9 +143,17 @@ def _is_repeated(fd) -> bool:
     return fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
 
 
+COPY_SLICE = 4096  # items per protobuf call when copying a long repeated field (nodes)
+
+
 def _copy_field(target, fd, value) -> None:
     if _is_repeated(fd):
-        getattr(target, fd.name).extend(value)
+        field = getattr(target, fd.name)
+        if len(value) <= COPY_SLICE:
+            field.extend(value)
+            return
+        for start in range(0, len(value), COPY_SLICE):  # one C call per slice: no long GIL hold
+            field.extend(value[start:start + COPY_SLICE])
     elif fd.message_type:
         getattr(target, fd.name).CopyFrom(value)
     else:
