@@ -209,10 +209,14 @@ def _index_from_table(model: onnx.ModelProto, path, table: GraphTable, typer, pa
         kind = TensorKind.OUTPUT if node is not None else TensorKind.INPUT
         add(name, kind, *(typed(name) or unknown), node)
     intermediate = TensorKind.INTERMEDIATE
-    for i, outs in enumerate(outputs):
+    for i, outs in enumerate(outputs):  # `add` inlined: this loop runs once per tensor
+        node_name, op, scope = names[i], ops[i], scopes[i]
         for out in outs:
             if out and out not in tensors:
-                add(out, intermediate, *(typed(out) or unknown), i)
+                dtype, shape = typed(out) or unknown
+                tensors[out] = TensorInfo(out, intermediate, dtype, shape, node_name, op,
+                                          consumers.get(out, no_consumers), scope, out in training,
+                                          out in output_set, None)
     if cancel is not None:
         cancel.check()
     parameters: list[str] = []
