@@ -59,6 +59,11 @@ def run(args: list[str]) -> dict:
             "said": (said or proc.stdout.strip().splitlines() or [""])[-1][:200]}
 
 
+def best_of_two(args: list[str]) -> dict:
+    """The faster of two runs (an export replaces its output: the second run overwrites the first)."""
+    return min((run(args) for _ in range(2)), key=lambda r: (r["code"] != 0, r["seconds"]))
+
+
 def copy_files(files: list[Path], dst: Path) -> float:
     """A plain copy of `files` into `dst` with fsync: the disk's speed for those bytes."""
     dst.mkdir(parents=True, exist_ok=True)
@@ -122,17 +127,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(data)} data files")
     results = {"config": asdict(config), "nodes": nodes, "param_bytes": params, "steps": {}}
     steps = results["steps"]
-    steps["copy_early"] = {"seconds": round(copy_files(early_files, work / "copy"), 2), "bytes": early_bytes}
-    steps["copy_all"] = {"seconds": round(copy_files(data, work / "copy"), 2), "bytes": params}
+    # best of two for the copies and the exports: the disk's own noise is of the order of the figures
+    steps["copy_early"] = {"seconds": round(min(copy_files(early_files, work / "copy") for _ in range(2)), 2),
+                           "bytes": early_bytes}
+    steps["copy_all"] = {"seconds": round(min(copy_files(data, work / "copy") for _ in range(2)), 2),
+                         "bytes": params}
     steps["inspect"] = run([*CLI, "inspect", str(model)])
     early_out = work / "early_exit.onnx"
-    steps["export_early"] = run([*CLI, "export", str(model), "--outputs", early, "-o", str(early_out), "-q"])
+    steps["export_early"] = best_of_two([*CLI, "export", str(model), "--outputs", early, "-o", str(early_out), "-q"])
     skipped = set(args.skip.split(","))
     steps["validate_early"] = {"seconds": 0.0, "peak_rss": 0, "code": 0, "said": "skipped"} \
         if "validate_early" in skipped else run([*CLI, "validate", str(early_out), "--reference", str(model),
                                    "--dim", "batch=1", "--dim", "sequence=32", "-q"])
     full_out = work / "full.onnx"
-    steps["export_full"] = run([*CLI, "export", str(model), "--outputs", "logits", "-o", str(full_out), "-q"])
+    steps["export_full"] = best_of_two([*CLI, "export", str(model), "--outputs", "logits", "-o", str(full_out), "-q"])
     shutil.rmtree(work, ignore_errors=True)
 
     rows, ok = [], True

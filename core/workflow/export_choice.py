@@ -46,7 +46,11 @@ def review_export(model_path: str | Path, outputs: Sequence[str] | None,
     initializers = {t.name for t in model.graph.initializer}
     param_like = [vi.name for vi in model.graph.input
                   if vi.name not in initializers and (vi.name in known or PARAM_NAME.search(vi.name))]
-    index = build_index(model, model_path, parameter_names=param_like)
+    # no types needed here: a big graph's shape inference (~1 s at 23k nodes) is not waited for
+    index = build_index(model, model_path, parameter_names=param_like, wait_types=False)
+    if index.pending_types is not None:
+        index.pending_types.inference.close()
+        index.pending_types = None
     chosen, defaulted = list(outputs or []), not outputs
     if defaulted:
         chosen = index.default_outputs()
