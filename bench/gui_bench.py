@@ -68,7 +68,8 @@ def big_export_model(folder: Path, tensors: int = 100, width: int = 2 << 20) -> 
 
 
 class Heartbeat:
-    """Longest gap between 10 ms timer beats on the GUI thread."""
+    """Longest gap between 10 ms timer beats on the GUI thread; with `running` (names of the jobs
+    running now), also the longest gap that ended while each job ran ("none": no job ran)."""
 
     def __init__(self) -> None:
         from PySide6.QtCore import QTimer
@@ -77,21 +78,39 @@ class Heartbeat:
         self.last = 0.0
         self.worst = 0.0
         self.beats = 0
+        self.running = None
+        self.by_job: dict[str, float] = {}
 
-    def start(self) -> None:
+    def start(self, running=None) -> None:
         self.last = time.perf_counter()
-        self.worst, self.beats = 0.0, 0
+        self.worst, self.beats, self.running, self.by_job = 0.0, 0, running, {}
         self.timer.start()
 
     def _beat(self) -> None:
         now = time.perf_counter()
-        self.worst = max(self.worst, now - self.last)
+        gap = now - self.last
+        self.worst = max(self.worst, gap)
+        if self.running is not None:
+            for name in self.running() or ("none",):
+                self.by_job[name] = max(self.by_job.get(name, 0.0), gap)
         self.last = now
         self.beats += 1
 
     def stop(self) -> float:
         self.timer.stop()
         return max(0.0, self.worst * 1000 - BEAT_MS)
+
+    def stalls_by_job(self) -> dict[str, float]:
+        return {name: round(max(0.0, gap * 1000 - BEAT_MS), 1) for name, gap in sorted(self.by_job.items())}
+
+
+def running_jobs(window) -> set[str]:
+    """The side jobs running now: the window's (plan, types, filter) and the preview's."""
+    names = {job.name for job in window.runner.side_jobs}
+    jobs = getattr(window.preview, "jobs", None)
+    if jobs is not None:
+        names |= {job.name for job in jobs.side_jobs}
+    return names
 
 
 def wait(app, predicate, timeout: float = 600) -> None:
@@ -145,7 +164,7 @@ def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int) -
     wait(app, lambda: done or window.job is None)
     open_s = (done[0] if done else time.perf_counter()) - t0
     open_stall = beat.stop()
-    beat.start()
+    beat.start(lambda: running_jobs(window))
     t1 = time.perf_counter()
     wait_side_jobs(app, window)
     side_s = time.perf_counter() - t1
@@ -156,7 +175,7 @@ def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int) -
             "open_seconds": round(open_s, 3), "onnx_load_seconds": round(reference, 3),
             "ratio": round(open_s / reference, 1), "tree_seconds_gui_thread": round(window.last_tree_seconds, 3),
             "stall_open_ms": round(open_stall, 1), "side_jobs_seconds": round(side_s, 2),
-            "stall_side_jobs_ms": round(side_stall, 1)}
+            "stall_side_jobs_ms": round(side_stall, 1), "stall_after_open_by_job_ms": beat.stalls_by_job()}
 
 
 def main() -> int:
@@ -270,6 +289,9 @@ def print_table(results: dict) -> None:
         print(f"{row['model']:12} {row['nodes']:7d} {row['open_seconds']:7.2f} {bar:>5} {row['onnx_load_seconds']:11.3f} "
               f"{row['ratio']:6.1f} {1000 * row['tree_seconds_gui_thread']:8.1f} {row['stall_open_ms']:10.1f} "
               f"{row['stall_side_jobs_ms']:16.1f}")
+    print("\nlongest stall after open, by the side job running when it ended (ms):")
+    for row in results["open"]:
+        print(f"  {row['model']} {row['nodes']}: " + ", ".join(f"{k} {v}" for k, v in row["stall_after_open_by_job_ms"].items()))
     export = results["export"]
     ratio = results["stall_export_ms"] / (1000 * export["seconds"]) if export["seconds"] else float("nan")
     print(f"\nexport {export['bytes'] / 1e6:.0f} MB in {export['seconds']:.2f} s: longest GUI stall "
