@@ -7,6 +7,11 @@ opened in the running Netron page (the page is loaded only the first time, or ag
 fails). After each open the panel polls the page until Netron has drawn (`rendered(node_count)`),
 then re-focuses the tensor the user had selected, so the place is kept across reloads where
 Netron allows. "Pruned"/"Original" switches between the export's graph and the whole graph.
+A graph beyond `FOCUS_BUDGET` nodes is drawn focused (core/graph/focus.py): the neighbourhood of
+the selected outputs, repeated layers collapsed, cut at the budget; the status line says what is
+shown, "Show more" doubles the budget, and a tensor selected in the tree that the focused view
+does not draw becomes the focus. The graph read for it is kept for the next request on the same
+file (all of it built in the side job: the GUI thread only publishes the bytes).
 Without WebEngine the panel says why and offers the same preview in the system browser.
 """
 
@@ -18,7 +23,7 @@ from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from onnxport.core.graph.preview import preview_bytes
+from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph, PreviewAnswer, preview_answer
 
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner
@@ -39,6 +44,11 @@ class PreviewPanel(QWidget):
         self.mode = "pruned"
         self._request: tuple[str, list[str], tuple[str, ...]] | None = None
         self._focus_tensor: str | None = None
+        self._seed: str | None = None  # the tensor a focused preview is centred on (None: the outputs)
+        self.initial_budget = FOCUS_BUDGET  # a bigger graph is drawn focused on this many nodes at most
+        self.budget = FOCUS_BUDGET  # the focused preview's budget now ("Show more" doubles it)
+        self._graph: FocusGraph | None = None  # the big graph read by the last focused preview
+        self.focused: FocusedPreview | None = None  # what the drawn preview shows (None: the whole graph)
         self._producer_of = lambda tensor: None
         self._generation = 0  # the model being shown: answers and page events of older ones are ignored
         self.jobs = JobRunner(self)
@@ -63,11 +73,15 @@ class PreviewPanel(QWidget):
         self.pruned_button.toggled.connect(lambda on: on and self.set_mode("pruned"))
         self.original_button.toggled.connect(lambda on: on and self.set_mode("original"))
         self.browser_button = QPushButton("Open in browser", clicked=self.open_in_browser)
+        self.more_button = QPushButton("Show more", clicked=self.show_more, visible=False)
+        self.more_button.setToolTip("Draw twice as many nodes around the selection")
         self.status = QLabel("Nothing to preview yet.")
         bar = QHBoxLayout()
         for w in (self.pruned_button, self.original_button, self.browser_button):
             bar.addWidget(w)
         bar.addWidget(self.status, 1)
+        bar.addWidget(self.more_button)
+        self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
@@ -88,7 +102,10 @@ class PreviewPanel(QWidget):
     def set_model(self, model_path: str, outputs: list[str], parameter_names=(), producer_of=None) -> None:
         """Show `outputs` of the model at `model_path` (debounced). `producer_of(tensor)`: the
         name of the node producing it, to focus tensors in the graph."""
+        if self._request is None or self._request[0] != str(model_path):
+            self.budget, self._graph = self.initial_budget, None
         self._request = (str(model_path), list(outputs), tuple(parameter_names))
+        self._seed = None  # new outputs: the focus goes back to them
         if producer_of is not None:
             self._producer_of = producer_of
         self.changed_at = time.perf_counter()
@@ -103,9 +120,26 @@ class PreviewPanel(QWidget):
                 self._build()
 
     def focus_node(self, tensor_name: str) -> None:
-        """Select the node producing `tensor_name` in Netron (if it is in the shown graph)."""
+        """Select the node producing `tensor_name` in Netron; in a focused preview that does not
+        draw it (cut off or collapsed) but would draw it whole, refocus on it (debounced)."""
         self._focus_tensor = tensor_name
         node = self._producer_of(tensor_name)
+        focused = self.focused
+        if node and focused is not None and node not in focused.shown_names and node in focused.cone_names:
+            self._seed = tensor_name
+            self.changed_at = time.perf_counter()
+            self._debounce.start()
+            return
+        self._select(node)
+
+    def show_more(self) -> None:
+        """Redraw the focused preview with twice as many nodes."""
+        if self._request is not None:
+            self.budget *= 2
+            self.changed_at = time.perf_counter()
+            self._build()
+
+    def _select(self, node: str | None) -> None:
         if node and self.view is not None and self.last_node_count > 0:
             self.view.focus(node)
 
@@ -150,17 +184,25 @@ class PreviewPanel(QWidget):
         generation = self._generation
         self.last_node_count = -1
         self.status.setText("building the preview…")
-        self.jobs.side("preview", lambda progress, cancel: preview_bytes(path, chosen, params),
-                       lambda data: self._publish(generation, data),
+        budget, seeds, graph, whole = self.budget, [self._seed] if self._seed else None, self._graph, self.initial_budget
+        self.jobs.side("preview",
+                       lambda progress, cancel: preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole),
+                       lambda answer: self._publish(generation, answer, path),
                        lambda exc: self._failed(generation, error_text(exc)))
 
-    def _publish(self, generation: int, data: bytes) -> None:
+    def _publish(self, generation: int, answer: PreviewAnswer, path: str = "") -> None:
         if generation != self._generation:
             return
+        if answer.graph is not None and self._request is not None and self._request[0] == path:
+            self._graph = answer.graph
+        data, focused = answer.data, answer.focused
+        self.focused = focused
         name = "pruned.onnx" if self.mode == "pruned" else "original.onnx"
         self.last_url = self.server.publish(data, name)
         size = f"{len(data) / 1024:.0f} KB" if len(data) >= 10_240 else f"{len(data):,} bytes"
-        self.status.setText(f"{self.mode} graph, {size} without weights")
+        shown = f": {focused.summary()}" if focused is not None and not focused.complete else ""
+        self.status.setText(f"{self.mode} graph{shown}, {size} without weights")
+        self.more_button.setVisible(focused is not None and not focused.complete)
         if self.view is None:
             self.last_node_count = 0
         elif self._page_ready and self.reuse_page:
@@ -213,5 +255,5 @@ class PreviewPanel(QWidget):
         self.last_node_count = count
         self.render_seconds = time.perf_counter() - self.changed_at
         if self._focus_tensor:
-            self.focus_node(self._focus_tensor)
+            self._select(self._producer_of(self._focus_tensor))
         self.rendered.emit(count)

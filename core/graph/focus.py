@@ -1,0 +1,305 @@
+"""The focused preview: a big graph's neighbourhood of the selection, small enough for Netron.
+
+Why: Netron's layout chokes above a few thousand nodes and hangs on LLM graphs; the preview of a
+20k-node decoder must still draw in about a second. So a graph whose preview would draw more than
+`FOCUS_BUDGET` nodes is drawn focused on its *seeds* (the selected outputs, or the tensor selected
+in the tree): their upstream cone,
+1. with repeated blocks collapsed (`focus_blocks`: the middle of a run of identical layers, or of
+   identical heads inside a kept layer, becomes one `onnxport.Collapsed` node whose doc string and
+   attributes say what it stands for: "layers.1 … layers.19: 19 identical blocks, 27,170 nodes") -
+   only as deep as needed: outer runs first, nested ones only if the outer collapse is still over
+   the budget;
+2. then, if still over the budget, cut after the `hops` whole levels (node distance from the seeds)
+   that fit; the tensors entering the kept nodes from the cut-off part become graph inputs, named
+   as they are, so the user sees where it was cut.
+The result is the preview (`preview.to_preview`) of that small graph: weight-free, valid ONNX
+(unknown types at the cut are written as undefined), node names as in the source (the error
+overlay and `focus_node` find them). "Show more" is the same call with twice the budget.
+
+`FocusGraph(model)` reads the graph once (`graph_table.GraphTable`) and answers many `focus`
+calls (each a `FocusedPreview`); it never modifies the model except for naming unnamed nodes as
+the index does. Core rules: no Qt, `cancel` checked as it goes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from onnxport.core.graph.focus_blocks import CollapsedRun, find_runs
+from onnxport.core.graph.focus_units import ContractedCone
+from onnxport.core.graph.graph_table import GraphTable
+from onnxport.core.graph.preview import preview_bytes, to_preview
+from onnxport.core.graph.prune import check_outputs
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.util.progress import CancelToken
+
+FOCUS_BUDGET = 2_000  # nodes Netron lays out in well under a second here
+FOCUS_DOMAIN = "onnxport"
+COLLAPSED_OP = "Collapsed"  # the placeholder's op type ends so ('layers 1-19 collapsed'; Netron draws it)
+CHECK_EVERY = 4096
+HEADER_BYTES = 256  # an initializer bigger than this holds data
+
+
+@dataclass
+class PreviewAnswer:
+    """What the preview job hands back: the bytes to draw, what they show, the graph read."""
+
+    data: bytes
+    focused: FocusedPreview | None  # None: the whole preview, as `preview_bytes` makes it
+    graph: FocusGraph | None  # kept by the caller for the next request on the same file
+
+
+def preview_answer(path: str | Path, outputs: list[str] | None, parameter_names: Iterable[str] = (),
+                   budget: int = FOCUS_BUDGET, seeds: list[str] | None = None, graph: FocusGraph | None = None,
+                   cancel: CancelToken | None = None, whole_up_to: int = FOCUS_BUDGET) -> PreviewAnswer:
+    """The preview of the model at `path` for `outputs` (None: the whole graph): whole, exactly as
+    `preview.preview_bytes`, when the model has at most `whole_up_to` nodes; else focused
+    (`FocusGraph.focus` with `budget` and `seeds`), reusing `graph` if it was read from this file."""
+    if graph is None or not graph.matches(path):
+        key = file_key(path)
+        model = load_graph(path)
+        if len(model.graph.node) <= whole_up_to:
+            return PreviewAnswer(preview_bytes(path, outputs, parameter_names, model=model), None, None)
+        if cancel is not None:
+            cancel.check()
+        graph = FocusGraph.load(path, cancel, model=model)
+        graph.source_key = key  # the file as it was before it was read
+    focused = graph.focus(outputs, parameter_names, seeds, budget, cancel)
+    return PreviewAnswer(focused.model.SerializeToString(), focused, graph)
+
+
+@dataclass
+class FocusedPreview:
+    """What `FocusGraph.focus` drew, and what it left out."""
+
+    model: onnx.ModelProto  # the preview to draw
+    seeds: list[str]
+    budget: int
+    total_nodes: int  # nodes the whole preview would draw (the pruned graph, or the whole one)
+    shown_nodes: int  # source nodes drawn (placeholders not counted)
+    hops: int | None  # levels kept when cut; None: not cut
+    collapsed: list[CollapsedRun] = field(default_factory=list)
+    cut_inputs: list[str] = field(default_factory=list)  # tensors entering from the part cut off
+    shown_names: frozenset[str] = frozenset()  # source node names drawn
+    cone_names: frozenset[str] = frozenset()  # node names the whole preview would draw
+
+    @property
+    def complete(self) -> bool:
+        """Nothing left out: the whole preview."""
+        return self.shown_nodes >= self.total_nodes
+
+    @property
+    def collapsed_nodes(self) -> int:
+        return sum(len(r.nodes) for r in self.collapsed)
+
+    def summary(self) -> str:
+        """One line for the panel: what is shown, around what, and what was left out."""
+        around = ", ".join(self.seeds[:2]) + (f" and {len(self.seeds) - 2} more" if len(self.seeds) > 2 else "")
+        text = f"showing {self.shown_nodes:,} of {self.total_nodes:,} nodes around {around}"
+        if self.collapsed:
+            labels = ", ".join(r.label for r in self.collapsed[:2]) + (", …" if len(self.collapsed) > 2 else "")
+            blocks = sum(r.blocks for r in self.collapsed)
+            text += f"; {blocks:,} repeated blocks collapsed ({labels})"
+        if self.hops is not None:
+            text += f"; cut {self.hops} hops up ({len(self.cut_inputs):,} tensors enter from outside)"
+        return text
+
+
+class FocusGraph:
+    """One model's graph read for focused previews (see the module docstring)."""
+
+    def __init__(self, model: onnx.ModelProto, table: GraphTable | None = None, cancel: CancelToken | None = None,
+                 source_key: tuple | None = None) -> None:
+        self.model = model
+        self.table = table if table is not None and table.matches(model.graph) else GraphTable.read(model.graph, cancel)
+        self.source_key = source_key
+        self._initializers: dict[str, onnx.TensorProto] | None = None
+        self._value_infos: dict[str, onnx.ValueInfoProto] | None = None
+
+    @classmethod
+    def load(cls, path: str | Path, cancel: CancelToken | None = None,
+             model: onnx.ModelProto | None = None) -> FocusGraph:
+        """Read the model at `path` (or take `model`, just read from it and owned by no one else);
+        weights stay on disk (`load_graph`), and weights held in the file are dropped here (kept
+        as headers: a preview draws none), so keeping the graph for the next focus costs no more
+        than its nodes."""
+        key = file_key(path)
+        model = model if model is not None else load_graph(path)
+        if any(t.ByteSize() > HEADER_BYTES for t in model.graph.initializer):
+            headers = [onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims) for t in model.graph.initializer]
+            del model.graph.initializer[:]
+            model.graph.initializer.extend(headers)
+        return cls(model, cancel=cancel, source_key=key)
+
+    def matches(self, path: str | Path) -> bool:
+        """Whether this was read from the file now at `path` (same size and modification time)."""
+        return self.source_key is not None and self.source_key == file_key(path)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    # --- the cone ------------------------------------------------------------------------------
+    def upstream(self, tensors: Iterable[str], within: set[int] | None = None,
+                 cancel: CancelToken | None = None) -> set[int]:
+        """Positions of the nodes `tensors` need (their producers, transitively)."""
+        producer, uses = self.table.producer, self.table.uses
+        kept: set[int] = set()
+        stack = [producer[t] for t in tensors if t in producer]
+        while stack:
+            i = stack.pop()
+            if i in kept or (within is not None and i not in within):
+                continue
+            kept.add(i)
+            if cancel is not None and not len(kept) % CHECK_EVERY:
+                cancel.check()
+            stack.extend(producer[t] for t in uses[i] if t in producer)
+        return kept
+
+    def cone(self, outputs: list[str] | None, cancel: CancelToken | None = None) -> set[int]:
+        """The nodes the whole preview draws: what `outputs` need, or every node (None)."""
+        if outputs is None:
+            return set(range(len(self.table)))
+        return self.upstream(self._checked(outputs), cancel=cancel)
+
+    def _checked(self, outputs: list[str]) -> list[str]:
+        known = self.table.producer
+        inputs = set(self.table.input_names)
+        wanted = [o.strip() for o in outputs if o.strip()]
+        if not wanted or len(set(wanted)) != len(wanted) or any(o not in known and o not in inputs for o in wanted):
+            return check_outputs(self.model, outputs)  # raises the one-line error with suggestions
+        return wanted
+
+    # --- focusing -------------------------------------------------------------------------------
+    def focus(self, outputs: list[str] | None, parameter_names: Iterable[str] = (), seeds: list[str] | None = None,
+              budget: int = FOCUS_BUDGET, cancel: CancelToken | None = None) -> FocusedPreview:
+        """The focused preview of the export to `outputs` (None: of the whole graph) around `seeds`
+        (tensors; default: the outputs, or the graph's outputs) with at most about `budget` nodes."""
+        table = self.table
+        cone = self.cone(outputs, cancel)
+        ends = self._checked(outputs) if outputs is not None else [o.name for o in self.model.graph.output]
+        params = set(parameter_names)
+        if len(cone) <= budget:  # the whole preview fits: drawn whole, the selection is only selected
+            seeds, kept, units, runs, hops = ends, sorted(cone), None, [], None
+        else:
+            seeds = [s for s in seeds or () if table.producer.get(s) in cone] or \
+                [s for s in ends if s in table.producer] or ends
+            kept, units, runs, hops = self._choose(seeds, cone, budget, params, cancel)
+        model = self._extract(kept, units, seeds, outputs is not None, params)
+        shown = frozenset(n.name for n in model.graph.node if n.domain != FOCUS_DOMAIN)
+        graph_inputs = set(table.input_names)
+        cut = [i.name for i in model.graph.input if i.name not in graph_inputs]
+        names = table.names
+        return FocusedPreview(model, list(seeds), budget, len(cone), len(shown), hops, runs, cut, shown,
+                              frozenset(names[i] for i in cone))
+
+    def _choose(self, seeds: list[str], cone: set[int], budget: int, params: set[str],
+                cancel: CancelToken | None) -> tuple[list[int], ContractedCone, list[CollapsedRun], int | None]:
+        """Kept units in topological order (node positions; -1 - k for the k-th run's placeholder),
+        the units, the runs drawn collapsed and the hops kept (None: not cut). Collapses as little
+        as fits; cuts only if even the deepest collapse does not fit."""
+        table = self.table
+        up = self.upstream(seeds, within=cone, cancel=cancel)
+        protected = {table.producer[s] for s in seeds if s in table.producer}
+        all_runs = find_runs(table.names, table.ops, up, protected) if len(up) > budget else []
+        choice: list[CollapsedRun] = []
+        for depth in [-1] + sorted({r.depth for r in all_runs}):
+            choice = [r for r in all_runs if r.depth <= depth]
+            if len(up) - sum(len(r.nodes) for r in choice) + len(choice) <= budget:
+                break
+        if cancel is not None:
+            cancel.check()
+        weights = set(table.initializer_names) | params
+        units = ContractedCone(table, up, choice, weights)
+        kept, hops = units.levels(seeds, budget)
+        order = units.topological(kept)
+        if order is None:  # collapsing made a cycle (a block feeds an outside node feeding a later block)
+            units = ContractedCone(table, up, [], weights)
+            kept, hops = units.levels(seeds, budget)
+            order = sorted(kept)
+        drawn = set(order)
+        return order, units, [r for k, r in enumerate(units.runs) if -1 - k in drawn], hops
+
+    def _extract(self, kept: list[int], units: ContractedCone | None, seeds: list[str], pruned: bool,
+                 parameter_names: set[str]) -> onnx.ModelProto:
+        """The small model of the kept units, made a preview."""
+        source, table = self.model, self.table
+        small = onnx.ModelProto(ir_version=source.ir_version, producer_name=source.producer_name)
+        small.opset_import.extend(source.opset_import)
+        small.functions.extend(source.functions)
+        graph = small.graph
+        graph.name = source.graph.name
+        produced: set[str] = set()
+        read: list[str] = []
+        placeholders = {-1 - k: r for k, r in enumerate(units.runs)} if units is not None else {}
+        for u in kept:
+            if u >= 0:
+                graph.node.append(source.graph.node[u])
+                produced.update(o for o in table.outputs[u] if o)
+                read.extend(table.uses[u])
+            else:
+                run = placeholders[u]
+                ins, outs = units.inputs[u], units.outputs[u]
+                graph.node.append(_placeholder(run, ins, outs))
+                produced.update(outs)
+                read.extend(ins)
+        if any(u < 0 for u in kept):
+            small.opset_import.append(onnx.helper.make_opsetid(FOCUS_DOMAIN, 1))
+        initializers, infos = self._lookups()
+        inputs, seen = [], set()
+        graph_inputs = {vi.name: vi for vi in source.graph.input}
+        for name in read:
+            if name in produced or name in seen:
+                continue
+            seen.add(name)
+            if name in initializers:
+                t = initializers[name]
+                graph.initializer.add(name=name, data_type=t.data_type, dims=t.dims)
+            else:
+                inputs.append(graph_inputs.get(name) or infos.get(name) or onnx.ValueInfoProto(name=name))
+        graph.input.extend(inputs)
+        graph.output.extend(infos.get(s) or onnx.ValueInfoProto(name=s) for s in seeds)
+        ends = set(seeds)
+        graph.value_info.extend(infos[n] for n in sorted(produced) if n in infos and n not in ends)
+        to_preview(small, list(seeds) if pruned else None, parameter_names)
+        for vi in list(graph.input) + list(graph.output):
+            if not vi.type.HasField("tensor_type") and vi.type.WhichOneof("value") is None:
+                vi.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED  # unknown here: said so, validly
+                vi.type.tensor_type.shape.SetInParent()
+        return small
+
+    def _lookups(self) -> tuple[dict[str, onnx.TensorProto], dict[str, onnx.ValueInfoProto]]:
+        if self._initializers is None:
+            g = self.model.graph
+            self._initializers = {t.name: t for t in g.initializer}
+            self._value_infos = {vi.name: vi for vi in list(g.value_info) + list(g.output) + list(g.input)
+                                 if vi.type.WhichOneof("value") is not None}
+        return self._initializers, self._value_infos
+
+
+def _placeholder(run: CollapsedRun, inputs: list[str], outputs: list[str]) -> onnx.NodeProto:
+    node = onnx.NodeProto(op_type=collapsed_op_type(run), domain=FOCUS_DOMAIN,
+                          name=run.name,
+                          doc_string=f"{run.description} (collapsed by the preview: Show more, or select a "
+                                     "tensor inside, to see them)")
+    node.input.extend(inputs)
+    node.output.extend(outputs)
+    node.attribute.extend([onnx.helper.make_attribute("blocks", f"{run.label} ({run.blocks} identical)"),
+                           onnx.helper.make_attribute("nodes", len(run.nodes))])
+    return node
+
+
+def collapsed_op_type(run: CollapsedRun) -> str:
+    """'layers 1-19 collapsed': what Netron writes in the placeholder's header (no dots: Netron
+    shows only what follows the last one; short: it abbreviates longer ones)."""
+    return f"{run.short.replace('.', ' ')} {run.first}-{run.last} {COLLAPSED_OP.lower()}"
+
+
+def file_key(path: str | Path) -> tuple:
+    """What tells a file changed: its resolved path, size and modification time."""
+    st = os.stat(path)
+    return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)

@@ -1,0 +1,128 @@
+"""Repeated blocks (transformer layers, attention heads) found by their scopes, for the focused
+preview (`focus`) to collapse.
+
+Why: an LLM graph is the same layer N times (`/model/layers.0/...` ... `/model/layers.31/...`),
+often with the same head 32 times inside each layer; drawing all of them is what makes Netron
+choke, and drawing the first and the last of a run says as much.
+
+Terms:
+- a *block* is the nodes whose name has a numbered scope segment `<name>.<N>` (or `<name>_<N>`)
+  at the same place: `/model/layers.7/mlp/MatMul` is in block 7 of the *family* `/model/layers`;
+  a family nested in a block keeps the outer index (`/model/layers.7/self_attn/head`);
+- a block's *signature* is its op types in graph order (names differ from layer to layer);
+- a *run* is consecutive indices of one family with the same signature, none holding a
+  `protected` node (what the user selected); a run of at least `MIN_RUN` blocks of at least
+  `MIN_BLOCK_NODES` nodes is collapsible: its middle blocks (all but the first and the last).
+
+`find_runs(names, ops, nodes, protected)` gives the collapsible runs among `nodes` (positions in
+the graph), outermost families first (`depth` 0 = the first numbered segment of a name); a nested
+family is looked at among the nodes the outer runs did not collapse, so `[r for r in runs if
+r.depth < d]` is a consistent collapse at any depth `d`. Pure list/dict work: names are parsed
+once per call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+SCOPE_INDEX = re.compile(r"^(.*?[A-Za-z])[._](\d+)$")
+MIN_RUN = 3
+MIN_BLOCK_NODES = 2
+MAX_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class CollapsedRun:
+    """The middle of a run of identical blocks: indices `first`..`last` of `family`, `nodes`
+    (graph positions, in graph order) drawn as one placeholder."""
+
+    family: str
+    first: int
+    last: int
+    depth: int
+    nodes: tuple[int, ...]
+
+    @property
+    def blocks(self) -> int:
+        return self.last - self.first + 1
+
+    @property
+    def short(self) -> str:
+        """The family's own segment: 'layers' for '/model/layers'."""
+        return self.family.rstrip("/").rpartition("/")[2] or self.family
+
+    @property
+    def label(self) -> str:
+        """'layers.1 … layers.19': what the user reads on the placeholder."""
+        return f"{self.short}.{self.first} … {self.short}.{self.last}"
+
+    @property
+    def name(self) -> str:
+        """The placeholder node's name: the full scope of the first and the last collapsed block."""
+        return f"{self.family}.{self.first}…{self.last}"
+
+    @property
+    def description(self) -> str:
+        return f"{self.label}: {self.blocks} identical blocks, {len(self.nodes):,} nodes"
+
+
+def scope_indices(name: str) -> list[tuple[str, int]]:
+    """(family, index) of each numbered scope segment of a node name, outermost first
+    ('/model/layers.3/self_attn/head.5/Slice_2' -> [('/model/layers', 3), ('/model/layers.3/self_attn/head', 5)]).
+    The last segment is the node's own name, not a scope."""
+    if "/" not in name:
+        return []
+    parts = name.split("/")[:-1]
+    found = []
+    for k, part in enumerate(parts):
+        if part and part[-1].isdigit():
+            match = SCOPE_INDEX.match(part)
+            if match:
+                found.append(("/".join(parts[:k] + [match.group(1)]), int(match.group(2))))
+    return found
+
+
+def find_runs(names: Sequence[str], ops: Sequence[str], nodes: Iterable[int],
+              protected: Iterable[int] = ()) -> list[CollapsedRun]:
+    """The collapsible runs among `nodes` (see the module docstring)."""
+    remaining = sorted(nodes)
+    parsed = {i: scope_indices(names[i]) for i in remaining}
+    protected = set(protected)
+    runs: list[CollapsedRun] = []
+    for depth in range(MAX_DEPTH):
+        families: dict[str, dict[int, list[int]]] = {}
+        for i in remaining:
+            segments = parsed[i]
+            if len(segments) > depth:
+                family, index = segments[depth]
+                families.setdefault(family, {}).setdefault(index, []).append(i)
+        if not families:
+            break
+        found = [run for family, blocks in families.items() for run in _family_runs(family, blocks, ops, protected, depth)]
+        if found:
+            collapsed = {i for run in found for i in run.nodes}
+            remaining = [i for i in remaining if i not in collapsed]
+            runs += found
+    return runs
+
+
+def _family_runs(family: str, blocks: dict[int, list[int]], ops: Sequence[str], protected: set[int],
+                 depth: int) -> list[CollapsedRun]:
+    runs: list[CollapsedRun] = []
+    current: list[int] = []  # indices of the run being followed
+    signature: tuple | None = None
+    for index in sorted(blocks) + [None]:
+        block = blocks.get(index, []) if index is not None else []
+        sig = tuple(ops[i] for i in block) if index is not None else None
+        usable = index is not None and len(block) >= MIN_BLOCK_NODES and not any(i in protected for i in block)
+        if usable and current and index == current[-1] + 1 and sig == signature:
+            current.append(index)
+            continue
+        if len(current) >= MIN_RUN:
+            middle = current[1:-1]
+            nodes = tuple(sorted(i for k in middle for i in blocks[k]))
+            runs.append(CollapsedRun(family, middle[0], middle[-1], depth, nodes))
+        current, signature = ([index], sig) if usable else ([], None)
+    return runs
