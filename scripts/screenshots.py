@@ -133,6 +133,10 @@ def run() -> int:
     box.move(window.x() + 450, window.y() + 300)
     shot("07-error-dialog", window)
     box.close()
+    # the error map on the preview, the before/after table (scripts/accuracy_shots.py)
+    from accuracy_shots import accuracy_shots
+
+    accuracy_shots(window, tmp, shot, until)
     window.close()
     pump(0.5)
     shutil.rmtree(tmp, ignore_errors=True)
