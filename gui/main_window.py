@@ -246,7 +246,8 @@ class MainWindow(QMainWindow):
         if outputs and self.sources is not None and hasattr(self.preview, "set_model"):
             tensors = self.sources.index.tensors
             self.preview.set_model(str(self.sources.model_path), outputs, tuple(self.sources.params or ()),
-                                   lambda name: getattr(tensors.get(name), "producer", None))
+                                   lambda name: getattr(tensors.get(name), "producer", None),
+                                   source=(self.sources.model, self.sources.index.table))
 
     def _plan(self) -> None:
         """Recompute "Export keeps" in a side job; only the newest answer is shown."""

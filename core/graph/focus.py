@@ -30,7 +30,7 @@ from pathlib import Path
 
 import onnx
 
-from onnxport.core.graph.focus_blocks import CollapsedRun, find_runs
+from onnxport.core.graph.focus_blocks import CollapsedRun, find_runs, scope_table
 from onnxport.core.graph.focus_units import ContractedCone
 from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.preview import preview_bytes, to_preview
@@ -56,19 +56,28 @@ class PreviewAnswer:
 
 def preview_answer(path: str | Path, outputs: list[str] | None, parameter_names: Iterable[str] = (),
                    budget: int = FOCUS_BUDGET, seeds: list[str] | None = None, graph: FocusGraph | None = None,
-                   cancel: CancelToken | None = None, whole_up_to: int = FOCUS_BUDGET) -> PreviewAnswer:
+                   cancel: CancelToken | None = None, whole_up_to: int = FOCUS_BUDGET,
+                   source: tuple[onnx.ModelProto, GraphTable | None] | None = None) -> PreviewAnswer:
     """The preview of the model at `path` for `outputs` (None: the whole graph): whole, exactly as
     `preview.preview_bytes`, when the model has at most `whole_up_to` nodes; else focused
-    (`FocusGraph.focus` with `budget` and `seeds`), reusing `graph` if it was read from this file."""
-    if graph is None or not graph.matches(path):
-        key = file_key(path)
-        model = load_graph(path)
+    (`FocusGraph.focus` with `budget` and `seeds`), reusing `graph` if it was read from this file.
+    `source`: the model already read from `path` and its `GraphTable` (the app's open made them;
+    only read here, never modified), so nothing is read again."""
+    if graph is None or not (graph.model is source[0] if source is not None else graph.matches(path)):
+        if source is not None:
+            model, table = source
+        else:
+            key, table = file_key(path), None
+            model = load_graph(path)
         if len(model.graph.node) <= whole_up_to:
             return PreviewAnswer(preview_bytes(path, outputs, parameter_names, model=model), None, None)
         if cancel is not None:
             cancel.check()
-        graph = FocusGraph.load(path, cancel, model=model)
-        graph.source_key = key  # the file as it was before it was read
+        if source is not None:
+            graph = FocusGraph(model, table, cancel)
+        else:
+            graph = FocusGraph.load(path, cancel, model=model)
+            graph.source_key = key  # the file as it was before it was read
     focused = graph.focus(outputs, parameter_names, seeds, budget, cancel)
     return PreviewAnswer(focused.model.SerializeToString(), focused, graph)
 
@@ -118,6 +127,8 @@ class FocusGraph:
         self.model = model
         self.table = table if table is not None and table.matches(model.graph) else GraphTable.read(model.graph, cancel)
         self.source_key = source_key
+        self._parents: list[list[int]] | None = None  # per node: the positions of the nodes it reads
+        self._scopes: list[list[tuple[str, int]]] | None = None  # per node: its numbered scopes
         self._initializers: dict[str, onnx.TensorProto] | None = None
         self._value_infos: dict[str, onnx.ValueInfoProto] | None = None
 
@@ -144,21 +155,32 @@ class FocusGraph:
         return len(self.table)
 
     # --- the cone ------------------------------------------------------------------------------
-    def upstream(self, tensors: Iterable[str], within: set[int] | None = None,
-                 cancel: CancelToken | None = None) -> set[int]:
+    def upstream(self, tensors: Iterable[str], cancel: CancelToken | None = None) -> set[int]:
         """Positions of the nodes `tensors` need (their producers, transitively)."""
-        producer, uses = self.table.producer, self.table.uses
+        producer = self.table.producer
+        parents = self._parent_lists(cancel)
         kept: set[int] = set()
         stack = [producer[t] for t in tensors if t in producer]
         while stack:
             i = stack.pop()
-            if i in kept or (within is not None and i not in within):
+            if i in kept:
                 continue
             kept.add(i)
             if cancel is not None and not len(kept) % CHECK_EVERY:
                 cancel.check()
-            stack.extend(producer[t] for t in uses[i] if t in producer)
+            stack.extend(parents[i])
         return kept
+
+    def _parent_lists(self, cancel: CancelToken | None) -> list[list[int]]:
+        if self._parents is None:
+            producer = self.table.producer
+            parents = []
+            for i, uses in enumerate(self.table.uses):
+                if cancel is not None and not i % CHECK_EVERY:
+                    cancel.check()
+                parents.append([producer[t] for t in uses if t in producer])
+            self._parents = parents
+        return self._parents
 
     def cone(self, outputs: list[str] | None, cancel: CancelToken | None = None) -> set[int]:
         """The nodes the whole preview draws: what `outputs` need, or every node (None)."""
@@ -188,7 +210,8 @@ class FocusGraph:
         else:
             seeds = [s for s in seeds or () if table.producer.get(s) in cone] or \
                 [s for s in ends if s in table.producer] or ends
-            kept, units, runs, hops = self._choose(seeds, cone, budget, params, cancel)
+            up = cone if outputs is not None and seeds == ends else self.upstream(seeds, cancel)
+            kept, units, runs, hops = self._choose(seeds, up, budget, params, cancel)
         model = self._extract(kept, units, seeds, outputs is not None, params)
         shown = frozenset(n.name for n in model.graph.node if n.domain != FOCUS_DOMAIN)
         graph_inputs = set(table.input_names)
@@ -197,15 +220,16 @@ class FocusGraph:
         return FocusedPreview(model, list(seeds), budget, len(cone), len(shown), hops, runs, cut, shown,
                               frozenset(names[i] for i in cone))
 
-    def _choose(self, seeds: list[str], cone: set[int], budget: int, params: set[str],
+    def _choose(self, seeds: list[str], up: set[int], budget: int, params: set[str],
                 cancel: CancelToken | None) -> tuple[list[int], ContractedCone, list[CollapsedRun], int | None]:
         """Kept units in topological order (node positions; -1 - k for the k-th run's placeholder),
         the units, the runs drawn collapsed and the hops kept (None: not cut). Collapses as little
         as fits; cuts only if even the deepest collapse does not fit."""
         table = self.table
-        up = self.upstream(seeds, within=cone, cancel=cancel)
         protected = {table.producer[s] for s in seeds if s in table.producer}
-        all_runs = find_runs(table.names, table.ops, up, protected) if len(up) > budget else []
+        if len(up) > budget and self._scopes is None:
+            self._scopes = scope_table(table.names)
+        all_runs = find_runs(self._scopes, table.ops, up, protected) if len(up) > budget else []
         choice: list[CollapsedRun] = []
         for depth in [-1] + sorted({r.depth for r in all_runs}):
             choice = [r for r in all_runs if r.depth <= depth]

@@ -14,11 +14,11 @@ Terms:
   `protected` node (what the user selected); a run of at least `MIN_RUN` blocks of at least
   `MIN_BLOCK_NODES` nodes is collapsible: its middle blocks (all but the first and the last).
 
-`find_runs(names, ops, nodes, protected)` gives the collapsible runs among `nodes` (positions in
-the graph), outermost families first (`depth` 0 = the first numbered segment of a name); a nested
-family is looked at among the nodes the outer runs did not collapse, so `[r for r in runs if
-r.depth < d]` is a consistent collapse at any depth `d`. Pure list/dict work: names are parsed
-once per call.
+`scope_table(names)` parses every node name once (`scope_indices`; a scope shared by many nodes
+is parsed once); `find_runs(scopes, ops, nodes, protected)` gives the collapsible runs among
+`nodes` (positions in the graph), outermost families first (`depth` 0 = the first numbered
+segment of a name); a nested family is looked at among the nodes the outer runs did not collapse,
+so `[r for r in runs if r.depth <= d]` is a consistent collapse at any depth `d`. Pure list/dict work.
 """
 
 from __future__ import annotations
@@ -84,11 +84,25 @@ def scope_indices(name: str) -> list[tuple[str, int]]:
     return found
 
 
-def find_runs(names: Sequence[str], ops: Sequence[str], nodes: Iterable[int],
+def scope_table(names: Iterable[str]) -> list[list[tuple[str, int]]]:
+    """`scope_indices` of each name, in order (names of one scope share one parsed list)."""
+    cache: dict[str, list[tuple[str, int]]] = {}
+    table = []
+    for name in names:
+        scope = name.rpartition("/")[0]
+        found = cache.get(scope)
+        if found is None:
+            found = cache[scope] = scope_indices(name)
+        table.append(found)
+    return table
+
+
+def find_runs(scopes: Sequence[list[tuple[str, int]]], ops: Sequence[str], nodes: Iterable[int],
               protected: Iterable[int] = ()) -> list[CollapsedRun]:
-    """The collapsible runs among `nodes` (see the module docstring)."""
+    """The collapsible runs among `nodes` (see the module docstring); `scopes`: `scope_table` of
+    the graph's node names."""
     remaining = sorted(nodes)
-    parsed = {i: scope_indices(names[i]) for i in remaining}
+    parsed = scopes
     protected = set(protected)
     runs: list[CollapsedRun] = []
     for depth in range(MAX_DEPTH):

@@ -48,6 +48,7 @@ class PreviewPanel(QWidget):
         self.initial_budget = FOCUS_BUDGET  # a bigger graph is drawn focused on this many nodes at most
         self.budget = FOCUS_BUDGET  # the focused preview's budget now ("Show more" doubles it)
         self._graph: FocusGraph | None = None  # the big graph read by the last focused preview
+        self._source = None  # (model, GraphTable) the caller read from the file, if it gave them
         self.focused: FocusedPreview | None = None  # what the drawn preview shows (None: the whole graph)
         self._producer_of = lambda tensor: None
         self._generation = 0  # the model being shown: answers and page events of older ones are ignored
@@ -99,11 +100,16 @@ class PreviewPanel(QWidget):
             layout.addWidget(self.unavailable, 1)
 
     # --- API for the main window ---------------------------------------------------------------
-    def set_model(self, model_path: str, outputs: list[str], parameter_names=(), producer_of=None) -> None:
+    def set_model(self, model_path: str, outputs: list[str], parameter_names=(), producer_of=None,
+                  source=None) -> None:
         """Show `outputs` of the model at `model_path` (debounced). `producer_of(tensor)`: the
-        name of the node producing it, to focus tensors in the graph."""
-        if self._request is None or self._request[0] != str(model_path):
+        name of the node producing it, to focus tensors in the graph. `source`: (model, GraphTable)
+        already read from that file, if the caller holds them (read in the side job, never changed)."""
+        new_file = self._request is None or self._request[0] != str(model_path)
+        new_source = source is not None and (self._source is None or source[0] is not self._source[0])
+        if new_file or new_source:  # another model: the budget and the graph read start afresh
             self.budget, self._graph = self.initial_budget, None
+        self._source = source
         self._request = (str(model_path), list(outputs), tuple(parameter_names))
         self._seed = None  # new outputs: the focus goes back to them
         if producer_of is not None:
@@ -185,8 +191,10 @@ class PreviewPanel(QWidget):
         self.last_node_count = -1
         self.status.setText("building the preview…")
         budget, seeds, graph, whole = self.budget, [self._seed] if self._seed else None, self._graph, self.initial_budget
+        source = self._source
         self.jobs.side("preview",
-                       lambda progress, cancel: preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole),
+                       lambda progress, cancel: preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole,
+                                                               source),
                        lambda answer: self._publish(generation, answer, path),
                        lambda exc: self._failed(generation, error_text(exc)))
 

@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.graph.focus import FOCUS_DOMAIN, FocusGraph, preview_answer
-from onnxport.core.graph.focus_blocks import find_runs, scope_indices
+from onnxport.core.graph.focus_blocks import find_runs, scope_indices, scope_table
 from onnxport.core.graph.preview import preview_bytes
 from onnxport.core.util.errors import UnknownOutputError
 
@@ -174,9 +174,28 @@ def test_the_graph_read_is_kept_until_the_file_changes(tmp_path):
 
 
 def test_runs_need_three_identical_consecutive_blocks():
-    names = [f"/m/layers.{i}/{op}" for i in range(5) for op in ("A", "B")]
+    names = scope_table(f"/m/layers.{i}/{op}" for i in range(5) for op in ("A", "B"))
     ops = ["Relu", "Relu"] * 2 + ["Relu", "Neg"] + ["Relu", "Relu"] * 2
     assert find_runs(names, ops, range(10)) == []  # block 2 differs: two runs of two
     (run,) = find_runs(names, ["Relu"] * 10, range(10))
     assert (run.first, run.last, run.nodes) == (1, 3, (2, 3, 4, 5, 6, 7))
     assert find_runs(names, ["Relu"] * 10, range(10), protected={4}) == []  # the selection breaks the run
+
+
+def test_a_model_the_caller_already_read_is_not_read_again(tmp_path):
+    from onnxport.core.graph.graph_table import GraphTable
+
+    path = tmp_path / "big.onnx"
+    model = layered_model(12)
+    onnx.save(model, path)
+    path.write_bytes(b"not read")  # only the model given is used
+    source = (model, GraphTable.read(model.graph))
+    first = preview_answer(path, ["logits"], budget=40, whole_up_to=40, source=source)
+    assert first.graph.model is model and first.graph.table is source[1]
+    assert first.focused.shown_nodes == 12
+    again = preview_answer(path, ["logits"], budget=80, graph=first.graph, whole_up_to=40, source=source)
+    assert again.graph is first.graph and again.focused.complete
+    before = model.SerializeToString()
+    preview_answer(path, ["logits"], seeds=["/model/layers.6/Relu_output_0"], budget=20, graph=first.graph,
+                   whole_up_to=40, source=source)
+    assert model.SerializeToString() == before  # the caller's model is only read
