@@ -66,4 +66,9 @@ def accuracy_shots(window, tmp: Path, shot, until) -> None:
     until(lambda: any(painted), timeout=30)
     shot("08-accuracy-overlay")
     window.tabs.setCurrentWidget(window.report_tab)
+    from PySide6.QtWidgets import QDockWidget
+
+    log = window.findChild(QDockWidget, "logDock")
+    log.hide()  # the room the table gets with the log closed
     shot("09-before-after-diff")
+    log.show()

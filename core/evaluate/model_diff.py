@@ -26,7 +26,7 @@ from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
 
-SECTIONS = ("ops", "parameters", "bytes", "size", "latency", "accuracy")
+SECTIONS = ("size", "latency", "accuracy", "parameters", "bytes", "ops")  # in the order of the rows
 _DTYPE_NAMES = {"float": "float32", "double": "float64"}
 
 
@@ -61,16 +61,15 @@ class ModelDiff:
 def model_diff(before: str | Path, after: str | Path, report: dict | None = None) -> ModelDiff:
     """See the module docstring."""
     a, b = load_graph(before), load_graph(after)
-    rows: list[DiffRow] = []
-    ops_a, ops_b = Counter(n.op_type for n in a.graph.node), Counter(n.op_type for n in b.graph.node)
-    rows += [DiffRow("ops", op, ops_a.get(op, 0), ops_b.get(op, 0)) for op in sorted(ops_a | ops_b)]
-    rows.append(DiffRow("ops", "all nodes", len(a.graph.node), len(b.graph.node)))
+    rows = [DiffRow("size", "file (with external data)", model_size(before), model_size(after))]
+    rows += _measured_rows(report or {})  # the headline first: size, latency, accuracy
     (values_a, bytes_a), (values_b, bytes_b) = parameters_by_dtype(a), parameters_by_dtype(b)
     dtypes = sorted(set(values_a) | set(values_b))
     rows += [DiffRow("parameters", d, values_a.get(d, 0), values_b.get(d, 0)) for d in dtypes]
     rows += [DiffRow("bytes", d, bytes_a.get(d, 0), bytes_b.get(d, 0)) for d in dtypes]
-    rows.append(DiffRow("size", "file (with external data)", model_size(before), model_size(after)))
-    rows += _measured_rows(report or {})
+    ops_a, ops_b = Counter(n.op_type for n in a.graph.node), Counter(n.op_type for n in b.graph.node)
+    rows.append(DiffRow("ops", "all nodes", len(a.graph.node), len(b.graph.node)))
+    rows += [DiffRow("ops", op, ops_a.get(op, 0), ops_b.get(op, 0)) for op in sorted(ops_a | ops_b)]
     return ModelDiff(str(before), str(after), rows)
 
 
