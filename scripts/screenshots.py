@@ -96,7 +96,7 @@ def run() -> int:
     window.loaded.connect(lambda: loaded.append(1))
     window.open_paths([str(p) for p in example_files()])
     until(lambda: loaded)
-    until(lambda: "nodes kept" in window.plan_panel.text())
+    until(lambda: "nodes written" in window.plan_panel.text())
     shot("02-example-loaded")
 
     relu = window.model.index_of("/Relu_output_0")

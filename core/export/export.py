@@ -22,18 +22,14 @@ from pathlib import Path
 import onnx
 
 from onnxport.core import __version__
+from onnxport.core.export.inference_graph import build_inference_graph, written_bytes
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
-from onnxport.core.graph.const_tensors import ConstTensor, from_initializer, from_param
-from onnxport.core.graph.eval_mode import to_inference_form
-from onnxport.core.graph.fold import fold_constants
 from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.graph_table import plan_prune_table
-from onnxport.core.graph.index import TensorIndex, infer_value_info
-from onnxport.core.graph.passes import FOLDED, REMOVED, REWRITTEN
-from onnxport.core.graph.prune import PrunePlan, plan_prune, prune
-from onnxport.core.graph.runnable import topological_sort
-from onnxport.core.io.external_data import inline_nested_external
-from onnxport.core.io.model_io import add_light_initializers, copy_without_initializers, load_graph
+from onnxport.core.graph.index import TensorIndex
+from onnxport.core.graph.passes import REMOVED, REWRITTEN
+from onnxport.core.graph.prune import plan_prune
+from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import match_parameters
 from onnxport.core.util.errors import OnnxportError
@@ -45,7 +41,8 @@ AUTO_EXTERNAL_MARGIN = 64 << 20  # leave room for the graph itself under protobu
 
 @dataclass
 class ExportPlan:
-    """What an export with these outputs keeps and drops (for the app's summary)."""
+    """What an export with these outputs keeps and drops (for the app's summary): `kept_nodes` is
+    the written model's node count (after eval-mode and folding)."""
 
     outputs: list[str]
     inputs: list[str]
@@ -54,7 +51,10 @@ class ExportPlan:
     dropped_nodes: int
     kept_parameters: list[str]
     dropped_parameters: list[str]
-    estimated_bytes: int
+    estimated_bytes: int  # the written model's size (with `exact`), else its parameters' bytes
+    folded_nodes: int = 0  # nodes folding computes (not counted in kept_nodes)
+    eval_mode_changes: int = 0  # Dropout/BatchNorm nodes put in inference form
+    exact: bool = True  # False: the passes were skipped on a huge graph; the numbers are an estimate
 
 
 @dataclass
@@ -80,38 +80,62 @@ class ExportResult:
         }
 
 
+PLAN_EXACT_MAX_NODES = 20_000  # above this the plan skips the passes and says "estimate"
+PLAN_TYPED_MAX_NODES = 2_000  # above this the plan does not type intermediate outputs (tens of bytes)
+
+
 def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: ParameterSet | None,
-                outputs: list[str], cancel: CancelToken | None = None) -> ExportPlan:
-    """Cheap summary of an export (no weights touched). Given the model's `index`, planned on the
-    graph as the index read it (`graph_table`: no protobuf walk, cancel checked as it goes)."""
+                outputs: list[str], cancel: CancelToken | None = None, *,
+                model_path: str | Path | None = None) -> ExportPlan:
+    """What the export of `outputs` writes: the nodes and size of the model after pruning,
+    eval-mode and folding (the export's own passes, `build_inference_graph`, on a weight-free copy;
+    `model_path` for external data and provenance), so the plan matches the written model. Given
+    the model's `index`, pruning is planned on the graph as the index read it (`graph_table`: no
+    protobuf walk, cancel checked as it goes); cancel is also checked between passes. Above
+    PLAN_EXACT_MAX_NODES kept nodes the passes are skipped: the counts are the pruned graph's and
+    the size its parameters' bytes (`exact` False); above PLAN_TYPED_MAX_NODES the size leaves out
+    the types of intermediate outputs (shape inference holds the GIL: the app would stall)."""
     param_names = set(params) if params else set()
     table = index.table if index is not None else None
     if table is not None and table.matches(model.graph):
         plan = plan_prune_table(model, table, outputs, param_names, cancel)
     else:
         plan = plan_prune(model, outputs, param_names)
-    if cancel is not None:
-        cancel.check()
+    report = Reporter(None, cancel)
+    report.check()
     kept = set(plan.initializers) | set(plan.parameter_inputs)
     all_params = [t.name for t in model.graph.initializer] + [
         vi.name for vi in model.graph.input if vi.name in param_names
     ]
+    result = ExportPlan(
+        outputs=plan.outputs, inputs=plan.inputs, dropped_inputs=plan.dropped_inputs,
+        kept_nodes=len(plan.node_indices), dropped_nodes=plan.dropped_nodes,
+        kept_parameters=[n for n in all_params if n in kept],
+        dropped_parameters=[n for n in all_params if n not in kept],
+        estimated_bytes=_parameter_bytes(index, params, kept), exact=False,
+    )
+    if len(plan.node_indices) > PLAN_EXACT_MAX_NODES:
+        return result
+    path = Path(model_path) if model_path is not None else None
+    built = build_inference_graph(model, path, outputs, params, plan=plan, check=report.check,
+                                  type_outputs=len(plan.node_indices) <= PLAN_TYPED_MAX_NODES)
+    _set_metadata(built.skeleton, _provenance(path, params, plan.outputs))
+    result.kept_nodes = len(built.skeleton.graph.node)
+    result.folded_nodes = len(built.folded)
+    result.eval_mode_changes = len(built.inference.changes)
+    result.estimated_bytes = written_bytes(built.skeleton, list(built.consts.values()))
+    result.exact = True
+    return result
+
+
+def _parameter_bytes(index: TensorIndex | None, params: ParameterSet | None, kept: set[str]) -> int:
     sizes = {}
     if index is not None:
         sizes = {n: index.tensors[n].nbytes or 0 for n in index.parameters if n in index.tensors}
     for name in kept:
         if params and name in params:
             sizes[name] = params[name].nbytes
-    return ExportPlan(
-        outputs=plan.outputs,
-        inputs=plan.inputs,
-        dropped_inputs=plan.dropped_inputs,
-        kept_nodes=len(plan.node_indices),
-        dropped_nodes=plan.dropped_nodes,
-        kept_parameters=[n for n in all_params if n in kept],
-        dropped_parameters=[n for n in all_params if n not in kept],
-        estimated_bytes=sum(sizes.get(n, 0) for n in kept),
-    )
+    return sum(sizes.get(n, 0) for n in kept)
 
 
 def _provenance(model_path: Path | None, params: ParameterSet | None, outputs: list[str]) -> dict[str, str]:
@@ -155,35 +179,13 @@ def export_model(
     report(0.0, f"loading {model_path.name}")
     if model is None:
         model = load_graph(model_path)
-    param_names: set[str] = set()
     if params is not None:
         match_parameters(model, params).raise_if_unusable()
-        param_names = set(params)
     report.check()
     report(0.02, "pruning")
     check_graph(model.graph, str(model_path))  # a cycle or a tensor made twice: refuse before writing
-    plan = plan_prune(model, outputs, param_names)
-    skeleton = copy_without_initializers(model)  # the passes edit this copy; `model` stays as given
-    prune(skeleton, plan)
-    _type_outputs(skeleton, model, plan)  # outputs that were intermediate tensors
-    inline_nested_external(skeleton, model_path.parent)  # sub-graph/attribute tensors: confined reads
-    inference = to_inference_form(skeleton)
-    topological_sort(skeleton.graph)  # a no-op unless the source lists nodes out of order
-    report.check()
-
-    consts: dict[str, ConstTensor] = {}
-    initializers = {t.name: t for t in model.graph.initializer}
-    for name in plan.initializers:
-        if params is not None and name in params:
-            consts[name] = from_param(name, params[name])  # trained value replaces the initial one
-        else:
-            consts[name] = from_initializer(initializers[name], model_path.parent)
-    for name in plan.parameter_inputs:
-        consts[name] = from_param(name, params[name])
-    folded: list[str] = []
-    if fold:
-        folding = fold_constants(skeleton, consts)
-        consts, folded = folding.constants, folding.names(FOLDED)
+    built = build_inference_graph(model, model_path, outputs, params, fold=fold, check=report.check)
+    skeleton, consts, plan = built.skeleton, built.consts, built.plan
     _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
 
     estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
@@ -200,32 +202,11 @@ def export_model(
         outputs=plan.outputs,
         inputs=plan.inputs,
         nodes=len(skeleton.graph.node),
-        folded=len(folded),
+        folded=len(built.folded),
         parameters=len(consts),
         seconds=time.perf_counter() - started,
-        eval_mode_changes=inference.names(REMOVED, REWRITTEN),
+        eval_mode_changes=built.inference.names(REMOVED, REWRITTEN),
     )
-
-
-def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: PrunePlan) -> None:
-    """Give the pruned graph's untyped outputs their types, by shape inference of the pruned graph
-    (an early exit of a 23k-node decoder infers ~3k nodes, not all of them) with its weights'
-    headers (and the small ones whole: shape arguments) and the declarations of the parameter
-    inputs a checkpoint fills."""
-    untyped = [i for i, vi in enumerate(skeleton.graph.output) if not vi.HasField("type")]
-    if not untyped:
-        return
-    light = onnx.ModelProto()
-    light.CopyFrom(skeleton)  # weight-free: the pruned graph only
-    needed = set(plan.initializers)
-    add_light_initializers(light, (t for t in model.graph.initializer if t.name in needed))
-    filled = set(plan.parameter_inputs)
-    light.graph.input.extend(vi for vi in model.graph.input if vi.name in filled)
-    infos = infer_value_info(light)
-    for i in untyped:
-        found = infos.get(skeleton.graph.output[i].name)
-        if found is not None and found.HasField("type"):
-            skeleton.graph.output[i].CopyFrom(found)
 
 
 def _set_metadata(model: onnx.ModelProto, entries: dict[str, str]) -> None:

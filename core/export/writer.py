@@ -317,6 +317,16 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
         report(done[0] / total, "writing parameters")
 
 
+def initializer_record_bytes(const: ConstTensor) -> int:
+    """The bytes `write_model` writes for `const` inline (its graph field, header and values),
+    without alignment padding; for sizing a model before it is written (the export plan)."""
+    if const.proto is not None:
+        body = const.proto.ByteSize()
+        return len(_GRAPH_INITIALIZER_TAG) + len(varint(body)) + body
+    header = _tensor_header(const.name, const.elem_type, const.shape or ())
+    return len(_inline_prefix(header, const.nbytes)) + const.nbytes
+
+
 def _inline_prefix(header: bytes, length: int) -> bytes:
     """The bytes of an inline initializer before its `length` raw bytes: graph field tag and
     length, the tensor's other fields (`header`), raw_data's tag and length."""

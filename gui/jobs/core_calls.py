@@ -50,7 +50,8 @@ def filter_job(index, text: str, outputs_only: bool):
 
 def plan_job(sources: LoadedSources, outputs: list[str]):
     def run(progress, cancel):
-        return plan_export(sources.model, sources.index, sources.params, outputs, cancel=cancel)
+        return plan_export(sources.model, sources.index, sources.params, outputs, cancel=cancel,
+                           model_path=sources.model_path)
 
     return run
 

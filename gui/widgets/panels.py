@@ -124,12 +124,27 @@ def plan_html(plan: ExportPlan | None, error: str | None = None) -> str:
         return "<i>Check at least one output to export.</i>"
     rows = [f"<b>Keeps</b> {len(plan.outputs)} output(s): {_names(plan.outputs)}",
             f"inputs: {_names(plan.inputs) or '-'}",
-            f"{plan.kept_nodes} nodes kept, {plan.dropped_nodes} dropped",
+            _nodes_line(plan),
             f"{len(plan.kept_parameters)} parameters kept, {len(plan.dropped_parameters)} dropped",
-            f"estimated size <b>{human_size(plan.estimated_bytes)}</b>"]
+            (f"written size <b>{human_size(plan.estimated_bytes)}</b>" if plan.exact else
+             f"estimated size <b>about {human_size(plan.estimated_bytes)}</b> (parameters; graph too big to "
+             "fold in advance)")]
     if plan.dropped_inputs:
         rows.append(f"drops inputs: {_names(plan.dropped_inputs)}")
     return "<br>".join(rows)
+
+
+def _nodes_line(plan: ExportPlan) -> str:
+    """'4 nodes written (2 folded into constants, 1 Dropout/BatchNorm in inference form), 6 dropped'."""
+    if not plan.exact:
+        return f"about {plan.kept_nodes} nodes kept (before folding), {plan.dropped_nodes} dropped"
+    notes = []
+    if plan.folded_nodes:
+        notes.append(f"{plan.folded_nodes} folded into constants")
+    if plan.eval_mode_changes:
+        notes.append(f"{plan.eval_mode_changes} Dropout/BatchNorm in inference form")
+    detail = f" ({', '.join(notes)})" if notes else ""
+    return f"{plan.kept_nodes} nodes written{detail}, {plan.dropped_nodes} dropped"
 
 
 def export_html(result: ExportResult, post: PostExportResult | None = None) -> str:
