@@ -38,9 +38,12 @@ def test_a_newer_open_cancels_the_older_models_inference(qtbot, window, example,
     from onnxport.core.graph import shape_types
 
     monkeypatch.setattr(shape_types, "_CHILD", "import time; time.sleep(60)")  # inference that never ends
+    started = []
+    real_start = shape_types.TypeInference.start.__func__
+    monkeypatch.setattr(shape_types.TypeInference, "start",
+                        classmethod(lambda cls, p: started.append(real_start(cls, p)) or started[-1]))
     open_example(qtbot, window, example)
-    pending = window.sources.index.pending_types
-    assert pending is not None and "types" in {job.name for job in window.runner.side_jobs}
+    assert len(started) == 1 and started[0]._proc is not None  # the child still "infers"
     types_job = next(job for job in window.runner.side_jobs if job.name == "types")
     monkeypatch.undo()  # the next model opens normally (small: no child at all)
     model = onnx.load(example[0])
@@ -48,4 +51,4 @@ def test_a_newer_open_cancels_the_older_models_inference(qtbot, window, example,
     open_example(qtbot, window, [tmp_path / "plain.onnx"])
     assert types_job.cancel_requested
     qtbot.waitUntil(lambda: types_job not in window.runner.side_jobs, timeout=10_000)  # the child was killed
-    assert pending.inference._proc is None
+    assert started[0]._proc is None

@@ -109,7 +109,7 @@ def test_the_main_window_previews_what_is_checked(qtbot, window, example):
     window.model.set_checked("logits", False)
     window.model.set_checked("probabilities", False)
     with qtbot.waitSignal(window.preview.rendered, timeout=60_000) as drawn:
-        window.model.set_checked(relu.internalPointer().info.name, True)
+        window.model.set_checked(window.model.info(relu).name, True)
     assert drawn.args[0] == 2  # Gemm + Relu
 
 
