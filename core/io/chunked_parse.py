@@ -43,16 +43,13 @@ def parse_model(data: bytes) -> onnx.ModelProto:
 
 def _parse_in_slices(model: onnx.ModelProto, data: bytes) -> None:
     fields = _fields(data, 0, len(data))
+    view = memoryview(data)  # slices without copies (a big initializer is one slice)
     for number, wire, start, value_start, end in fields:
         if number == GRAPH_FIELD and wire == LENGTH_DELIMITED:
-            _merge_graph(model.graph, data, value_start, end)
+            for a, b in graph_slices(data, value_start, end):
+                model.graph.MergeFromString(view[a:b])
         else:
-            model.MergeFromString(data[start:end])
-
-
-def _merge_graph(graph: onnx.GraphProto, data: bytes, start: int, end: int) -> None:
-    for a, b in graph_slices(data, start, end):
-        graph.MergeFromString(data[a:b])
+            model.MergeFromString(view[start:end])
 
 
 def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
