@@ -1,17 +1,26 @@
-"""Graph preview latency: from a selection change to Netron having drawn, on a BERT-size graph.
+"""Graph preview latency at 300, 3k, 30k and 100k nodes: from a selection to Netron having drawn.
 
-    python -m bench preview_bench
+    python -m bench preview_bench            (PREVIEW_BENCH_SIZES=300,3k,30k,100k picks sizes)
 
-The model: an eval graph like ORT training's (BERT-like encoder, 8 layers, hidden 512, FFN 2048,
-Erf GELU, Dropout, a classification head with SoftmaxCrossEntropyLoss on `labels`), written with
-onnx.helper, ~100 MB of weights in an external data file, a few hundred nodes. The real
-PreviewPanel (offscreen WebEngine, loopback server, Netron's page) is timed from `set_model` /
-`set_mode` (debounce included) to its `rendered` signal, best of 3 per case:
-  pruned @ logits, pruned @ layer 4 (a selection change), original (the toggle).
-Reference in the same run: the same selection change with the page reloaded for each model (what
-opening Netron on a URL does; the panel opens later models in the running page instead). Also
-shown: `onnx.load` of the model with its weights (what a preview with weights would read first).
-Bar: pruned selection change <= 1.5 s.
+The models:
+- 300: an eval graph like ORT training's (BERT-like encoder, 8 layers, hidden 512, FFN 2048, Erf
+  GELU, Dropout, a classification head with SoftmaxCrossEntropyLoss on `labels`), ~100 MB of
+  weights in an external data file, 297 nodes: drawn whole, as always;
+- 3k and 30k: Llama-like decoders (bench/decoder_model.py, small weights in per-layer external
+  files, heads written out op by op: 15 layers x 4 heads = 3,067 nodes, 21 layers x 32 heads =
+  30,157 nodes);
+- 100k: bench/scale_models.py's decoder-like graph (97,569 nodes, tiny inline weights).
+Graphs beyond the preview's budget (300 drawn nodes) are drawn focused (core/graph/focus.py).
+The real PreviewPanel (offscreen WebEngine, loopback server, Netron's page) is given the model and
+index table the app's open made (as the main window does) and timed to its `rendered` signal
+(debounce included), for: the outputs checked (`logits`: the whole model's cone, the first
+preview of that model), an early layer checked (early exit), a tensor selected in the tree that
+the focused view collapsed (it becomes the focus), and "Show more" (twice the budget); the 300
+case times the Pruned/Original toggle instead of the last two. Each count Netron drew is checked
+against the model published (Netron draws a Constant with one reader inside that reader).
+Best of two rounds over the sizes. Also measured: the worst GUI-thread stall while previewing (a
+10 ms QTimer heartbeat), and, as the in-run reference, `onnx.load` of each file with its weights.
+Bar: every preview <= 1.5 s at 300, 3k and 30k nodes (100k is shown, not held to it).
 Writes build/bench/preview_bench.json; exit 1 if the bar is missed.
 """
 
@@ -22,6 +31,7 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -36,7 +46,9 @@ from onnx import helper, numpy_helper  # noqa: E402
 OUT = Path(__file__).resolve().parent.parent / "build" / "bench"
 BAR_S = 1.5
 LAYERS, HIDDEN, FFN, HEADS, VOCAB, CLASSES = 8, 512, 2048, 8, 8192, 4
-REPEATS = 3
+ROUNDS = 2
+SIZES = ("300", "3k", "30k", "100k")
+BARRED = ("300", "3k", "30k")
 
 
 class _Graph:
@@ -121,7 +133,7 @@ def bert_eval_model(folder: Path) -> Path:
     return path
 
 
-def _wait(app, predicate, timeout: float = 120) -> None:
+def _wait(app, predicate, timeout: float = 60) -> None:
     end = time.perf_counter() + timeout
     while not predicate():
         if time.perf_counter() > end:
@@ -130,91 +142,154 @@ def _wait(app, predicate, timeout: float = 120) -> None:
         time.sleep(0.002)
 
 
+def _models(folder: Path, sizes) -> dict[str, dict]:
+    """size -> {path, outputs (whole, early layer), tensor (inside a collapsed layer)}."""
+    from bench.decoder_model import DecoderConfig, write_decoder
+    from bench.scale_models import transformer_model
+
+    models: dict[str, dict] = {}
+    if "300" in sizes:
+        (folder / "bert").mkdir()
+        models["300"] = {"path": bert_eval_model(folder / "bert"), "outputs": ["logits"], "layer": ["layer1"]}
+    for size, config in (("3k", DecoderConfig(layers=15, hidden=256, heads=4, ffn=512, vocab=1000)),
+                         ("30k", DecoderConfig(layers=21, hidden=256, heads=32, ffn=512, vocab=1000))):
+        if size in sizes:
+            files = write_decoder(folder / size, config)
+            middle = config.layers // 2
+            models[size] = {"path": files.model, "outputs": ["logits"], "layer": [files.layer_outputs[1]],
+                            "tensor": f"/model/layers.{middle}/mlp/Mul_output_0"}
+    if "100k" in sizes:
+        path = folder / "scale100k.onnx"
+        transformer_model(path, 100_000)
+        models["100k"] = {"path": path, "outputs": ["logits"], "layer": ["/model/layers.1/Identity_out_output_0"],
+                          "tensor": "/model/layers.1200/mlp/Mul_output_0"}
+    return models
+
+
+def netron_count(data: bytes) -> int:
+    """Nodes Netron draws for a published model: a Constant read by one node is drawn inside it."""
+    model = onnx.load_from_string(data)
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    inlined = sum(1 for n in model.graph.node if n.op_type == "Constant" and readers.get(n.output[0], 0) == 1)
+    return len(model.graph.node) - inlined
+
+
+def _spare_none_references() -> None:
+    """PySide6 6.12 on Python 3.11 drops one reference to None for every Qt slot or runJavaScript
+    callback that returns None (measured here: 200 callbacks, 200 references fewer); a long run of
+    polls and heartbeats brings None's count to zero and the process aborts ('none_dealloc').
+    Python 3.12 makes None immortal; on 3.11 this entry point gives None references to spare."""
+    if sys.version_info < (3, 12):
+        import ctypes
+
+        ctypes.c_ssize_t.from_address(id(None)).value += 1 << 40
+
+
 def main() -> int:
+    _spare_none_references()
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtWidgets import QApplication
 
     QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
 
-    from onnxport.core.graph.preview import preview_model
+    from bench.gui_bench import Heartbeat
+    from onnxport.core.graph.graph_table import GraphTable
+    from onnxport.core.io.model_io import load_graph
     from onnxport.gui.preview.preview_panel import PreviewPanel
 
+    sizes = [s for s in os.environ.get("PREVIEW_BENCH_SIZES", ",".join(SIZES)).split(",") if s in SIZES]
     app = QApplication.instance() or QApplication([])
     OUT.mkdir(parents=True, exist_ok=True)
-    results: dict = {"cases": {}}
+    results: dict = {"sizes": {}}
     with tempfile.TemporaryDirectory(dir=OUT, prefix="preview-") as tmp:
-        path = bert_eval_model(Path(tmp))
-        t0 = time.perf_counter()
-        full = onnx.load(path)
-        load_s = time.perf_counter() - t0
-        params = tuple(t.name for t in full.graph.initializer if t.name.endswith((".weight", ".bias")))
-        weight_mb = (path.with_name("eval_model.onnx.data").stat().st_size) / 1e6
-        results.update(nodes=len(full.graph.node), weights_mb=round(weight_mb, 1), reference_onnx_load_s=round(load_s, 3))
-        expected = {"reference": len(preview_model(full, ["logits"], params).graph.node), "logits": len(preview_model(full, ["logits"], params).graph.node),
-                    "layer4": len(preview_model(full, ["layer4"], params).graph.node),
-                    "original": len(full.graph.node)}
-        del full
+        models = _models(Path(tmp), sizes)
+        for size, m in models.items():
+            t0 = time.perf_counter()
+            nodes = len(onnx.load(m["path"]).graph.node)  # with its weights: the in-run reference
+            m["onnx_load_s"] = time.perf_counter() - t0
+            model = load_graph(m["path"])  # what the app's open holds: the graph and its index table
+            m["source"] = (model, GraphTable.read(model.graph))
+            producer, names = m["source"][1].producer, m["source"][1].names
+            m["producer_of"] = lambda t, producer=producer, names=names: names[producer[t]] if t in producer else None
+            results["sizes"][size] = {"nodes": nodes, "reference_onnx_load_s": round(m["onnx_load_s"], 3), "cases": {}}
         panel = PreviewPanel()
         panel.resize(1200, 800)
         panel.show()
         drawn: list[int] = []
         panel.rendered.connect(drawn.append)
+        beat = Heartbeat()
 
-        def timed(case: str, change) -> None:
-            best = None
-            for _ in range(REPEATS):
-                drawn.clear()
-                change()
-                _wait(app, lambda: drawn)
-                seconds = panel.render_seconds
-                best = seconds if best is None else min(best, seconds)
-                if drawn[-1] != expected[case]:
-                    raise AssertionError(f"{case}: Netron drew {drawn[-1]} nodes, expected {expected[case]}")
-            reference = results["cases"].get("reference", {}).get("seconds", best)
-            results["cases"][case] = {"nodes": expected[case], "seconds": round(best, 3),
-                                      "ratio_to_reference": round(best / reference, 2)}
+        def timed(size: str, case: str, change) -> None:
+            drawn.clear()
+            beat.start()
+            change()
+            _wait(app, lambda: drawn)
+            stall = beat.stop()
+            seconds = panel.render_seconds
+            expected = netron_count(panel.server._data)
+            if drawn[-1] != expected:
+                raise AssertionError(f"{size} {case}: Netron drew {drawn[-1]} nodes, the model has {expected}")
+            focused = panel.focused
+            row = {"seconds": round(seconds, 3), "stall_ms": round(stall, 1), "drawn": drawn[-1],
+                   "shown": focused.summary() if focused is not None and not focused.complete else "whole graph"}
+            print(f"  {size} {case}: {seconds:.3f} s, drawn {drawn[-1]}, stall {stall:.0f} ms", flush=True)
+            cases = results["sizes"][size]["cases"]
+            if case not in cases or seconds < cases[case]["seconds"]:
+                cases[case] = row
+            else:
+                cases[case]["stall_ms"] = max(cases[case]["stall_ms"], row["stall_ms"])
 
         try:
-            panel.set_model(str(path), ["logits"], params)  # warm-up: WebEngine start, Netron's scripts cached
+            first = next(iter(models.values()))
+            panel.set_model(str(first["path"]), first["outputs"], source=first["source"])  # warm-up: WebEngine, Netron
             _wait(app, lambda: drawn)
-
-            def select(outputs):
-                def change():
-                    panel.set_mode("pruned")
-                    panel.set_model(str(path), outputs, params)
-                return change
-
-            panel.reuse_page = False
-            timed("reference", select(["logits"]))
-            panel.reuse_page = True
-            timed("logits", select(["logits"]))
-            timed("layer4", select(["layer4"]))
-
-            def toggle():
-                if panel.mode != "pruned":
-                    panel.set_mode("pruned")
-                    _wait(app, lambda: drawn)
-                    drawn.clear()
-                panel.set_mode("original")
-
-            timed("original", toggle)
+            for _ in range(ROUNDS):
+                for size, m in models.items():
+                    path, source = str(m["path"]), m["source"]
+                    if panel.mode != "pruned":
+                        drawn.clear()
+                        panel.set_mode("pruned")
+                        _wait(app, lambda: drawn)
+                    panel.budget = panel.initial_budget  # "Show more" of the last round starts over
+                    select = partial(panel.set_model, path, producer_of=m["producer_of"], source=source)
+                    timed(size, "outputs", partial(select, m["outputs"]))
+                    timed(size, "early layer", partial(select, m["layer"]))
+                    if "tensor" in m:
+                        drawn.clear()
+                        select(m["outputs"])
+                        _wait(app, lambda: drawn)
+                        timed(size, "tree tensor", partial(panel.focus_node, m["tensor"]))
+                        if panel.focused.seeds != [m["tensor"]]:
+                            raise AssertionError(f"{size}: the preview did not focus on {m['tensor']}")
+                        timed(size, "show more", panel.show_more)
+                    else:
+                        timed(size, "original", partial(panel.set_mode, "original"))
         finally:
             panel.shutdown()
             panel.deleteLater()
             app.processEvents()
 
-    worst = max(results["cases"][c]["seconds"] for c in ("logits", "layer4"))
+    barred = [r["seconds"] for size, s in results["sizes"].items() if size in BARRED for r in s["cases"].values()]
+    worst = max(barred, default=0.0)
     ok = worst <= BAR_S
-    results["bar"] = {"seconds": BAR_S, "met": ok}
+    worst_stall = max((r["stall_ms"] for s in results["sizes"].values() for r in s["cases"].values()), default=0.0)
+    results["bar"] = {"seconds": BAR_S, "worst_seconds": worst, "met": ok, "worst_stall_ms": worst_stall}
     (OUT / "preview_bench.json").write_text(json.dumps(results, indent=2))
-    print(f"model: {results['nodes']} nodes, {weight_mb:.0f} MB of weights; reference onnx.load with weights: "
-          f"{load_s:.3f} s")
-    print("reference: the same change to 'logits' with a page reload per model")
-    print(f"{'case':<12}{'nodes':>7}{'change->drawn s':>17}{'x reference':>13}")
-    for case, r in results["cases"].items():
-        print(f"{case:<12}{r['nodes']:>7}{r['seconds']:>17.3f}{r['ratio_to_reference']:>13.2f}")
-    print(f"\nbar (selection change -> drawn <= {BAR_S} s, debounce included): {'MET' if ok else 'NOT MET'}")
+    print("selection -> Netron drawn (debounce included), best of "
+          f"{ROUNDS}; reference: onnx.load of the file with its weights")
+    print(f"{'size':<6}{'nodes':>8}{'onnx.load s':>13}  {'case':<13}{'drawn':>7}{'s':>8}{'x load':>8}{'stall ms':>10}  shown")
+    for size, s in results["sizes"].items():
+        for k, (case, r) in enumerate(s["cases"].items()):
+            lead = f"{size:<6}{s['nodes']:>8}{s['reference_onnx_load_s']:>13.3f}" if not k else " " * 27
+            ratio = r["seconds"] / max(s["reference_onnx_load_s"], 1e-9)
+            print(f"{lead}  {case:<13}{r['drawn']:>7}{r['seconds']:>8.3f}{ratio:>8.1f}{r['stall_ms']:>10.1f}  "
+                  f"{r['shown'][:90]}")
+    print(f"\nbar (every preview at {', '.join(BARRED)} nodes <= {BAR_S} s): {'MET' if ok else 'NOT MET'} "
+          f"(worst {worst:.3f} s); worst GUI stall while previewing: {worst_stall:.0f} ms")
     return 0 if ok else 1
 
 

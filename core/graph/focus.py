@@ -1,12 +1,13 @@
 """The focused preview: a big graph's neighbourhood of the selection, small enough for Netron.
 
-Why: Netron's layout chokes above a few thousand nodes and hangs on LLM graphs; the preview of a
-20k-node decoder must still draw in about a second. So a graph whose preview would draw more than
-`FOCUS_BUDGET` nodes is drawn focused on its *seeds* (the selected outputs, or the tensor selected
-in the tree): their upstream cone,
+Why: Netron's layout is superlinear (measured here: ~250 drawn nodes in 0.5-1 s, ~1,000 in 7 s,
+~1,800 in 17 s) and hangs on LLM graphs; the preview of a 20k-node decoder must still draw in about
+a second. So a graph whose preview would draw more than `FOCUS_BUDGET` nodes (what Netron draws:
+a Constant read by one node is drawn inside it, and costs nothing) is drawn focused on its *seeds*
+(the selected outputs, or the tensor selected in the tree): their upstream cone,
 1. with repeated blocks collapsed (`focus_blocks`: the middle of a run of identical layers, or of
-   identical heads inside a kept layer, becomes one `onnxport.Collapsed` node whose doc string and
-   attributes say what it stands for: "layers.1 … layers.19: 19 identical blocks, 27,170 nodes") -
+   identical heads inside a kept layer, becomes one node of the `onnxport` domain, its op type
+   'layers 1-19 collapsed', its doc string "layers.1 … layers.19: 19 identical blocks, 27,170 nodes") -
    only as deep as needed: outer runs first, nested ones only if the outer collapse is still over
    the budget;
 2. then, if still over the budget, cut after the `hops` whole levels (node distance from the seeds)
@@ -16,7 +17,7 @@ The result is the preview (`preview.to_preview`) of that small graph: weight-fre
 (unknown types at the cut are written as undefined), node names as in the source (the error
 overlay and `focus_node` find them). "Show more" is the same call with twice the budget.
 
-`FocusGraph(model)` reads the graph once (`graph_table.GraphTable`) and answers many `focus`
+`focus_preview.preview_answer` is what the preview job calls. `FocusGraph(model)` reads the graph once (`graph_table.GraphTable`) and answers many `focus`
 calls (each a `FocusedPreview`); it never modifies the model except for naming unnamed nodes as
 the index does. Core rules: no Qt, `cancel` checked as it goes.
 """
@@ -30,56 +31,18 @@ from pathlib import Path
 
 import onnx
 
-from onnxport.core.graph.focus_blocks import CollapsedRun, find_runs, scope_table
+from onnxport.core.graph.focus_blocks import CollapsedRun, find_runs, placeholder_node, scope_table
 from onnxport.core.graph.focus_units import ContractedCone
 from onnxport.core.graph.graph_table import GraphTable
-from onnxport.core.graph.preview import preview_bytes, to_preview
+from onnxport.core.graph.preview import to_preview
 from onnxport.core.graph.prune import check_outputs
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.util.progress import CancelToken
 
-FOCUS_BUDGET = 2_000  # nodes Netron lays out in well under a second here
+FOCUS_BUDGET = 300  # drawn nodes: Netron lays out ~250 in 0.5-1 s here, ~1,000 in 7 s (superlinear)
 FOCUS_DOMAIN = "onnxport"
-COLLAPSED_OP = "Collapsed"  # the placeholder's op type ends so ('layers 1-19 collapsed'; Netron draws it)
 CHECK_EVERY = 4096
 HEADER_BYTES = 256  # an initializer bigger than this holds data
-
-
-@dataclass
-class PreviewAnswer:
-    """What the preview job hands back: the bytes to draw, what they show, the graph read."""
-
-    data: bytes
-    focused: FocusedPreview | None  # None: the whole preview, as `preview_bytes` makes it
-    graph: FocusGraph | None  # kept by the caller for the next request on the same file
-
-
-def preview_answer(path: str | Path, outputs: list[str] | None, parameter_names: Iterable[str] = (),
-                   budget: int = FOCUS_BUDGET, seeds: list[str] | None = None, graph: FocusGraph | None = None,
-                   cancel: CancelToken | None = None, whole_up_to: int = FOCUS_BUDGET,
-                   source: tuple[onnx.ModelProto, GraphTable | None] | None = None) -> PreviewAnswer:
-    """The preview of the model at `path` for `outputs` (None: the whole graph): whole, exactly as
-    `preview.preview_bytes`, when the model has at most `whole_up_to` nodes; else focused
-    (`FocusGraph.focus` with `budget` and `seeds`), reusing `graph` if it was read from this file.
-    `source`: the model already read from `path` and its `GraphTable` (the app's open made them;
-    only read here, never modified), so nothing is read again."""
-    if graph is None or not (graph.model is source[0] if source is not None else graph.matches(path)):
-        if source is not None:
-            model, table = source
-        else:
-            key, table = file_key(path), None
-            model = load_graph(path)
-        if len(model.graph.node) <= whole_up_to:
-            return PreviewAnswer(preview_bytes(path, outputs, parameter_names, model=model), None, None)
-        if cancel is not None:
-            cancel.check()
-        if source is not None:
-            graph = FocusGraph(model, table, cancel)
-        else:
-            graph = FocusGraph.load(path, cancel, model=model)
-            graph.source_key = key  # the file as it was before it was read
-    focused = graph.focus(outputs, parameter_names, seeds, budget, cancel)
-    return PreviewAnswer(focused.model.SerializeToString(), focused, graph)
 
 
 @dataclass
@@ -171,6 +134,11 @@ class FocusGraph:
             stack.extend(parents[i])
         return kept
 
+    def drawn(self, nodes: Iterable[int]) -> int:
+        """Nodes Netron draws of `nodes` (positions): a Constant is drawn inside the node reading it."""
+        ops = self.table.ops
+        return sum(1 for i in nodes if ops[i] != "Constant")
+
     def _parent_lists(self, cancel: CancelToken | None) -> list[list[int]]:
         if self._parents is None:
             producer = self.table.producer
@@ -205,7 +173,7 @@ class FocusGraph:
         cone = self.cone(outputs, cancel)
         ends = self._checked(outputs) if outputs is not None else [o.name for o in self.model.graph.output]
         params = set(parameter_names)
-        if len(cone) <= budget:  # the whole preview fits: drawn whole, the selection is only selected
+        if self.drawn(cone) <= budget:  # the whole preview fits: drawn whole, the selection is only selected
             seeds, kept, units, runs, hops = ends, sorted(cone), None, [], None
         else:
             seeds = [s for s in seeds or () if table.producer.get(s) in cone] or \
@@ -227,14 +195,16 @@ class FocusGraph:
         as fits; cuts only if even the deepest collapse does not fit."""
         table = self.table
         protected = {table.producer[s] for s in seeds if s in table.producer}
-        if len(up) > budget and self._scopes is None:
+        size = self.drawn(up)
+        if size > budget and self._scopes is None:
             self._scopes = scope_table(table.names)
-        all_runs = find_runs(self._scopes, table.ops, up, protected) if len(up) > budget else []
+        all_runs = find_runs(self._scopes, table.ops, up, protected) if size > budget else []
         choice: list[CollapsedRun] = []
         for depth in [-1] + sorted({r.depth for r in all_runs}):
             choice = [r for r in all_runs if r.depth <= depth]
-            if len(up) - sum(len(r.nodes) for r in choice) + len(choice) <= budget:
+            if size - sum(self.drawn(r.nodes) for r in choice) + len(choice) <= budget:
                 break
+        choice = self._expand(choice, size, budget)
         if cancel is not None:
             cancel.check()
         weights = set(table.initializer_names) | params
@@ -247,6 +217,21 @@ class FocusGraph:
             order = sorted(kept)
         drawn = set(order)
         return order, units, [r for k, r in enumerate(units.runs) if -1 - k in drawn], hops
+
+    def _expand(self, choice: list[CollapsedRun], size: int, budget: int) -> list[CollapsedRun]:
+        """With room left in `budget`, the deepest collapsed runs nearest the seeds (latest in the
+        graph) drawn whole again, one by one while they fit: "Show more" grows the view gradually."""
+        now = size - sum(self.drawn(r.nodes) for r in choice) + len(choice)
+        if not choice or now > budget:
+            return choice
+        deepest = max(r.depth for r in choice)
+        kept = list(choice)
+        for run in sorted((r for r in choice if r.depth == deepest), key=lambda r: -r.nodes[-1]):
+            extra = self.drawn(run.nodes) - 1
+            if now + extra <= budget:
+                kept.remove(run)
+                now += extra
+        return kept
 
     def _extract(self, kept: list[int], units: ContractedCone | None, seeds: list[str], pruned: bool,
                  parameter_names: set[str]) -> onnx.ModelProto:
@@ -268,7 +253,7 @@ class FocusGraph:
             else:
                 run = placeholders[u]
                 ins, outs = units.inputs[u], units.outputs[u]
-                graph.node.append(_placeholder(run, ins, outs))
+                graph.node.append(placeholder_node(run, ins, outs, FOCUS_DOMAIN))
                 produced.update(outs)
                 read.extend(ins)
         if any(u < 0 for u in kept):
@@ -303,24 +288,6 @@ class FocusGraph:
             self._value_infos = {vi.name: vi for vi in list(g.value_info) + list(g.output) + list(g.input)
                                  if vi.type.WhichOneof("value") is not None}
         return self._initializers, self._value_infos
-
-
-def _placeholder(run: CollapsedRun, inputs: list[str], outputs: list[str]) -> onnx.NodeProto:
-    node = onnx.NodeProto(op_type=collapsed_op_type(run), domain=FOCUS_DOMAIN,
-                          name=run.name,
-                          doc_string=f"{run.description} (collapsed by the preview: Show more, or select a "
-                                     "tensor inside, to see them)")
-    node.input.extend(inputs)
-    node.output.extend(outputs)
-    node.attribute.extend([onnx.helper.make_attribute("blocks", f"{run.label} ({run.blocks} identical)"),
-                           onnx.helper.make_attribute("nodes", len(run.nodes))])
-    return node
-
-
-def collapsed_op_type(run: CollapsedRun) -> str:
-    """'layers 1-19 collapsed': what Netron writes in the placeholder's header (no dots: Netron
-    shows only what follows the last one; short: it abbreviates longer ones)."""
-    return f"{run.short.replace('.', ' ')} {run.first}-{run.last} {COLLAPSED_OP.lower()}"
 
 
 def file_key(path: str | Path) -> tuple:

@@ -19,6 +19,7 @@ is parsed once); `find_runs(scopes, ops, nodes, protected)` gives the collapsibl
 `nodes` (positions in the graph), outermost families first (`depth` 0 = the first numbered
 segment of a name); a nested family is looked at among the nodes the outer runs did not collapse,
 so `[r for r in runs if r.depth <= d]` is a consistent collapse at any depth `d`. Pure list/dict work.
+`placeholder_node(run, ...)` is the node drawn in a run's place.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import onnx
+
 SCOPE_INDEX = re.compile(r"^(.*?[A-Za-z])[._](\d+)$")
 MIN_RUN = 3
 MIN_BLOCK_NODES = 2
 MAX_DEPTH = 3
+COLLAPSED_WORD = "collapsed"  # ends the placeholder's op type ('layers 1-19 collapsed'; Netron draws it)
 
 
 @dataclass(frozen=True)
@@ -140,3 +144,22 @@ def _family_runs(family: str, blocks: dict[int, list[int]], ops: Sequence[str], 
             runs.append(CollapsedRun(family, middle[0], middle[-1], depth, nodes))
         current, signature = ([index], sig) if usable else ([], None)
     return runs
+
+
+def placeholder_node(run: CollapsedRun, inputs: list[str], outputs: list[str], domain: str) -> onnx.NodeProto:
+    """The node drawn in place of `run`: named by its scopes, its op type and doc string saying what it stands for."""
+    node = onnx.NodeProto(op_type=collapsed_op_type(run), domain=domain,
+                          name=run.name,
+                          doc_string=f"{run.description} (collapsed by the preview: Show more, or select a "
+                                     "tensor inside, to see them)")
+    node.input.extend(inputs)
+    node.output.extend(outputs)
+    node.attribute.extend([onnx.helper.make_attribute("blocks", f"{run.label} ({run.blocks} identical)"),
+                           onnx.helper.make_attribute("nodes", len(run.nodes))])
+    return node
+
+
+def collapsed_op_type(run: CollapsedRun) -> str:
+    """'layers 1-19 collapsed': what Netron writes in the placeholder's header (no dots: Netron
+    shows only what follows the last one; short: it abbreviates longer ones)."""
+    return f"{run.short.replace('.', ' ')} {run.first}-{run.last} {COLLAPSED_WORD}"

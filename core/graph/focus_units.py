@@ -6,7 +6,8 @@ order the kept units are written in are graph work of their own, on plain lists.
 Units are node positions (>= 0) and, for the k-th collapsed run, -1 - k. A run's unit reads what
 its nodes read from outside the run, minus weights (initializers, parameters: the collapsed layers'
 weights would only clutter the drawing), and makes what nodes outside it read.
-- `levels(seeds, budget)`: whole levels of units upstream of the seeds while they fit;
+- `levels(seeds, budget)`: whole levels of units upstream of the seeds while what Netron draws of
+  them fits (`drawn`: a Constant costs nothing, Netron draws it inside its reader);
 - `topological(kept)`: the kept units in an order where each comes after what it reads (graph order
   where free), None if contracting made a cycle.
 """
@@ -44,15 +45,21 @@ class ContractedCone:
         i = self.table.producer.get(tensor)
         return None if i is None else self.of.get(i, i)
 
+    def drawn(self, units) -> int:
+        """Nodes Netron draws for `units` (a Constant node is drawn inside the node reading it)."""
+        ops = self.table.ops
+        return sum(1 for u in units if u < 0 or ops[u] != "Constant")
+
     def levels(self, seeds: list[str], budget: int) -> tuple[list[int], int | None]:
-        """Whole levels of units upstream of `seeds` while they fit in `budget` (at least some of the
-        first); the hops kept, None when nothing was left out."""
+        """Whole levels of units upstream of `seeds` while they fit in `budget` drawn nodes (at
+        least some of the first); the hops kept, None when nothing was left out."""
         frontier = list(dict.fromkeys(u for u in map(self.producer, seeds) if u is not None))
         seen = set(frontier)
         kept: list[int] = []
-        hops = 0
+        size = hops = 0
         while frontier:
-            if len(kept) + len(frontier) > budget:
+            size += self.drawn(frontier)
+            if size > budget:
                 if not kept:
                     kept = frontier[:max(budget, 1)]
                     hops = 1

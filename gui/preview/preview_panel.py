@@ -23,7 +23,8 @@ from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph, PreviewAnswer, preview_answer
+from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
+from onnxport.core.graph.focus_preview import PreviewAnswer, preview_answer
 
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner

@@ -8,8 +8,9 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.graph.focus import FOCUS_DOMAIN, FocusGraph, preview_answer
+from onnxport.core.graph.focus import FOCUS_DOMAIN, FocusGraph
 from onnxport.core.graph.focus_blocks import find_runs, scope_indices, scope_table
+from onnxport.core.graph.focus_preview import preview_answer
 from onnxport.core.graph.preview import preview_bytes
 from onnxport.core.util.errors import UnknownOutputError
 
@@ -109,6 +110,21 @@ def test_nested_blocks_are_collapsed_only_when_the_outer_collapse_does_not_fit()
     assert names == ["/model/layers.0/head.1…6", "/model/layers.1…4", "/model/layers.5/head.1…6"]
     checked(nested.model)
     assert len(nested.model.graph.node) <= 30 < len(outer.model.graph.node) <= 60
+    # room for one more run: the one nearest the outputs is drawn whole again
+    between = graph.focus(["logits"], budget=36)
+    assert sorted(p.name for p in placeholders(between.model)) == ["/model/layers.0/head.1…6", "/model/layers.1…4"]
+    assert len(between.model.graph.node) == 34
+
+
+def test_constants_cost_nothing_netron_draws_them_inside_their_reader():
+    model = layered_model(12)
+    for k in range(40):  # a Constant feeding the head: Netron draws it inside the MatMul's box
+        model.graph.node.insert(0, helper.make_node("Constant", [], [f"c{k}"], name=f"/c{k}",
+                                                    value=numpy_helper.from_array(np.ones(1, np.float32))))
+    model.graph.node.append(helper.make_node("Sum", ["logits"] + [f"c{k}" for k in range(40)], ["total"], name="/sum"))
+    model.graph.output[0].name = "total"
+    focused = FocusGraph(model).focus(["total"], budget=64)  # 63 drawn nodes (103 with the Constants)
+    assert focused.complete and not placeholders(focused.model)
 
 
 def test_the_cone_is_the_producer_chain_cut_at_the_budget():
