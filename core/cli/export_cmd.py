@@ -17,7 +17,9 @@ from onnxport.core.cli.export_review import review_outputs
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.export.export import EXTERNAL_DATA_CHOICES
+from onnxport.core.util.progress import Steps
 from onnxport.core.util.text import human_size
+from onnxport.core.workflow.export_steps import export_steps, post_steps
 
 
 def split_names(values: list[str]) -> list[str]:
@@ -53,15 +55,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     outputs, notes = review_outputs(args, split_names(args.outputs or []))
-    progress = StderrProgress(quiet=args.quiet)
+    # one monotonic bar over export, validation, quantization, benchmark (workflow.export_steps)
+    steps = Steps(StderrProgress(quiet=args.quiet), export_steps(args.validate, args.quantize))
     gate = None
     if args.validate:  # validated before it is put in place: a failed validation writes nothing
         from onnxport.core.workflow.post_export import ValidationGate
 
-        gate = ValidationGate(args.out, args.model, args.checkpoint, **input_sizes(args))
+        gate = ValidationGate(args.out, args.model, args.checkpoint, progress=steps.step("validating"),
+                              **input_sizes(args))
     result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
                                   external_data=args.external_data, fold=not args.no_fold,
-                                  all_ranks=args.all_ranks, progress=progress, verify=gate)
+                                  all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate)
     if result.skipped:
         print(f"onnxport: {result.skipped}; nothing to do here", file=sys.stderr)
         return 0
@@ -72,9 +76,11 @@ def run(args: argparse.Namespace) -> int:
         from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline
 
         post = post_export(result, args.model, args.checkpoint, quantize=args.quantize,
-                           calibration=args.calibration, validate=args.validate, progress=progress,
+                           calibration=args.calibration, validate=args.validate,
+                           progress=steps.span(post_steps(False, args.quantize)),
                            validated=gate.report if gate is not None else None, **input_sizes(args))
         report.update(post.to_dict())
+    steps.finished()
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -147,9 +147,10 @@ def benchmark(
         elapsed = time.perf_counter() - t_start
         if runs >= max_runs or (runs >= min_runs and elapsed >= budget):
             break
-        if elapsed - last_report > 0.2:
+        if elapsed - last_report > 0.2 or runs % (max_runs // 10 or 1) == 0:  # at least every 10% of runs
             last_report = elapsed
-            report(0.05 + 0.95 * min(elapsed / budget, 1.0), f"measuring ({runs} runs)")
+            done = max(elapsed / budget, runs / max_runs)  # whichever ends the loop first
+            report(0.05 + 0.95 * min(done, 1.0), f"measuring ({runs} runs)")
         else:
             report.check()
     results = []

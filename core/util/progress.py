@@ -103,3 +103,75 @@ class Reporter:
             parent(None if fraction is None else start + (end - start) * fraction, message)
 
         return Reporter(scaled, self.token)
+
+
+class Monotonic:
+    """A `ProgressFn` that never goes back: a fraction below the highest reported so far is shown
+    as that highest, and an unknown one (None) once something was known, so a bar never jumps back
+    or loses its place when a step starts or reports nothing measurable."""
+
+    def __init__(self, progress: ProgressFn | None) -> None:
+        self._progress = progress
+        self.highest: float | None = None
+        self._last: tuple[float | None, str] | None = None
+
+    def __call__(self, fraction: float | None, message: str) -> None:
+        if fraction is not None:
+            fraction = min(max(fraction, 0.0), 1.0)
+            self.highest = fraction if self.highest is None else max(self.highest, fraction)
+        if self._progress is not None and (self.highest, message) != self._last:  # a repeat says nothing
+            self._last = (self.highest, message)
+            self._progress(self.highest, message)
+
+
+class Steps:
+    """One job's progress split over named steps, in order, by weight (their expected cost).
+
+    `begin(name)` reports the step's start ("quantizing") and returns `step(name)`: a Reporter mapping [0, 1]
+    onto its span, its messages named for it ("quantizing: pre-processing", a step's own "done"
+    reads "quantizing: done"); `span(names)` is one Reporter over consecutive steps, unnamed, for
+    a callee that splits it again with a `Steps` of the same names (post_export). `finished()`
+    reports 1.0, "done": only the whole job says done. Fractions are made monotonic here, so
+    nothing a step reports can move the job's bar back, and a step's report after a later step
+    started (the export's own "done" after the validation it runs before its commit) is dropped.
+    """
+
+    def __init__(self, progress: ProgressFn | Reporter | None, steps: list[tuple[str, float]],
+                 cancel: CancelToken | None = None) -> None:
+        if isinstance(progress, Reporter):
+            self.report = Reporter(Monotonic(progress), cancel or progress.token)
+        else:
+            self.report = Reporter(Monotonic(progress), cancel)
+        total = sum(weight for _, weight in steps) or 1.0
+        self.order = {name: i for i, (name, _) in enumerate(steps)}
+        self.latest = -1  # the latest step that reported: an earlier one's late word is dropped
+        self.spans: dict[str, tuple[float, float]] = {}
+        at = 0.0
+        for name, weight in steps:
+            self.spans[name] = (at, at + weight / total)
+            at += weight / total
+
+    def begin(self, name: str) -> Reporter:
+        """Report that step `name` starts; its Reporter (see `step`)."""
+        self.latest = max(self.latest, self.order[name])
+        self.report(self.spans[name][0], name)
+        return self.step(name)
+
+    def step(self, name: str) -> Reporter:
+        """Step `name`'s Reporter, not announced (for a callee that reports its own start)."""
+        start, end = self.spans[name]
+        scaled = self.report.sub(start, end)
+
+        def named(fraction: float | None, message: str) -> None:
+            if self.order[name] < self.latest:  # e.g. the export's "done" after its validation ran
+                return
+            self.latest = self.order[name]
+            scaled(fraction, f"{name}: {message}" if message and message != name else name)
+
+        return Reporter(named, self.report.token)
+
+    def span(self, names: list[str]) -> Reporter:
+        return self.report.sub(self.spans[names[0]][0], self.spans[names[-1]][1])
+
+    def finished(self, message: str = "done") -> None:
+        self.report.finished(message)

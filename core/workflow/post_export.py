@@ -8,6 +8,8 @@ Contract (called by core/cli/export_cmd.py for `export --validate` / `--quantize
   `<stem>.fp16.onnx` next to the export (which stays as the float32 model), with the accuracy
   target loop and its validation against the export, then benchmarks export vs quantized;
 - writes `<stem>.report.json` (atomically) next to the export.
+Progress: one monotonic bar over the steps it runs, each message named for its step
+(`export_steps`: a front end giving it the span of those steps sees the same split).
 `ValidationGate` validates *before* the export is put in place (`export --validate`): passed as
 the export's `verify`, it runs on the written model at a private path and raises when ONNX Runtime
 refuses the model or the validation fails, so a failed validation leaves the previous output
@@ -30,7 +32,8 @@ from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.quantize.quantize import quantize as run_quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
-from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+from onnxport.core.util.progress import CancelToken, ProgressFn, Steps
+from onnxport.core.workflow.export_steps import post_steps, weighted
 from onnxport.core.workflow.written_names import SUFFIXES, quantized_path, report_path_for  # noqa: F401 (re-exported)
 
 POST_BENCH_SECONDS = 1.0
@@ -90,26 +93,29 @@ def post_export(
     """See the module docstring. `export_result`: an ExportResult (or the exported model's path).
     `validated`: the export's validation, already run (by a `ValidationGate`): not run again.
     `dim_sizes`/`shapes`: sizes for generated inputs (`--dim`/`--shape`, see evaluate.first_run)."""
-    report = Reporter(progress, cancel)
+    validate_now = validate and validated is None
+    steps = Steps(progress, weighted(post_steps(validate_now, quantize)), cancel)
+    report = steps.report
     sizes = {"dim_sizes": dim_sizes, "shapes": shapes}
     out = Path(getattr(export_result, "path", export_result))
     export = export_result.to_dict() if hasattr(export_result, "to_dict") else {"path": str(out)}
     validation, quantized, bench = validated, None, None
-    if validate and validation is None:
+    if validate_now:
         report.check()
-        report(0.0, "validating the export")
         validation = run_validate(out, model_path, params=_params(checkpoints), inputs=inputs,
-                                  progress=report.sub(0.0, 0.2), cancel=cancel, **sizes)
+                                  progress=steps.begin("validating"), cancel=cancel, **sizes)
     if quantize:
-        quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
-                                 validation_inputs=inputs, progress=report.sub(0.2, 0.85), cancel=cancel, **sizes)
         report.check()
-        report(0.85, "benchmarking float32 vs quantized")
+        quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
+                                 validation_inputs=inputs, progress=steps.begin("quantizing"), cancel=cancel,
+                                 **sizes)
+        report.check()
         bench = benchmark([out, quantized.path], inputs=inputs, seconds=POST_BENCH_SECONDS,
-                          progress=report.sub(0.85, 1.0), cancel=cancel, **sizes)
+                          progress=steps.begin("benchmarking"), cancel=cancel, **sizes)
+    steps.begin("writing the report")
     full = build_report(export=export, validation=validation, quantize=quantized, bench=bench)
     path = write_report(report_path_for(out), full)
-    report.finished()
+    steps.finished()
     return PostExportResult(validation=validation, quantize=quantized, bench=bench, report=full, report_path=path,
                             summary_lines=summary_lines(full) + [f"report: {path}"])
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.export.export import ExportResult, export_model, plan_export
 from onnxport.core.graph.index_types import fill_types
-from onnxport.core.util.progress import Reporter
+from onnxport.core.util.progress import Steps
+from onnxport.core.workflow.export_steps import export_steps, post_steps
 from onnxport.core.workflow.sources import LoadedSources, open_sources
 
 from ..widgets.outputs_tree import build_tree
@@ -59,9 +60,10 @@ def plan_job(sources: LoadedSources, outputs: list[str]):
 def export_job(sources: LoadedSources, outputs: list[str], choices):
     """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None)."""
     post_needed = choices.validate or choices.quantize
+    post_names = post_steps(False, choices.quantize)  # validation runs in the export (its gate)
 
     def run(progress, cancel):
-        report = Reporter(progress, cancel)
+        steps = Steps(progress, export_steps(choices.validate, choices.quantize), cancel)
         if sources.match is not None:
             sources.match.raise_if_unusable()
         gate = None
@@ -69,18 +71,18 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
             from onnxport.core.workflow.post_export import ValidationGate
 
             gate = ValidationGate(choices.path, sources.model_path, sources.params,
-                                  progress=report.sub(0.3, 0.5), cancel=cancel)
+                                  progress=steps.step("validating"), cancel=cancel)
         result = export_model(sources.model_path, choices.path, outputs, sources.params,
-                              external_data=choices.external_data,
-                              progress=report.sub(0.0, 0.3 if gate else 0.5 if post_needed else 1.0), cancel=cancel,
-                              verify=gate)
+                              external_data=choices.external_data, progress=steps.begin("exporting"),
+                              cancel=cancel, verify=gate)
         post = None
         if post_needed:
             from onnxport.core.workflow.post_export import post_export
 
             post = post_export(result, sources.model_path, sources.params, quantize=choices.quantize,
-                               validate=choices.validate, progress=report.sub(0.5, 1.0), cancel=cancel,
+                               validate=choices.validate, progress=steps.span(post_names), cancel=cancel,
                                validated=gate.report if gate is not None else None)
+        steps.finished()
         return result, post
 
     return run

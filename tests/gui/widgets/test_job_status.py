@@ -1,0 +1,34 @@
+"""The status bar's progress of export + validate + quantize is monotonic and names its step
+(issue 15, cut 8: it waited at "validating the export 50%", and said done before benchmarking)."""
+
+from __future__ import annotations
+
+from onnxport.gui.dialogs.export_dialog import ExportChoices
+from tests.core.cli.test_cli_progress import check_reports
+from tests.core.model_builders import eval_like_mlp, mlp_weights
+from tests.core.quant_models import save
+from tests.support.checkpoint_writer import write_checkpoint
+
+from ..test_main_window import open_example
+
+
+def test_status_bar_progress_of_a_real_export_validate_quantize(qtbot, window, tmp_path):
+    model = save(eval_like_mlp(d_hidden=256), tmp_path / "eval_model.onnx")  # big enough for int8 to gain
+    write_checkpoint(tmp_path / "checkpoint", mlp_weights(seed=5, d_hidden=256))
+    open_example(qtbot, window, [model, tmp_path / "checkpoint"])
+    shown: list[tuple[float, str]] = []
+
+    def record(fraction, message):  # what the status bar shows, right after it shows it
+        bar = window.job_status.progress
+        assert bar.maximum() == 1000, f"busy indicator at {message!r}"  # never loses its place
+        shown.append((bar.value() / 1000, window.job_status.text.text()))
+
+    window.runner.progress.connect(record)
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    with qtbot.waitSignal(window.exportFinished, timeout=120_000):
+        window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
+    assert (out.parent / "m.int8.onnx").is_file()
+    check_reports(shown, ["exporting", "validating", "quantizing", "benchmarking", "writing the report"],
+                  optional=("writing the report",))
+    qtbot.waitUntil(lambda: window.job_status.text.text() == "ready", timeout=10_000)
