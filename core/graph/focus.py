@@ -220,17 +220,22 @@ class FocusGraph:
 
     def _expand(self, choice: list[CollapsedRun], size: int, budget: int) -> list[CollapsedRun]:
         """With room left in `budget`, the deepest collapsed runs nearest the seeds (latest in the
-        graph) drawn whole again, one by one while they fit: "Show more" grows the view gradually."""
+        graph) drawn again, block by block from their end, while they fit: "Show more" grows the
+        view gradually."""
         now = size - sum(self.drawn(r.nodes) for r in choice) + len(choice)
         if not choice or now > budget:
             return choice
         deepest = max(r.depth for r in choice)
         kept = list(choice)
         for run in sorted((r for r in choice if r.depth == deepest), key=lambda r: -r.nodes[-1]):
-            extra = self.drawn(run.nodes) - 1
-            if now + extra <= budget:
+            per_block = self.drawn(run.block_nodes[-1]) if run.block_nodes else 0  # identical blocks
+            if per_block * run.blocks - 1 <= budget - now:
                 kept.remove(run)
-                now += extra
+                now += per_block * run.blocks - 1
+            elif per_block and budget - now >= per_block:
+                drawn_again = (budget - now) // per_block
+                kept[kept.index(run)] = run.first_blocks(run.blocks - drawn_again)
+                now += drawn_again * per_block
         return kept
 
     def _extract(self, kept: list[int], units: ContractedCone | None, seeds: list[str], pruned: bool,

@@ -47,6 +47,7 @@ class CollapsedRun:
     last: int
     depth: int
     nodes: tuple[int, ...]
+    block_nodes: tuple[tuple[int, ...], ...] = ()  # the nodes of each collapsed block, first to last
 
     @property
     def blocks(self) -> int:
@@ -66,6 +67,12 @@ class CollapsedRun:
     def name(self) -> str:
         """The placeholder node's name: the full scope of the first and the last collapsed block."""
         return f"{self.family}.{self.first}…{self.last}"
+
+    def first_blocks(self, count: int) -> CollapsedRun:
+        """This run with only its first `count` blocks collapsed (the later ones are drawn)."""
+        kept = self.block_nodes[:count]
+        return CollapsedRun(self.family, self.first, self.first + count - 1, self.depth,
+                            tuple(sorted(i for block in kept for i in block)), kept)
 
     @property
     def description(self) -> str:
@@ -141,7 +148,7 @@ def _family_runs(family: str, blocks: dict[int, list[int]], ops: Sequence[str], 
         if len(current) >= MIN_RUN:
             middle = current[1:-1]
             nodes = tuple(sorted(i for k in middle for i in blocks[k]))
-            runs.append(CollapsedRun(family, middle[0], middle[-1], depth, nodes))
+            runs.append(CollapsedRun(family, middle[0], middle[-1], depth, nodes, tuple(tuple(blocks[k]) for k in middle)))
         current, signature = ([index], sig) if usable else ([], None)
     return runs
 

@@ -82,7 +82,7 @@ def test_scopes_name_the_blocks():
 def test_a_big_graph_is_drawn_around_the_outputs_with_identical_layers_collapsed():
     model = layered_model(12)
     total = len(model.graph.node)  # 1 + 12 x 5 + 1
-    focused = FocusGraph(model).focus(["logits"], budget=40)
+    focused = FocusGraph(model).focus(["logits"], budget=14)  # 13 drawn: no room for one more layer
     preview = checked(focused.model)
     (collapsed,) = placeholders(preview)
     assert collapsed.name == "/model/layers.1…10"
@@ -105,15 +105,25 @@ def test_nested_blocks_are_collapsed_only_when_the_outer_collapse_does_not_fit()
     graph = FocusGraph(layered_model(6, heads=8))  # a layer: 5 + 16 nodes
     outer = graph.focus(["logits"], budget=60)
     assert [p.name for p in placeholders(outer.model)] == ["/model/layers.1…4"]
-    nested = graph.focus(["logits"], budget=30)
+    nested = graph.focus(["logits"], budget=23)
     names = sorted(p.name for p in placeholders(nested.model))
     assert names == ["/model/layers.0/head.1…6", "/model/layers.1…4", "/model/layers.5/head.1…6"]
     checked(nested.model)
-    assert len(nested.model.graph.node) <= 30 < len(outer.model.graph.node) <= 60
-    # room for one more run: the one nearest the outputs is drawn whole again
+    assert len(nested.model.graph.node) == 23 and len(outer.model.graph.node) == 45
+    # room for more: the heads nearest the outputs are drawn again (layer 5's all, then layer 0's last)
     between = graph.focus(["logits"], budget=36)
-    assert sorted(p.name for p in placeholders(between.model)) == ["/model/layers.0/head.1…6", "/model/layers.1…4"]
-    assert len(between.model.graph.node) == 34
+    assert sorted(p.name for p in placeholders(between.model)) == ["/model/layers.0/head.1…5", "/model/layers.1…4"]
+    assert len(between.model.graph.node) == 36
+    checked(between.model)
+
+
+def test_show_more_draws_the_collapsed_layers_nearest_the_outputs_first():
+    graph = FocusGraph(layered_model(12))
+    assert [p.name for p in placeholders(graph.focus(["logits"], budget=14).model)] == ["/model/layers.1…10"]
+    more = graph.focus(["logits"], budget=23)
+    (collapsed,) = placeholders(checked(more.model))
+    assert collapsed.name == "/model/layers.1…8" and "8 identical blocks, 40 nodes" in collapsed.doc_string
+    assert "/model/layers.9/Relu" in more.shown_names and len(more.model.graph.node) == 23
 
 
 def test_constants_cost_nothing_netron_draws_them_inside_their_reader():
@@ -149,7 +159,7 @@ def test_show_more_grows_the_view_until_it_is_whole():
 def test_a_selected_tensor_inside_a_collapsed_layer_becomes_the_focus():
     graph = FocusGraph(layered_model(12))
     tensor = "/model/layers.6/Relu_output_0"
-    focused = graph.focus(["logits"], seeds=[tensor], budget=20)  # upstream: 34 nodes
+    focused = graph.focus(["logits"], seeds=[tensor], budget=15)  # upstream: 34 nodes, 15 collapsed
     checked(focused.model)
     assert focused.seeds == [tensor]
     assert [o.name for o in focused.model.graph.output] == [tensor]
@@ -206,7 +216,7 @@ def test_a_model_the_caller_already_read_is_not_read_again(tmp_path):
     onnx.save(model, path)
     path.write_bytes(b"not read")  # only the model given is used
     source = (model, GraphTable.read(model.graph))
-    first = preview_answer(path, ["logits"], budget=40, whole_up_to=40, source=source)
+    first = preview_answer(path, ["logits"], budget=14, whole_up_to=40, source=source)
     assert first.graph.model is model and first.graph.table is source[1]
     assert first.focused.shown_nodes == 12
     again = preview_answer(path, ["logits"], budget=80, graph=first.graph, whole_up_to=40, source=source)

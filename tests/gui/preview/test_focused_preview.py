@@ -26,7 +26,7 @@ def panel(qtbot):
 
 @pytest.fixture
 def big(tmp_path):
-    """62 nodes, drawn as a big graph: the panel's budget is set to 40 (20) by the tests."""
+    """62 nodes, drawn as a big graph: the tests set the panel's budget to 14 or 15."""
     path = tmp_path / "layered.onnx"
     model = layered_model(12)
     onnx.save(model, path)
@@ -35,7 +35,7 @@ def big(tmp_path):
 
 def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
     path, producer_of = big
-    panel.initial_budget = 40
+    panel.initial_budget = 14  # 13 drawn: layers 1-10 collapsed, no room for one more
     panel.set_model(str(path), ["logits"], producer_of=producer_of)
     drawn = panel.wait_rendered(60)
     assert drawn == len(panel.focused.model.graph.node) == 13  # 12 source nodes + 1 placeholder
@@ -47,14 +47,19 @@ def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
     assert found.args[0] is True
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as more:
         panel.show_more()
-    assert panel.budget == 80
-    assert more.args[0] == len(panel.focused.model.graph.node) == 62  # the whole graph fits now
+    assert panel.budget == 28
+    assert more.args[0] == len(panel.focused.model.graph.node) == 28  # layers 8-10 drawn again
+    assert "layers.1 … layers.7" in panel.status.text()
+    for expected in (53, 62):  # budget 56: layers 3-10 drawn; 112: the whole graph
+        with qtbot.waitSignal(panel.rendered, timeout=60_000) as whole:
+            panel.show_more()
+        assert whole.args[0] == expected
     assert panel.focused.complete and not panel.more_button.isVisible()
 
 
 def test_selecting_a_tensor_it_does_not_draw_focuses_the_view_on_it(qtbot, panel, big):
     path, producer_of = big
-    panel.initial_budget = 20
+    panel.initial_budget = 15
     panel.set_model(str(path), ["logits"], producer_of=producer_of)
     panel.wait_rendered(60)
     assert "/model/layers.6/Relu" not in panel.focused.shown_names
