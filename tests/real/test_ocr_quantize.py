@@ -6,6 +6,14 @@
 - static QDQ of the direction classifier, calibrated on rendered text lines (both orientations),
   judged on others: cosine >= 0.99 and argmax agreement >= 0.99 on a 2-class softmax, with the
   int8 path pinned to 7-bit weights (exact on every x86 CPU, VNNI or not).
+- static QDQ of the text detector, calibrated on a folder of rendered pages (.npy, normalized as
+  rapidocr feeds it), judged on other pages: int8 everywhere gives cosine 0.88 on its probability
+  map. Two causes, measured: (1) weight rounding moves each output channel's mean and ~60 small
+  convolutions add those shifts up (7-bit per-channel weights alone, activations float: 0.974);
+  calibration_bias.py absorbs them in the biases (0.997). Percentile or entropy ranges do not
+  help (99.9995: 0.9895 as MinMax; 99.99: 0.980; 99.9: 0.960): the outlier channels carry the
+  text. (2) The backbone's high-resolution stages have activations with a few channels 10x the
+  others, which one uint8 scale cannot hold: those 21 convolutions stay float (0.42x the size).
 - text calibration through the real all-MiniLM-L6-v2 tokenizer.
 """
 
@@ -19,13 +27,19 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 
-from onnxport.core.evaluate.feeds import InputSpec
+from onnxport.core.evaluate.feeds import InputSpec, input_specs, open_feeds
+from onnxport.core.evaluate.validate import validate
+from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize import modes
+from onnxport.core.quantize.calibration import calibrate
+from onnxport.core.quantize.calibration_bias import correct_biases, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
+from onnxport.core.quantize.prep import preprocess
 from onnxport.core.quantize.quantize import quantize
+from onnxport.core.util.progress import Reporter
 
 from .corpus import minilm_folder, ocr_classifier, ocr_detector
-from .text_images import classifier_batch, detector_input
+from .text_images import classifier_batch, detector_input, rapidocr_page
 
 
 def _run(path, feed: dict) -> np.ndarray:
@@ -76,6 +90,54 @@ def test_static_qdq_classifier_on_rendered_text_lines(tmp_path, qapp):
     written = onnx.load(result.path)
     assert "QuantizeLinear" in {n.op_type for n in written.graph.node}
     assert {o.domain for o in written.opset_import} <= {"", "ai.onnx"}
+
+
+DETECTOR_STEM = [f"p2o.Conv.{i}" for i in range(7)]  # the stem and the first block, at 1/2-1/4 resolution
+DETECTOR_FLOAT = [f"p2o.Conv.{i}" for i in range(21)]  # the backbone up to its 1/16-resolution stage
+
+
+def _static_detector(prepared, out, tensors_range, means, float_nodes) -> float:
+    """Per-channel 7-bit QDQ of the detector's Conv/ConvTranspose (exact on every CPU's int8 kernels),
+    `float_nodes` kept float, biases corrected with `means` (None: not); returns the size ratio."""
+    src = prepared
+    if means is not None:
+        src = out.with_name(out.stem + ".corrected.onnx")
+        assert correct_biases(prepared, src, means, per_channel=True, reduce_range=True, exclude=float_nodes) > 30
+    modes.static(src, out, tensors_range=tensors_range, op_types=["Conv", "ConvTranspose"], per_channel=True,
+                 reduce_range=True, exclude=float_nodes, big=False)
+    return out.stat().st_size / ocr_detector().stat().st_size
+
+
+def test_static_qdq_detector_on_rendered_pages(tmp_path, qapp):
+    (tmp_path / "pages").mkdir()
+    for i in range(6):  # a calibration folder of .npy, one page each
+        np.save(tmp_path / "pages" / f"page{i}.npy", rapidocr_page(256, seed=100 + i))
+    held_out = np.concatenate([rapidocr_page(256, seed=i) for i in range(3)])
+    np.savez(tmp_path / "held_out.npz", x=held_out)
+    preprocess(ocr_detector(), tmp_path / "prepared.onnx")
+    prepared = modes.with_axis_opset(tmp_path / "prepared.onnx", tmp_path / "opset13.onnx", False, [])
+    specs = input_specs(load_graph(prepared))
+    pages = open_feeds(calibration_data(tmp_path / "pages", specs), specs, batch_size=3)
+    ranges = calibrate(prepared, pages, ["Conv", "ConvTranspose"], tmp_path, Reporter(None, None))
+    means = input_means(prepared, pages, tmp_path, Reporter(None, None))
+    reference = _run(ocr_detector(), {"x": held_out})
+    assert (reference > 0.3).mean() > 0.1  # the detector finds the text on these pages
+
+    def cosine(name: str) -> float:
+        return _cosine(_run(tmp_path / name, {"x": held_out}), reference)
+
+    # bias correction halves the error where the weight rounding of the small early convolutions counts
+    _static_detector(prepared, tmp_path / "stem.qdq.onnx", ranges, means, DETECTOR_STEM)
+    _static_detector(prepared, tmp_path / "stem.plain.onnx", ranges, None, DETECTOR_STEM)
+    assert 1 - cosine("stem.qdq.onnx") < 0.7 * (1 - cosine("stem.plain.onnx"))
+    # the high-resolution stages float as well: the promise kept at under half the size
+    ratio = _static_detector(prepared, tmp_path / "det.qdq.onnx", ranges, means, DETECTOR_FLOAT)
+    out = _run(tmp_path / "det.qdq.onnx", {"x": held_out})
+    assert ratio < 0.5
+    assert _cosine(out, reference) >= 0.99
+    assert ((out > 0.3) == (reference > 0.3)).mean() >= 0.99  # the text mask, as rapidocr binarizes it
+    report = validate(tmp_path / "det.qdq.onnx", ocr_detector(), inputs=tmp_path / "held_out.npz")
+    assert report.passed and report.min_cosine >= 0.99
 
 
 def test_text_calibration_through_the_minilm_tokenizer(tmp_path):

@@ -67,6 +67,12 @@ def detector_input(height: int, width: int, seed: int = 0) -> np.ndarray:
     return ((text_page(height, width, seed) - DET_MEAN) / DET_STD)[None].astype(np.float32)
 
 
+def rapidocr_page(size: int, seed: int = 0) -> np.ndarray:
+    """[1, 3, size, size] a page as rapidocr feeds PP-OCRv4's detector: x / 255, then (x - 0.5) / 0.5
+    (its config.yaml Det mean/std; sides multiples of 32)."""
+    return ((text_page(size, size, seed) - 0.5) / 0.5)[None].astype(np.float32)
+
+
 def classifier_batch(count: int, seed: int = 0) -> np.ndarray:
     """[count, 3, 48, 192] text-line crops for PP-OCR's direction classifier ((x - 0.5) / 0.5), every
     other one upside down."""
