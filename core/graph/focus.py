@@ -270,7 +270,7 @@ class FocusGraph:
         initializers, infos = self._lookups()
         inputs, seen = [], set()
         graph_inputs = {vi.name: vi for vi in source.graph.input}
-        for name in read:
+        for name in read + list(seeds):  # a seed no node makes is a graph input the user asked for
             if name in produced or name in seen:
                 continue
             seen.add(name)

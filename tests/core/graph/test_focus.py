@@ -225,3 +225,9 @@ def test_a_model_the_caller_already_read_is_not_read_again(tmp_path):
     preview_answer(path, ["logits"], seeds=["/model/layers.6/Relu_output_0"], budget=20, graph=first.graph,
                    whole_up_to=40, source=source)
     assert model.SerializeToString() == before  # the caller's model is only read
+
+
+def test_a_graph_input_as_output_is_drawn_as_an_input():
+    focused = FocusGraph(layered_model(12)).focus(["x", "logits"], budget=14)
+    assert [i.name for i in focused.model.graph.input] == ["x"]
+    assert [o.name for o in checked(focused.model).graph.output] == ["x", "logits"]
