@@ -180,8 +180,7 @@ class FocusGraph:
         if self.drawn(cone) <= budget:  # the whole preview fits: drawn whole, the selection is only selected
             seeds, kept, units, runs, hops = ends, sorted(cone), None, [], None
         else:
-            seeds = [s for s in seeds or () if table.producer.get(s) in cone] or \
-                [s for s in ends if s in table.producer] or ends
+            seeds = [s for s in seeds or () if table.producer.get(s) in cone] or ends
             up = cone if outputs is not None and seeds == ends else self.upstream(seeds, cancel)
             kept, units, runs, hops = self._choose(seeds, up, budget, params, cancel)
         model = self._extract(kept, units, seeds, outputs is not None, params)
