@@ -6,6 +6,8 @@ Two cases (both by default):
 - real (`--real`, bench/quant_real.py): all-MiniLM-L6-v2 exported in training mode, onnxport's
   export, dynamic int8 on real sentences; bars size <= 0.4x, faster, cosine >= 0.99 per output on
   held-out sentences (goals 0.3x, 1.5x faster), for this CPU's int8 path and for the AVX2 path;
+- real CNN (with `--real`, bench/quant_cnn.py): static QDQ of PP-OCRv4's text detector on rendered
+  pages; bars size <= 0.5x, cosine >= 0.99 and text-mask agreement >= 0.99 on held-out pages;
 - synthetic (`--synthetic`, below):
 
 A random BERT (transformers `BertConfig`, no download) is given trained-looking weights (weights
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import quant_real
+from bench import quant_cnn, quant_real
 
 OUT = Path("build/bench")
 NO_TRAINING = "n/a (no training environment)"
@@ -287,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.synthetic:
             (work / "real").mkdir(parents=True, exist_ok=True)
             results["real"] = _report_real(quant_real.run(work / "real", args.seconds, args.threads), verdicts)
+            (work / "cnn").mkdir(parents=True, exist_ok=True)
+            results["real_cnn"] = _report_cnn(quant_cnn.run(work / "cnn", args.seconds, args.threads), verdicts)
         if not args.real:
             (work / "synthetic").mkdir(parents=True, exist_ok=True)
             results["synthetic"] = _report_synthetic(run(args, work / "synthetic"), args, verdicts)
@@ -314,6 +318,21 @@ def _report_real(data: dict, verdicts: dict[str, bool]) -> dict:
         verdicts[f"real: {name}"] = ok
     for name, ok in data["goals"].items():
         print(f"  goal {'met' if ok else 'not met'}: {name}")
+    return data
+
+
+def _report_cnn(data: dict, verdicts: dict[str, bool]) -> dict:
+    print("\n--- real CNN: PP-OCRv4 text detector, static QDQ (avx2 path) ---")
+    if "skipped" in data:
+        print(f"skipped: {data['skipped']}")
+        verdicts["real CNN present"] = False
+        return data
+    print(f"float32 model: {data['model']['fp32_bytes'] / 1e6:.1f} MB; {data['inputs']}; {data['threads']} thread(s)")
+    print(quant_cnn.table(data))
+    data["bars"] = quant_cnn.bars(data)
+    for name, ok in data["bars"].items():
+        print(f"  {'ok  ' if ok else 'MISS'} {name}")
+        verdicts[f"real CNN: {name}"] = ok
     return data
 
 
