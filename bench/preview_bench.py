@@ -10,7 +10,7 @@ The models:
   files, heads written out op by op: 15 layers x 4 heads = 3,067 nodes, 21 layers x 32 heads =
   30,157 nodes);
 - 100k: bench/scale_models.py's decoder-like graph (97,569 nodes, tiny inline weights).
-Graphs beyond the preview's budget (300 drawn nodes) are drawn focused (core/graph/focus.py).
+A graph Netron would draw more than 300 nodes of is drawn focused on 240 (core/graph/focus.py).
 The real PreviewPanel (offscreen WebEngine, loopback server, Netron's page) is given the model and
 index table the app's open made (as the main window does) and timed to its `rendered` signal
 (debounce included), for: the outputs checked (`logits`: the whole model's cone, the first

@@ -39,7 +39,7 @@ from onnxport.core.graph.prune import check_outputs
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.util.progress import CancelToken
 
-FOCUS_BUDGET = 300  # drawn nodes: Netron lays out ~250 in 0.5-1 s here, ~1,000 in 7 s (superlinear)
+FOCUS_BUDGET = 240  # drawn nodes: Netron lays out ~250 in 0.5-1 s here, ~1,000 in 7 s (superlinear)
 FOCUS_DOMAIN = "onnxport"
 CHECK_EVERY = 4096
 HEADER_BYTES = 256  # an initializer bigger than this holds data

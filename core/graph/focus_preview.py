@@ -20,6 +20,7 @@ from onnxport.core.graph.preview import preview_bytes
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.util.progress import CancelToken
 
+WHOLE_UP_TO = 300  # a graph Netron draws at most this many nodes of is drawn whole, as it always was
 
 @dataclass
 class PreviewAnswer:
@@ -32,7 +33,7 @@ class PreviewAnswer:
 
 def preview_answer(path: str | Path, outputs: list[str] | None, parameter_names: Iterable[str] = (),
                    budget: int = FOCUS_BUDGET, seeds: list[str] | None = None, graph: FocusGraph | None = None,
-                   cancel: CancelToken | None = None, whole_up_to: int = FOCUS_BUDGET,
+                   cancel: CancelToken | None = None, whole_up_to: int = WHOLE_UP_TO,
                    source: tuple[onnx.ModelProto, GraphTable | None] | None = None) -> PreviewAnswer:
     """The preview of the model at `path` for `outputs` (None: the whole graph): whole, exactly as
     `preview.preview_bytes`, when Netron draws at most `whole_up_to` of its nodes; else focused

@@ -7,7 +7,8 @@ opened in the running Netron page (the page is loaded only the first time, or ag
 fails). After each open the panel polls the page until Netron has drawn (`rendered(node_count)`),
 then re-focuses the tensor the user had selected, so the place is kept across reloads where
 Netron allows. "Pruned"/"Original" switches between the export's graph and the whole graph.
-A graph beyond `FOCUS_BUDGET` nodes is drawn focused (core/graph/focus.py): the neighbourhood of
+A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py,
+`FOCUS_BUDGET` drawn nodes at first): the neighbourhood of
 the selected outputs, repeated layers collapsed, cut at the budget; the status line says what is
 shown, "Show more" doubles the budget, and a tensor selected in the tree that the focused view
 does not draw becomes the focus. The graph read for it is kept for the next request on the same
@@ -24,7 +25,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
-from onnxport.core.graph.focus_preview import PreviewAnswer, preview_answer
+from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer, preview_answer
 
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner
@@ -46,7 +47,8 @@ class PreviewPanel(QWidget):
         self._request: tuple[str, list[str], tuple[str, ...]] | None = None
         self._focus_tensor: str | None = None
         self._seed: str | None = None  # the tensor a focused preview is centred on (None: the outputs)
-        self.initial_budget = FOCUS_BUDGET  # a bigger graph is drawn focused on this many nodes at most
+        self.whole_up_to = WHOLE_UP_TO  # a graph Netron draws more nodes of is drawn focused,
+        self.initial_budget = FOCUS_BUDGET  # on this many drawn nodes at first
         self.budget = FOCUS_BUDGET  # the focused preview's budget now ("Show more" doubles it)
         self._graph: FocusGraph | None = None  # the big graph read by the last focused preview
         self._source = None  # (model, GraphTable) the caller read from the file, if it gave them
@@ -191,7 +193,7 @@ class PreviewPanel(QWidget):
         generation = self._generation
         self.last_node_count = -1
         self.status.setText("building the preview…")
-        budget, seeds, graph, whole = self.budget, [self._seed] if self._seed else None, self._graph, self.initial_budget
+        budget, seeds, graph, whole = self.budget, [self._seed] if self._seed else None, self._graph, self.whole_up_to
         source = self._source
         self.jobs.side("preview",
                        lambda progress, cancel: preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole,

@@ -35,7 +35,7 @@ def big(tmp_path):
 
 def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
     path, producer_of = big
-    panel.initial_budget = 14  # 13 drawn: layers 1-10 collapsed, no room for one more
+    panel.whole_up_to = panel.initial_budget = 14  # 13 drawn: layers 1-10 collapsed, no room for one more
     panel.set_model(str(path), ["logits"], producer_of=producer_of)
     drawn = panel.wait_rendered(60)
     assert drawn == len(panel.focused.model.graph.node) == 13  # 12 source nodes + 1 placeholder
@@ -59,7 +59,7 @@ def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
 
 def test_selecting_a_tensor_it_does_not_draw_focuses_the_view_on_it(qtbot, panel, big):
     path, producer_of = big
-    panel.initial_budget = 15
+    panel.whole_up_to = panel.initial_budget = 15
     panel.set_model(str(path), ["logits"], producer_of=producer_of)
     panel.wait_rendered(60)
     assert "/model/layers.6/Relu" not in panel.focused.shown_names
