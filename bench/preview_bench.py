@@ -19,7 +19,9 @@ the focused view collapsed (it becomes the focus), and "Show more" (twice the bu
 case times the Pruned/Original toggle instead of the last two. Each count Netron drew is checked
 against the model published (Netron draws a Constant with one reader inside that reader).
 Best of two rounds over the sizes. Also measured: the worst GUI-thread stall while previewing (a
-10 ms QTimer heartbeat), and, as the in-run reference, `onnx.load` of each file with its weights.
+10 ms QTimer heartbeat) with the longest pass of Python's cyclic collector in the same span (it
+holds the GIL: the bench holds all four models, so its passes are longer than the app's), and, as
+the in-run reference, `onnx.load` of each file with its weights.
 Bar: every preview of a selection <= 1.5 s at 300, 3k and 30k nodes (100k, and "Show more", which
 draws twice as many nodes on request, are shown, not held to it).
 Writes build/bench/preview_bench.json; exit 1 if the bar is missed.
@@ -179,6 +181,24 @@ def netron_count(data: bytes) -> int:
     return len(model.graph.node) - inlined
 
 
+class _CollectorPauses:
+    """The longest pass of Python's cyclic collector (any thread; it holds the GIL, so the GUI
+    thread waits too): tells a stall caused by the collector from one caused by the preview."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.longest = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.longest = max(self.longest, time.perf_counter() - self._started)
+
+
 def _spare_none_references() -> None:
     """PySide6 6.12 on Python 3.11 drops one reference to None for every Qt slot or runJavaScript
     callback that returns None (measured here: 200 callbacks, 200 references fewer); a long run of
@@ -224,10 +244,12 @@ def main() -> int:
         drawn: list[int] = []
         panel.rendered.connect(drawn.append)
         beat = Heartbeat()
+        pauses = _CollectorPauses()
 
         def timed(size: str, case: str, change) -> None:
             drawn.clear()
             beat.start()
+            pauses.longest = 0.0
             change()
             _wait(app, lambda: drawn)
             stall = beat.stop()
@@ -236,7 +258,8 @@ def main() -> int:
             if drawn[-1] != expected:
                 raise AssertionError(f"{size} {case}: Netron drew {drawn[-1]} nodes, the model has {expected}")
             focused = panel.focused
-            row = {"seconds": round(seconds, 3), "stall_ms": round(stall, 1), "drawn": drawn[-1],
+            row = {"seconds": round(seconds, 3), "stall_ms": round(stall, 1), "gc_ms": round(pauses.longest * 1000, 1),
+                   "drawn": drawn[-1],
                    "shown": focused.summary() if focused is not None and not focused.complete else "whole graph"}
             print(f"  {size} {case}: {seconds:.3f} s, drawn {drawn[-1]}, stall {stall:.0f} ms", flush=True)
             cases = results["sizes"][size]["cases"]
@@ -244,6 +267,7 @@ def main() -> int:
                 cases[case] = row
             else:
                 cases[case]["stall_ms"] = max(cases[case]["stall_ms"], row["stall_ms"])
+                cases[case]["gc_ms"] = max(cases[case]["gc_ms"], row["gc_ms"])
 
         try:
             first = next(iter(models.values()))
@@ -284,12 +308,12 @@ def main() -> int:
     (OUT / "preview_bench.json").write_text(json.dumps(results, indent=2))
     print("selection -> Netron drawn (debounce included), best of "
           f"{ROUNDS}; reference: onnx.load of the file with its weights")
-    print(f"{'size':<6}{'nodes':>8}{'onnx.load s':>13}  {'case':<13}{'drawn':>7}{'s':>8}{'x load':>8}{'stall ms':>10}  shown")
+    print(f"{'size':<6}{'nodes':>8}{'onnx.load s':>13}  {'case':<13}{'drawn':>7}{'s':>8}{'x load':>8}{'stall ms':>10}{'gc ms':>7}  shown")
     for size, s in results["sizes"].items():
         for k, (case, r) in enumerate(s["cases"].items()):
             lead = f"{size:<6}{s['nodes']:>8}{s['reference_onnx_load_s']:>13.3f}" if not k else " " * 27
             ratio = r["seconds"] / max(s["reference_onnx_load_s"], 1e-9)
-            print(f"{lead}  {case:<13}{r['drawn']:>7}{r['seconds']:>8.3f}{ratio:>8.1f}{r['stall_ms']:>10.1f}  "
+            print(f"{lead}  {case:<13}{r['drawn']:>7}{r['seconds']:>8.3f}{ratio:>8.1f}{r['stall_ms']:>10.1f}{r['gc_ms']:>7.0f}  "
                   f"{r['shown'][:90]}")
     print(f"\nbar (every selection's preview at {', '.join(BARRED)} nodes <= {BAR_S} s; not show more): "
           f"{'MET' if ok else 'NOT MET'} "
