@@ -352,7 +352,12 @@ class MainWindow(QMainWindow):
         self.cancel_action.setEnabled(self.busy)
 
     def log_line(self, text: str) -> None:
+        """Append a line; the log follows new lines unless the user scrolled up to read."""
+        bar = self.log.verticalScrollBar()
+        following = bar.value() >= bar.maximum() - 1
         self.log.appendPlainText(f"{time.strftime('%H:%M:%S')}  {text}")
+        if following:
+            bar.setValue(bar.maximum())
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         self.runner.cancel()

@@ -7,7 +7,8 @@ date. Here:
 - `/data/<name>` serves only the preview bytes published last (from memory; nothing on disk);
 - Netron's static files come from the installed `netron` package, read-only, by extension;
 - `index.html` gets the serving day as its build date and the current model as its file, and
-  `browser.js`'s age check is switched off, so the page never ages out whatever the clock says.
+  `browser.js`'s age check is switched off, so the page never ages out whatever the clock says;
+- `index.html` also gets a style that wraps long names in the node sidebar (SIDEBAR_CSS).
 Thread-safe: `publish()` from the GUI thread while the server thread answers requests.
 """
 
@@ -27,15 +28,22 @@ MIME = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".pn
         ".ico": "image/x-icon", ".json": "application/json", ".svg": "image/svg+xml",
         ".woff": "font/woff", ".woff2": "font/woff2", ".ttf": "font/ttf"}
 AGE_CHECK = "if (days > 180) {"
+# Netron's node sidebar keeps each value on one line (`white-space: pre`) in a box as wide as the
+# sidebar: a long tensor name (`/encoder/layer.0/attention/Softmax_output_0`) is cut off. Wrap
+# names anywhere instead; tensor values (`pre`) keep their layout.
+SIDEBAR_CSS = ("<style id=\"onnxport-sidebar\">.sidebar-item-value-line, .sidebar-item-value-line-content, "
+               ".sidebar-item-value-line-link, .sidebar-item-value-line-break { white-space: pre-wrap; "
+               "overflow-wrap: anywhere; word-break: break-all; overflow-x: hidden; }</style>")
 
 
 def patched_index(html: str, file_url: str, name: str, today: datetime.datetime) -> str:
-    """Netron's index.html with a fresh build date and the model to open."""
+    """Netron's index.html with a fresh build date, the model to open and SIDEBAR_CSS."""
     stamp = today.strftime("%Y-%m-%d %H:%M:%S")
     html = re.sub(r'<meta name="date" content="[^"]*">', f'<meta name="date" content="{stamp}">', html)
     meta = (f'<meta name="type" content="Python">\n<meta name="file" content="{file_url}">\n'
             f'<meta name="name" content="{name}">\n<meta name="identifier" content="{name}">')
-    return re.sub(r'(<meta name="version" content="[^"]*">)', lambda m: m.group(1) + "\n" + meta, html, count=1)
+    html = re.sub(r'(<meta name="version" content="[^"]*">)', lambda m: m.group(1) + "\n" + meta, html, count=1)
+    return html.replace("</head>", SIDEBAR_CSS + "\n</head>", 1)
 
 
 def patched_browser_js(js: str) -> str:

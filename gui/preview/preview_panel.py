@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QV
 
 from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
 from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer, preview_answer
+from onnxport.core.util.text import human_size
 
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner
@@ -118,6 +119,7 @@ class PreviewPanel(QWidget):
         if producer_of is not None:
             self._producer_of = producer_of
         self.changed_at = time.perf_counter()
+        self.status.setText("updating the preview…")  # never the previous selection's size meanwhile
         self._debounce.start()
 
     def set_mode(self, mode: str) -> None:
@@ -210,7 +212,7 @@ class PreviewPanel(QWidget):
         self.focused = focused
         name = "pruned.onnx" if self.mode == "pruned" else "original.onnx"
         self.last_url = self.server.publish(data, name)
-        size = f"{len(data) / 1024:.0f} KB" if len(data) >= 10_240 else f"{len(data):,} bytes"
+        size = human_size(len(data))
         shown = f": {focused.summary()}" if focused is not None and not focused.complete else ""
         self.status.setText(f"{self.mode} graph{shown}, {size} without weights")
         self.more_button.setVisible(focused is not None and not focused.complete)

@@ -12,6 +12,10 @@ scope, counts summed per group), nothing sorted or formatted up front. Layout:
 - "Outputs": the model's graph outputs and suggested forward outputs (an ORT eval graph's only
   graph output is the loss), in graph order;
 - then every other node output grouped by module scope (`encoder/layer.0/attention` nests);
+  within a group its own tensors come first, then its sub-groups, so a tensor row never sits
+  below a collapsed group as if it were one of its children;
+- "Other tensors": node outputs with no scope (loose at the top they would look like the rows
+  of the group above them);
 - "Inputs and parameters" last, for browsing (they cannot be outputs).
 Filtering builds a new tree (no proxy model asking every row for its text).
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 from onnxport.core.graph.index import TensorIndex, TensorInfo, TensorKind
 
 OUTPUTS_GROUP = "Outputs"
+OTHER_GROUP = "Other tensors"
 INPUTS_GROUP = "Inputs and parameters"
 
 
@@ -71,6 +76,8 @@ class Tree:
             return top
         if info.kind in (TensorKind.INPUT, TensorKind.PARAMETER):
             return self.root.child_group(INPUTS_GROUP)
+        if not info.scope:
+            return self.root.child_group(OTHER_GROUP)
         node: TreeNode | None = self.root
         for part in info.scope.split("/") if info.scope else ():
             node = node.child_group(part)
@@ -104,7 +111,8 @@ def build_tree(index: TensorIndex, text: str = "", outputs_only: bool = False) -
 
 
 def _add_scopes(root: TreeNode, groups: list[TreeNode], infos, needle: str, top: set[str]) -> None:
-    """Every other tensor under its scope's group, then "Inputs and parameters"."""
+    """Every other tensor under its scope's group (its tensors before its sub-groups), those with
+    no scope in "Other tensors", then "Inputs and parameters"."""
     by_scope: dict[str, TreeNode] = {"": root}
     inputs: list[TensorInfo] = []
     not_outputs = (TensorKind.INPUT, TensorKind.PARAMETER)
@@ -126,7 +134,17 @@ def _add_scopes(root: TreeNode, groups: list[TreeNode], infos, needle: str, top:
             direct += 1
         else:
             group.count += 1
-    root.count = direct
+    loose = [e for e in root.entries if not isinstance(e, TreeNode)]
+    root.entries = [e for e in root.entries if isinstance(e, TreeNode)]
+    for row, group in enumerate(root.entries):
+        group.row = row
+    for group in groups:
+        _tensors_first(group)
+    if loose:
+        group = root.group(OTHER_GROUP)
+        groups.append(group)
+        group.entries.extend(loose)
+        group.count = direct
     if inputs:
         new = root.child_group(INPUTS_GROUP) is None
         group = root.group(INPUTS_GROUP)
@@ -134,6 +152,17 @@ def _add_scopes(root: TreeNode, groups: list[TreeNode], infos, needle: str, top:
             groups.append(group)
         group.entries.extend(inputs)
         group.count += len(inputs)
+
+
+def _tensors_first(group: TreeNode) -> None:
+    """A group's own tensors, then its sub-groups (each keeping its order); rows renumbered."""
+    entries = group.entries
+    if not any(isinstance(e, TreeNode) for e in entries) or all(isinstance(e, TreeNode) for e in entries):
+        return
+    group.entries = [e for e in entries if not isinstance(e, TreeNode)] + [e for e in entries if isinstance(e, TreeNode)]
+    for row, entry in enumerate(group.entries):
+        if isinstance(entry, TreeNode):
+            entry.row = row
 
 
 def _scope_group(scope: str, by_scope: dict[str, TreeNode], groups: list[TreeNode]) -> TreeNode:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -78,6 +78,27 @@ class ReportChart(QWidget):
             result.append(("Error per output (1 - cosine)", bars, None if target is None else 1.0 - target))
         return result
 
+    def label_rects(self) -> list[list[tuple[str, QRectF]]]:
+        """The x labels as drawn, per panel: (text, the rectangle its ink takes). A label wider
+        than its bar's slot is elided in the middle (both ends of a tensor name say something),
+        so neighbours never overlap."""
+        metrics = QFontMetricsF(self._small_font())
+        out = []
+        for (_, bars, _x0, width, _, bottom, _), rects, _ in self._layout():
+            slot = width / max(len(bars), 1)
+            row = []
+            for (label, _, _), rect in zip(bars, rects):
+                text = metrics.elidedText(label, Qt.TextElideMode.ElideMiddle, max(slot - 6.0, 8.0))
+                w = metrics.horizontalAdvance(text)
+                row.append((text, QRectF(rect.center().x() - w / 2, bottom + 2, w, metrics.height())))
+            out.append(row)
+        return out
+
+    def _small_font(self) -> QFont:
+        small = QFont(self.font())
+        small.setPointSizeF(max(small.pointSizeF() * 0.85, 6.0))
+        return small
+
     def bar_rects(self) -> list[list[QRectF]]:
         """The rectangles the bars are drawn in, per panel (for layout and tests)."""
         return [rects for _, rects, _ in self._layout()]
@@ -87,10 +108,12 @@ class ReportChart(QWidget):
         if not panels:
             return []
         margin, title_h, label_h = 8.0, 18.0, 16.0
-        width = (self.width() - margin * (len(panels) + 1)) / len(panels)
+        shares = [max(len(bars), 2) for _, bars, _ in panels]  # room by bars: labels get a fair slot
+        room = self.width() - margin * (len(panels) + 1)
         out = []
-        for i, (title, bars, line) in enumerate(panels):
-            x0 = margin + i * (width + margin)
+        x0 = margin
+        for share, (title, bars, line) in zip(shares, panels):
+            width = room * share / sum(shares)
             top, bottom = margin + title_h, self.height() - margin - label_h * 2
             values = [v for _, v, _ in bars if v is not None] + ([line] if line is not None else [])
             vmax = max(values + [1e-12]) * 1.15
@@ -103,6 +126,7 @@ class ReportChart(QWidget):
                 rects.append(QRectF(cx - bar_w / 2, bottom - h, bar_w, h))
             line_y = None if line is None else bottom - (bottom - top) * line / vmax
             out.append(((title, bars, x0, width, top, bottom, line_y), rects, line))
+            x0 += width + margin
         return out
 
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -115,20 +139,18 @@ class ReportChart(QWidget):
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no report yet")
             painter.end()
             return
-        small = QFont(self.font())
-        small.setPointSizeF(max(small.pointSizeF() * 0.85, 6.0))
-        for (title, bars, x0, width, top, bottom, line_y), rects, _ in layout:
+        small = self._small_font()
+        for ((title, bars, x0, width, top, bottom, line_y), rects, _), labels in zip(layout, self.label_rects()):
             painter.setPen(self.palette().text().color())
             painter.drawText(QRectF(x0, 0, width, top), Qt.AlignmentFlag.AlignCenter, title)
             painter.drawLine(int(x0), int(bottom), int(x0 + width), int(bottom))
             painter.setFont(small)
-            for (label, value, color), rect in zip(bars, rects):
+            for (_, value, color), rect, (label, ink) in zip(bars, rects, labels):
                 painter.fillRect(rect, color)
                 text = "n/a" if value is None else _short(value)
                 painter.drawText(QRectF(rect.center().x() - 40, rect.top() - 14, 80, 14),
                                  Qt.AlignmentFlag.AlignCenter, text)
-                painter.drawText(QRectF(rect.center().x() - 45, bottom + 2, 90, 14),
-                                 Qt.AlignmentFlag.AlignCenter, _elide(label, 14))
+                painter.drawText(ink.adjusted(-2, 0, 2, 0), Qt.AlignmentFlag.AlignCenter, label)
             if line_y is not None:
                 painter.setPen(QPen(TARGET, 1.5, Qt.PenStyle.DashLine))
                 painter.drawLine(int(x0), int(line_y), int(x0 + width), int(line_y))
@@ -148,10 +170,6 @@ def _short(value: float) -> str:
     if abs(value) >= 1:
         return f"{value:.2f}"
     return f"{value:.2g}"
-
-
-def _elide(text: str, n: int) -> str:
-    return text if len(text) <= n else "…" + text[-(n - 1):]
 
 
 class ReportView(QWidget):
@@ -199,7 +217,7 @@ class ReportView(QWidget):
         elif passed is None:
             self.verdict.setText("Measured (not validated)")
         else:
-            self.verdict.setText("Right: validation passed" if passed else "Validation FAILED")
+            self.verdict.setText("Validation passed" if passed else "Validation FAILED")
         color = GOOD if passed else BAD if passed is False else self.palette().text().color()
         self.verdict.setStyleSheet(f"color: {color.name()}")
         self.chart.set_chart(report.get("chart"))

@@ -21,9 +21,9 @@ from PySide6.QtGui import QBrush, QColor, QFont
 
 from onnxport.core.graph.index import TensorIndex, TensorInfo, TensorKind
 
-from .outputs_tree import INPUTS_GROUP, OUTPUTS_GROUP, Tree, TreeNode, build_tree
+from .outputs_tree import INPUTS_GROUP, OTHER_GROUP, OUTPUTS_GROUP, Tree, TreeNode, build_tree
 
-__all__ = ["INPUTS_GROUP", "OUTPUTS_GROUP", "OutputsTreeModel", "Tree", "TreeNode", "build_tree"]
+__all__ = ["INPUTS_GROUP", "OTHER_GROUP", "OUTPUTS_GROUP", "OutputsTreeModel", "Tree", "TreeNode", "build_tree"]
 
 COLUMNS = ("Name", "Shape", "Type", "Op", "Kind")
 GREY = QBrush(QColor("#8c8c8c"))

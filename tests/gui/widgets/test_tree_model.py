@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from PySide6.QtCore import QModelIndex, Qt
 
 from onnxport.core.graph.index import build_index
-from onnxport.gui.widgets.outputs_tree import INPUTS_GROUP, OUTPUTS_GROUP, build_tree
+from onnxport.gui.widgets.outputs_tree import INPUTS_GROUP, OTHER_GROUP, OUTPUTS_GROUP, build_tree
 from onnxport.gui.widgets.tree_model import OutputsTreeModel
 
 pytestmark = pytest.mark.gui
@@ -64,11 +64,14 @@ def reference_rows(index, needle: str = "") -> list:
             node = node.setdefault(("group", part), {})
         node[("tensor", info.name)] = None
 
-    def rows(node: dict) -> list:
-        return [(key[1], rows(value)) if key[0] == "group" else key[1] for key, value in node.items()]
+    def rows(node: dict) -> list:  # a group's tensors, then its sub-groups
+        return [key[1] for key in node if key[0] == "tensor"] + [
+            (key[1], rows(value)) for key, value in node.items() if key[0] == "group"]
 
     outputs = [n for n in index.tensors if n in top and needle in n.lower()]
-    return ([(OUTPUTS_GROUP, outputs)] if outputs else []) + rows(root) + (
+    loose = [key[1] for key in root if key[0] == "tensor"]  # no scope: their own group
+    groups = [(key[1], rows(value)) for key, value in root.items() if key[0] == "group"]
+    return ([(OUTPUTS_GROUP, outputs)] if outputs else []) + groups + ([(OTHER_GROUP, loose)] if loose else []) + (
         [(INPUTS_GROUP, inputs)] if inputs else [])
 
 
@@ -107,9 +110,10 @@ def test_rows_are_the_eager_trees_rows(qtbot, qtmodeltester, index):
     # scopes nest, graph order is kept, and a later tensor of an earlier scope joins its group
     assert expected[0] == (OUTPUTS_GROUP, ["loss", "/head/logits_output_0"])
     enc = dict(r for r in expected if isinstance(r, tuple))["enc"]
-    assert enc[0] == ("layer.0", [("attn", ["/enc/layer.0/attn/MatMul_output_0", "/enc/layer.0/attn/late_output_0"]),
-                                  "/enc/layer.0/Relu_output_0"])
-    assert "top_relu" in expected and expected[-1] == (INPUTS_GROUP, ["x", "labels", "w"])
+    assert enc[0] == ("layer.0", ["/enc/layer.0/Relu_output_0",  # a group's tensors before its sub-groups
+                                  ("attn", ["/enc/layer.0/attn/MatMul_output_0", "/enc/layer.0/attn/late_output_0"])])
+    assert expected[-2] == (OTHER_GROUP, ["top_relu"])  # no scope: never loose under a collapsed group
+    assert expected[-1] == (INPUTS_GROUP, ["x", "labels", "w"])
     assert model.visible_tensor_count() == len(index)
     qtmodeltester.check(model, force_py=True)
 
@@ -157,9 +161,18 @@ def test_a_check_set_before_its_group_is_ever_asked_for_shows_and_toggles(qtbot,
 def test_group_indexes_and_rows_under_the_root(qtbot, index):
     model = OutputsTreeModel(index)
     top = [model.node(i).label for i in model.group_indexes(depth=1)]
-    assert sorted(top) == sorted([OUTPUTS_GROUP, "enc", "loss", INPUTS_GROUP])  # head: its one tensor is an output
+    assert sorted(top) == sorted([OUTPUTS_GROUP, "enc", "loss", OTHER_GROUP, INPUTS_GROUP])  # head: only an output
     two = [model.node(i).label for i in model.group_indexes(depth=2)]
     assert "layer.0" in two and "attn" not in two
-    root_row = model.index_of("top_relu")  # no scope: a row of the root itself
-    assert root_row.isValid() and not model.parent(root_row).isValid()
+    loose = model.index_of("top_relu")  # no scope: in "Other tensors", not a row of the root
+    assert loose.isValid() and model.node(model.parent(loose)).label == OTHER_GROUP
+    # at every level, no tensor row follows a group row (it would look like the group's child)
+    def check(parent):
+        kinds = [model.info(model.index(r, 0, parent)) is None for r in range(model.rowCount(parent))]
+        assert kinds == sorted(kinds), model.node(parent).label if parent.isValid() else "root"
+        for r in range(model.rowCount(parent)):
+            if kinds[r]:
+                check(model.index(r, 0, parent))
+
+    check(QModelIndex())
     assert model.index(99, 0) == QModelIndex() and model.rowCount(model.index(0, 1)) == 0

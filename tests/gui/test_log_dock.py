@@ -1,0 +1,32 @@
+"""The log dock follows new lines, unless the user scrolled up to read (issue 15, cut 12)."""
+
+from __future__ import annotations
+
+
+def test_log_follows_new_lines_unless_scrolled_up(qtbot, window):
+    bar = window.log.verticalScrollBar()
+    for i in range(200):
+        window.log_line(f"line {i}")
+    qtbot.waitUntil(lambda: bar.maximum() > 0)
+    assert bar.value() == bar.maximum()  # at the newest line
+    bar.setValue(bar.maximum() // 2)  # the user scrolls up to read
+    for i in range(20):
+        window.log_line(f"more {i}")
+    assert bar.value() == bar.maximum() // 2 or bar.value() < bar.maximum()  # left where the user is
+    bar.setValue(bar.maximum())  # back at the bottom: follows again
+    window.log_line("newest")
+    assert bar.value() == bar.maximum()
+    assert window.log.toPlainText().endswith("newest")
+
+
+def test_log_shown_later_opens_at_the_newest_line(qtbot, window):
+    from PySide6.QtWidgets import QDockWidget
+
+    dock = window.findChild(QDockWidget)
+    dock.hide()  # the user closed the log; lines keep coming
+    for i in range(300):
+        window.log_line(f"line {i}")
+    dock.show()
+    bar = window.log.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0)
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=2000)
