@@ -52,6 +52,7 @@ class PreviewPanel(QWidget):
         self.initial_budget = FOCUS_BUDGET  # on this many drawn nodes at first
         self.budget = FOCUS_BUDGET  # the focused preview's budget now ("Show more" doubles it)
         self._graph: FocusGraph | None = None  # the big graph read by the last focused preview
+        self._retired: list = []  # older previews' graph and result: let go in the next side job, not here
         self._source = None  # (model, GraphTable) the caller read from the file, if it gave them
         self.focused: FocusedPreview | None = None  # what the drawn preview shows (None: the whole graph)
         self._producer_of = lambda tensor: None
@@ -112,6 +113,7 @@ class PreviewPanel(QWidget):
         new_file = self._request is None or self._request[0] != str(model_path)
         new_source = source is not None and (self._source is None or source[0] is not self._source[0])
         if new_file or new_source:  # another model: the budget and the graph read start afresh
+            self._retired.append(self._graph)
             self.budget, self._graph = self.initial_budget, None
         self._source = source
         self._request = (str(model_path), list(outputs), tuple(parameter_names))
@@ -196,10 +198,13 @@ class PreviewPanel(QWidget):
         self.last_node_count = -1
         self.status.setText("building the preview…")
         budget, seeds, graph, whole = self.budget, [self._seed] if self._seed else None, self._graph, self.whole_up_to
-        source = self._source
-        self.jobs.side("preview",
-                       lambda progress, cancel: preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole,
-                                                               source),
+        source, retired, self._retired = self._source, self._retired, []
+
+        def job(progress, cancel):
+            retired.clear()  # a 100k-node graph's lists and sets take ~20 ms to free: not on the GUI thread
+            return preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole, source)
+
+        self.jobs.side("preview", job,
                        lambda answer: self._publish(generation, answer, path),
                        lambda exc: self._failed(generation, error_text(exc)))
 
@@ -207,8 +212,11 @@ class PreviewPanel(QWidget):
         if generation != self._generation:
             return
         if answer.graph is not None and self._request is not None and self._request[0] == path:
+            if answer.graph is not self._graph:
+                self._retired.append(self._graph)
             self._graph = answer.graph
         data, focused = answer.data, answer.focused
+        self._retired.append(self.focused)
         self.focused = focused
         name = "pruned.onnx" if self.mode == "pruned" else "original.onnx"
         self.last_url = self.server.publish(data, name)
