@@ -20,6 +20,7 @@ Contract:
   node had none), Wq being exactly what ORT's QDQ quantizer writes (its own `quantize_data`:
   int8 symmetric, per output channel or per tensor, 7-bit with `reduce_range`). Nodes in
   `exclude` (kept in float) are left alone. Returns how many nodes were corrected.
+- `bias_corrected(...)`: the same for one quantization attempt, with its one-line note.
 Only the main graph is read (ORT's QDQ quantizer does not enter If/Loop/Scan bodies either).
 """
 
@@ -159,3 +160,19 @@ def correct_biases(src: Path, dst: Path, means: InputMeans, *, per_channel: bool
     else:
         onnx.save_model(model, str(dst))
     return corrected
+
+
+BIAS_NOTE = "bias corrected on "
+
+
+def bias_corrected(src: Path, dst: Path, means: InputMeans | None, *, per_channel: bool, reduce_range: bool,
+                   exclude: Iterable[str], notes: list[str]) -> Path:
+    """`dst` with the biases corrected for this weight format and these float nodes, or `src` when
+    nothing was measured or corrected; `notes` gets (or has replaced) one line saying on how many."""
+    if means is None or not means.by_node:
+        return src
+    corrected = correct_biases(src, dst, means, per_channel=per_channel, reduce_range=reduce_range, exclude=exclude)
+    notes[:] = [n for n in notes if not n.startswith(BIAS_NOTE)]
+    notes.append(f"{BIAS_NOTE}{corrected} convolution(s): the mean shift their int8 weights cause, "
+                 f"measured on the calibration data ({means.batches} batch(es))")
+    return dst if corrected else src

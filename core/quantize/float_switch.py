@@ -11,8 +11,11 @@ float rounding of ONNX Runtime's fusions; the search's answer is always checked 
 Contract: `switched(quantized, float_model, candidates)` returns `(model, switches)`: a copy of
 `quantized` where, for each candidate node of `float_model` whose outputs the quantizer now
 produces otherwise, the float node is added (outputs renamed `<out>__float`, its float weights
-added back if the quantizer dropped them), the quantized producer's output is renamed
-`<out>__int8`, and `Where(<switch>, <out>__float, <out>__int8) -> <out>` joins them. `switches`
+added back if the quantizer dropped them, as `<name>__float` where a node now yields that name:
+QDQ's DequantizeLinear of a Conv bias keeps it), the quantized producer's output is renamed
+`<out>__int8`, and `Where(<switch>, <out>__float, <out>__int8) -> <out>` joins them. A candidate
+reading a tensor the quantizer removed or now computes otherwise (QDQ folds a Clip/Relu into its
+producer, whose output then takes its name, unclipped: its Q/DQ range clips) is not switched. `switches`
 maps candidate node name -> its boolean scalar input name. Candidates the quantizer left alone
 are not in `switches`. Candidates inside If/Loop/Scan bodies are switched in their body (the
 body reads its switch from the main graph; a name in several bodies has one switch, as ORT's
@@ -78,12 +81,20 @@ def _switch_graph(graph: onnx.GraphProto, f_graph: onnx.GraphProto, q_scope: lis
     float_inits = {t.name: t for g in f_scope for t in g.initializer}
     have_inits = {t.name for g in q_scope for t in g.initializer}
     producer_index = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    produced = set(producer_index)
+    q_kind = {o: n.op_type for n in graph.node for o in n.output if o}
+    f_kind = {o: n.op_type for n in f_graph.node for o in n.output if o}
+    available = {name for g in q_scope for name in [*(o for n in g.node for o in n.output), *(i.name for i in g.input),
+                                                     *(t.name for t in g.initializer)]}
     after: dict[int, list[onnx.NodeProto]] = {}
     for name in candidates:
         node = float_nodes.get(name)
         outs = [o for o in node.output if o] if node is not None else []
         if not outs or any(o not in producer_index for o in outs):
             continue
+        if any(i and ((i not in available and i not in float_inits)
+                      or q_kind.get(i, f_kind.get(i)) != f_kind.get(i)) for i in node.input):
+            continue  # QDQ folded a Clip/Relu into its producer: that tensor is gone, or holds unclipped values
         producers = {producer_index[o] for o in outs}
         if any(_same_node(graph.node[i], node) for i in producers):
             continue  # not quantized
@@ -104,8 +115,15 @@ def _switch_graph(graph: onnx.GraphProto, f_graph: onnx.GraphProto, q_scope: lis
             joins.append(onnx.helper.make_node("Where", [switch, out + FLOAT_SUFFIX, out + INT8_SUFFIX], [out],
                                                name=f"{node.name}/onnxport_switch/{out}"))
         after.setdefault(last, []).extend([copy, *joins])
-        for inp in node.input:
-            if inp in float_inits and inp not in have_inits:
+        for i, inp in enumerate(node.input):
+            if inp in float_inits and inp in produced:  # QDQ: a DequantizeLinear now yields it (a Conv bias)
+                copy.input[i] = inp + FLOAT_SUFFIX
+                if copy.input[i] not in have_inits:
+                    graph.initializer.append(onnx.TensorProto())
+                    graph.initializer[-1].CopyFrom(float_inits[inp])
+                    graph.initializer[-1].name = copy.input[i]
+                    have_inits.add(copy.input[i])
+            elif inp in float_inits and inp not in have_inits:
                 graph.initializer.append(float_inits[inp])
                 have_inits.add(inp)
     if not after:

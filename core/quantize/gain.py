@@ -11,8 +11,9 @@ Contract:
   a recurrent model's weights often live only there). `nothing_quantized(...)` is the one-line
   error saying why (which op types were there, how many inside bodies, and what would quantize them).
 - `nothing_gained(size_ratio, latency_ratio)`: the verdict, None when something was gained, else
-  the reason. A smaller model always gains (the bytes are the point); a model at least as large
-  gains only when measured faster by `FASTER` (`latency_ratio` None: not measured, not faster).
+  the reason. A model at most `SMALLER` (0.9x) the size gains (the bytes are the point); one
+  barely smaller or larger gains only when measured faster by `FASTER` (`latency_ratio` None: not
+  measured, not faster). The reason says which: "not smaller" or "barely smaller", and the speed.
 - `static_reach(name, source)`: static QDQ (ONNX Runtime's QDQ quantizer sees the main graph
   only) raises the one-line error when every weight op is inside a body, else a note of how
   many stay float, or None.
@@ -32,6 +33,7 @@ from onnxport.core.graph.uses import walk_bodies
 from onnxport.core.util.errors import OnnxportError
 
 FASTER = 0.95  # latency ratio below which a model that is not smaller still counts as a gain
+SMALLER = 0.9  # size ratio at or below which a model counts as smaller (0.98x is not worth a lossy model)
 HEAVY_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "Gather", "LSTM", "GRU", "RNN", "Attention")
 _INTEGER = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT4, onnx.TensorProto.UINT4,
             onnx.TensorProto.INT16, onnx.TensorProto.UINT16}
@@ -117,9 +119,10 @@ def static_reach(name: str, source: onnx.ModelProto) -> str | None:
 
 def nothing_gained(size_ratio: float, latency_ratio: float | None) -> str | None:
     """See the module docstring."""
-    if size_ratio < 1.0:
+    if size_ratio <= SMALLER:
         return None
     if latency_ratio is not None and latency_ratio < FASTER:
         return None
     speed = "not measured faster" if latency_ratio is None else f"not faster (latency {latency_ratio:.2f}x)"
-    return f"{size_ratio:.2f}x the size and {speed}"
+    size = "not smaller" if size_ratio >= 0.995 else f"barely smaller (over {SMALLER:.1f}x)"
+    return f"{size_ratio:.2f}x the size, {size}, and {speed}"

@@ -41,9 +41,11 @@ from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize import cpu_int8, gain, modes, search
+from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
 from onnxport.core.quantize.result import QuantizeResult
+from onnxport.core.quantize.search_static import search_notes, static_loop
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.logs import with_quiet_onnxruntime
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
@@ -116,7 +118,8 @@ def quantize(
     if path is not None:  # the weight format that is exact on this CPU's int8 kernels (cpu_int8.py)
         notes.append(path.describe(reduce_range))
         reduce_range = path.reduce_range if reduce_range is None else reduce_range
-        per_channel = (mode == "dynamic") if per_channel is None else per_channel  # per-channel first
+    channel_default = per_channel is None  # per-channel first (static falls back per-tensor if it cannot)
+    per_channel = (mode in INT8_MODES) if per_channel is None else per_channel
     per_channel, reduce_range = bool(per_channel), bool(reduce_range)
     options = {"mode": mode, "per_channel": per_channel, "reduce_range": reduce_range, "op_types": op_types,
                "keep_io_types": keep_io_types, "block_ops": list(block_ops), "accuracy_target": accuracy_target,
@@ -138,12 +141,13 @@ def quantize(
                                  dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)  # sizes that run
         if val_feeds.generated:
             notes.append(f"validated on generated inputs ({val_feeds.description})")
-        tensors_range = None
+        tensors_range = means = None
         if mode == "static":
             if per_channel:  # per-channel QDQ needs opset 13: convert before calibrating, so ranges match
-                prepared = modes.with_axis_opset(prepared, stage.path("opset13.onnx"), big, notes)
-            tensors_range = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
-                                       report.sub(0.1, 0.4), notes, like=val_feeds)
+                prepared, per_channel = _axis_opset(prepared, stage.path("opset13.onnx"), big, notes, channel_default)
+                options["per_channel"] = per_channel
+            tensors_range, means = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
+                                              report.sub(0.1, 0.4), notes, like=val_feeds)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
 
         gemms = {n.name for g in gain.all_graphs(load_graph(prepared)) for n in g.node
@@ -154,8 +158,10 @@ def quantize(
                 exclude = exclude + [f"{n}_MatMul" for n in exclude if n in gemms]
                 modes.dynamic(prepared, dst, op_types=op_types, per_channel=per_channel,
                               reduce_range=reduce_range, exclude=exclude, big=big)
-            elif mode == "static":
-                modes.static(prepared, dst, tensors_range=tensors_range, op_types=op_types,
+            elif mode == "static":  # biases corrected for this attempt's weight rounding (calibration_bias.py)
+                corrected = bias_corrected(prepared, stage.path("corrected.onnx"), means, per_channel=per_channel,
+                                           reduce_range=reduce_range, exclude=exclude, notes=notes)
+                modes.static(corrected, dst, tensors_range=tensors_range, op_types=op_types,
                              per_channel=per_channel, reduce_range=reduce_range, exclude=exclude, big=big)
             elif mode == "int4":
                 modes.int4(prepared, dst, exclude=exclude, block_size=block_size, big=big)
@@ -171,14 +177,14 @@ def quantize(
         if mode == "dynamic" and thresholds is not None:
             outcome = search.dynamic_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
                                           ranked_ops, loop)
+        elif mode == "static" and thresholds is not None:
+            outcome = static_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
+                                  ranked_ops, loop, _input_producers(prepared, ranked_ops))
         else:
-            expand = _input_producers(prepared, ranked_ops) if mode == "static" and thresholds is not None else None
             outcome = search.layer_error_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded,
-                                              thresholds, ranked_ops, loop, expand)
+                                              thresholds, ranked_ops, loop)
         dst, kept, attempts, met = outcome.path, outcome.kept, outcome.attempts, outcome.met
-        if outcome.search:
-            notes.append(f"accuracy search: {outcome.search['candidates']} quantized node(s) and "
-                         f"{outcome.search['blocks']} block(s) measured in float, {outcome.search['evaluations']} runs")
+        notes += search_notes(outcome.search, mode)
         if thresholds is not None and not met:
             last = attempts[-1]
             why = (f"cosine {last['min_cosine']:.4f} < {accuracy_target} on '{last['worst_output']}'"
@@ -276,7 +282,22 @@ def _calibrate(prepared: Path, calibration: FeedsLike, specs, workdir: Path, big
     if feeds.generated:
         notes.append("calibrated on generated random inputs: ranges may not match real data "
                      "(give calibration data for a better model)")
-    return calibrate(prepared, feeds, modes.static_op_types(op_types), workdir, report, big)
+    ranges = calibrate(prepared, feeds, modes.static_op_types(op_types), workdir, report, big)
+    if not {"Conv", "ConvTranspose"} & set(modes.static_op_types(op_types)):
+        return ranges, None
+    return ranges, input_means(prepared, feeds, workdir, report)  # E[x] of each Conv, for bias correction
+
+
+def _axis_opset(prepared: Path, dst: Path, big: bool, notes: list[str], fallback: bool) -> tuple[Path, bool]:
+    """(the model with opset >= 13, per-channel) or, when per-channel was only the default and the
+    conversion fails, (the model as it is, per-tensor) with a note."""
+    try:
+        return modes.with_axis_opset(prepared, dst, big, notes), True
+    except OnnxportError as exc:
+        if not fallback:
+            raise
+        notes.append(f"per-tensor weight scales: {exc.one_line()}")
+        return prepared, False
 
 
 def _check_gain(model_path: Path, source, dst: Path, mode: str, op_types, kept: list[str], val_feeds,
@@ -292,9 +313,9 @@ def _check_gain(model_path: Path, source, dst: Path, mode: str, op_types, kept: 
         raise gain.nothing_quantized(model_path.name, mode, source, list(op_types or modes.DYNAMIC_OP_TYPES))
     ratio = model_size(dst) / max(model_size(model_path), 1)
     latency = None
-    if ratio >= 1.0:  # not smaller: it must at least be faster
+    if ratio > gain.SMALLER:  # not (meaningfully) smaller: it must at least be faster
         report.check()
-        report(0.92, "measuring whether the (larger) result is faster")
+        report(0.92, "measuring whether the result, hardly smaller, is faster")
         latency = benchmark([model_path, dst], inputs=val_feeds.first(), seconds=1.0, threads=1).latency_ratio
     why = gain.nothing_gained(ratio, latency)
     if why:

@@ -42,6 +42,7 @@ from onnxport.core.export.staging import Staging
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize.float_switch import SwitchedRunner, switched
 from onnxport.core.quantize.gain import all_graphs
+from onnxport.core.quantize.qdq_switch import QdqRunner, qdq_switched
 from onnxport.core.util.progress import Reporter
 
 MAX_ROUNDS = 8
@@ -110,8 +111,8 @@ def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fe
                  excluded: list[str], thresholds: Thresholds, op_types: set[str], report: Reporter) -> LoopResult:
     """See the module docstring."""
     attempts: list[dict] = []
-    dst = _attempt(attempt, stage, name, 0, excluded)
-    check = _check(dst, prepared, feeds, thresholds, [], attempts)
+    dst = attempt_file(attempt, stage, name, 0, excluded)
+    check = check_file(dst, prepared, feeds, thresholds, [], attempts)
     if check.passed:
         return LoopResult(dst, [], attempts, True)
     report.check()
@@ -124,9 +125,9 @@ def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fe
         report.check()
         report(0.8 + 0.2 * round_ / (MAX_ROUNDS + 1), f"quantizing with {len(kept)} node(s) kept in float")
         previous = dst
-        dst = _attempt(attempt, stage, name, round_, excluded + kept)
+        dst = attempt_file(attempt, stage, name, round_, excluded + kept)
         shutil.rmtree(previous.parent, ignore_errors=True)
-        if _check(dst, prepared, feeds, thresholds, kept, attempts).passed:
+        if check_file(dst, prepared, feeds, thresholds, kept, attempts).passed:
             return LoopResult(dst, kept, attempts, True, info)
         if not rest:
             break
@@ -138,21 +139,7 @@ def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fe
 def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
             op_types: set[str], report: Reporter, stage: Staging) -> tuple[list[str], list[str], dict]:
     """(the order to keep nodes in float, the nodes that meet the criteria or [] if none do, what was measured)."""
-    float_model = load_full(prepared)
-    candidates = list(dict.fromkeys(n.name for g in all_graphs(float_model) for n in g.node  # bodies too
-                                    if n.op_type in op_types and n.name and n.name not in excluded))
-    model, switches = switched(load_full(quantized), float_model, candidates, in_place=True)
-    candidates = [c for c in candidates if c in switches]
-    names = [o.name for o in float_model.graph.output]
-    ref_sess = session(float_model, label="float model", workdir=stage.dir)
-    batches = [adapt_feed(feed, ref_sess) for _, feed in zip(range(SEARCH_BATCHES), feeds)]
-    reference = [ref_sess.run(names, feed) for feed in batches]
-    del ref_sess, float_model
-    runner = SwitchedRunner(session(model, label="search model", workdir=stage.dir), switches, batches, names)
-    del model
-    margin = SEARCH_MARGIN * (1.0 - thresholds.min_cosine)
-    judge = Judge(reference, names, output_kinds(load_graph(prepared)),
-                  Thresholds(**{**thresholds.__dict__, "min_cosine": min(1.0, thresholds.min_cosine + margin)}))
+    runner, candidates, judge = search_bench(quantized, prepared, feeds, excluded, thresholds, op_types, stage)
     total = max(2 * len(candidates), 1)
 
     def measure(keep: list[str], what: str) -> Verdict:
@@ -188,7 +175,37 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
     return order, kept if met else [], info
 
 
-def _attempt(attempt: Attempt, stage: Staging, name: str, round_: int, exclude: list[str]) -> Path:
+def search_bench(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
+                 op_types: set[str], stage: Staging, qdq: bool = False) -> tuple[SwitchedRunner, list[str], Judge]:
+    """The switched model of `quantized` (every quantized node of `op_types` not in `excluded` can go
+    back to float), its candidates in the float model's order, and the judge (the target plus the
+    search margin) against the float model's outputs on the first `SEARCH_BATCHES` batches. `qdq`: a
+    static QDQ model, switched on its Q/DQ pairs (qdq_switch.py)."""
+    float_model = load_full(prepared)
+    candidates = list(dict.fromkeys(n.name for g in all_graphs(float_model) for n in g.node  # bodies too
+                                    if n.op_type in op_types and n.name and n.name not in excluded))
+    if qdq:
+        model, touching = qdq_switched(load_full(quantized), float_model, candidates)
+        reached = {n for nodes in touching.values() for n in nodes}
+        candidates = [c for c in candidates if c in reached]
+    else:
+        model, switches = switched(load_full(quantized), float_model, candidates, in_place=True)
+        candidates = [c for c in candidates if c in switches]
+    names = [o.name for o in float_model.graph.output]
+    ref_sess = session(float_model, label="float model", workdir=stage.dir)
+    batches = [adapt_feed(feed, ref_sess) for _, feed in zip(range(SEARCH_BATCHES), feeds)]
+    reference = [ref_sess.run(names, feed) for feed in batches]
+    del ref_sess, float_model
+    sess = session(model, label="search model", workdir=stage.dir)
+    runner = QdqRunner(sess, touching, batches, names) if qdq else SwitchedRunner(sess, switches, batches, names)
+    del model
+    margin = SEARCH_MARGIN * (1.0 - thresholds.min_cosine)
+    judge = Judge(reference, names, output_kinds(load_graph(prepared)),
+                  Thresholds(**{**thresholds.__dict__, "min_cosine": min(1.0, thresholds.min_cosine + margin)}))
+    return runner, candidates, judge
+
+
+def attempt_file(attempt: Attempt, stage: Staging, name: str, round_: int, exclude: list[str]) -> Path:
     folder = stage.path(f"attempt{round_}")
     folder.mkdir()
     dst = folder / name
@@ -197,7 +214,7 @@ def _attempt(attempt: Attempt, stage: Staging, name: str, round_: int, exclude: 
     return dst
 
 
-def _check(dst: Path, prepared: Path, feeds: FeedSource, thresholds: Thresholds, kept: list[str],
+def check_file(dst: Path, prepared: Path, feeds: FeedSource, thresholds: Thresholds, kept: list[str],
            attempts: list[dict]):
     check = validate(dst, prepared, inputs=feeds, thresholds=thresholds, layers=False)
     worst = min(check.outputs, key=lambda o: o.cosine)
@@ -218,13 +235,13 @@ def layer_error_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path
         report.check()
         report(round_ / (MAX_ROUNDS + 1), "quantizing" if round_ == 0 else
                f"quantizing again with {len(kept)} node(s) kept in float")
-        dst = _attempt(attempt, stage, name, round_, excluded + kept)
+        dst = attempt_file(attempt, stage, name, round_, excluded + kept)
         if previous is not None:
             shutil.rmtree(previous.parent, ignore_errors=True)
         previous = dst
         if thresholds is None:
             return LoopResult(dst, kept, attempts, True)
-        if _check(dst, prepared, feeds, thresholds, kept, attempts).passed:
+        if check_file(dst, prepared, feeds, thresholds, kept, attempts).passed:
             return LoopResult(dst, kept, attempts, True)
         if round_ == MAX_ROUNDS:
             break

@@ -154,10 +154,11 @@ def test_conv_only_model_quantizes_nothing_and_says_so(tmp_path):
 
 
 def test_nothing_gained_unless_smaller_or_measured_faster():
-    assert nothing_gained(0.3, None) is None and nothing_gained(0.99, 2.0) is None  # smaller is a gain
-    assert nothing_gained(1.4, 0.5) is None  # larger but twice as fast
-    assert nothing_gained(1.4, 1.02) == "1.40x the size and not faster (latency 1.02x)"
-    assert nothing_gained(1.0, None) == "1.00x the size and not measured faster"
+    assert nothing_gained(0.3, None) is None and nothing_gained(0.9, 2.0) is None  # 0.9x or less is a gain
+    assert nothing_gained(1.4, 0.5) is None and nothing_gained(0.98, 0.5) is None  # twice as fast
+    assert nothing_gained(1.4, 1.02) == "1.40x the size, not smaller, and not faster (latency 1.02x)"
+    assert nothing_gained(1.0, None) == "1.00x the size, not smaller, and not measured faster"
+    assert nothing_gained(0.98, 1.0) == "0.98x the size, barely smaller (over 0.9x), and not faster (latency 1.00x)"
     assert nothing_gained(1.1, 0.97) is not None  # within noise is not faster
 
 

@@ -1,0 +1,228 @@
+"""The accuracy search of static QDQ: which units of nodes to keep in float, measured, within a budget.
+
+Why: quantized whole (per-channel weights, biases corrected), PP-OCRv4's text detector misses cosine
+0.99 because of a few stages, not a few nodes: its high-resolution backbone stages carry channels
+10x the others, and no single node kept in float fixes that. The former loop kept the 1, 2, 4...
+nodes adding most error in isolation and ended with 221-258 single nodes in float (0.87x the size)
+after 86 s of quantizing and validating again and again. Here, as in the dynamic search (search.py),
+the impact is *measured* on the outputs with one switched model (float_switch.py: every quantized
+node can go back to float per run), but by unit:
+- segments: the quantized nodes in graph order, cut into `SEGMENTS` runs holding as many weight
+  nodes each (a CNN's stages, earliest resolution first; names like `p2o.Conv.12` say nothing),
+  and the first 2, 3... segments together (the high-resolution stages, whose errors compound);
+- op types: every quantized node of one type (e.g. all the Mul of the squeeze-excite gates);
+- named blocks: the same role in every numbered layer and each layer (`search.blocks_of`);
+- single nodes, in small models only (up to `SINGLE_NODES_UP_TO` candidates).
+A unit also keeps the quantizable producers of its inputs (`expand`: a node kept in float still
+reads its inputs through the Q/DQ pair its producer's output gets). Units are ranked by the loss
+they remove per share of the weights they keep float (+ `FREE_SHARE`: activation-only ops cost no
+size), added in that order (up to `MAX_FLOAT_SHARE` of the weights kept float) until the target (plus the
+search margin) is met, and then any unit
+the others make unnecessary is dropped again. The answer is quantized for real and validated;
+if it misses, the next units follow, for at most `MAX_ROUNDS` real attempts.
+
+Bounded: at most `MAX_EVALUATIONS` switched-model runs (each runs the model once on at most
+`search.SEARCH_BATCHES` batches); `LoopResult.search["capped"]` says when the budget cut the
+search short (the caller notes it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxport.core.evaluate.compare import Thresholds
+from onnxport.core.evaluate.feeds import FeedSource
+from onnxport.core.evaluate.runtime import load_full
+from onnxport.core.export.staging import Staging
+from onnxport.core.quantize.search import (
+    Attempt,
+    LoopResult,
+    Verdict,
+    attempt_file,
+    blocks_of,
+    check_file,
+    search_bench,
+)
+from onnxport.core.util.progress import Reporter
+
+SEGMENTS = 12
+SINGLE_NODES_UP_TO = 24
+MAX_NAMED_BLOCKS = 16
+MAX_EVALUATIONS = 64
+MAX_ROUNDS = 3
+FREE_SHARE = 0.02
+MAX_FLOAT_SHARE = 0.5  # never keep more of the weights float than this: the result would hardly gain
+
+
+@dataclass
+class Unit:
+    label: str
+    members: list[str]
+    share: float  # the fraction of the candidates' weight bytes its members hold
+    gain: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return self.gain / (self.share + FREE_SHARE)
+
+
+def _weight_bytes(model: onnx.ModelProto) -> dict[str, int]:
+    """node name -> bytes of the weights (initializers, Constant outputs) it reads, main graph."""
+    graph = model.graph
+    sizes = {t.name: int(np.prod(t.dims, dtype=np.int64)) * 4 for t in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    sizes[n.output[0]] = int(np.prod(a.t.dims, dtype=np.int64)) * 4
+    return {n.name: sum(sizes.get(i, 0) for i in n.input) for n in graph.node if n.name}
+
+
+def static_units(model: onnx.ModelProto, candidates: list[str], expand=None) -> list[Unit]:
+    """The units the search measures (see the module docstring), in the float model's order."""
+    weights = _weight_bytes(model)
+    total = max(sum(weights.get(c, 0) for c in candidates), 1)
+    op_type = {n.name: n.op_type for n in model.graph.node if n.name}
+    units: list[Unit] = []
+    seen: set[frozenset] = set()
+
+    def add(label: str, members: list[str]) -> None:
+        if expand is not None:
+            members = members + [m for m in expand(members) if m not in members]
+        key = frozenset(members)
+        if members and key not in seen:
+            seen.add(key)
+            units.append(Unit(label, members, sum(weights.get(m, 0) for m in members) / total))
+
+    heavy = [i for i, c in enumerate(candidates) if weights.get(c, 0) > 0]
+    count = min(SEGMENTS, len(heavy))
+    if count >= 2:
+        starts = [0] + [heavy[len(heavy) * k // count] for k in range(1, count)] + [len(candidates)]
+        for k in range(count):
+            part = candidates[starts[k]:starts[k + 1]]
+            add(f"segment {k + 1}/{count} ({part[0]} .. {part[-1]})", part)
+        for k in range(2, count):  # the first stages together: their errors compound downstream
+            part = candidates[:starts[k]]
+            if sum(weights.get(c, 0) for c in part) / total <= MAX_FLOAT_SHARE:
+                add(f"segments 1-{k}/{count} ({part[0]} .. {part[-1]})", part)
+    by_type: dict[str, list[str]] = {}
+    for c in candidates:
+        by_type.setdefault(op_type.get(c, "?"), []).append(c)
+    for kind, members in by_type.items():
+        if 2 <= len(members) < len(candidates):
+            add(f"every {kind}", members)
+    named = sorted(blocks_of(candidates).items(), key=lambda b: -len(b[1]))
+    for label, members in named[:MAX_NAMED_BLOCKS]:
+        add(label, members)
+    if len(candidates) <= SINGLE_NODES_UP_TO:
+        for c in candidates:
+            add(c, [c])
+    return units
+
+
+def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, feeds: FeedSource,
+                excluded: list[str], thresholds: Thresholds, op_types: set[str], report: Reporter,
+                expand=None) -> LoopResult:
+    """See the module docstring."""
+    attempts: list[dict] = []
+    dst = attempt_file(attempt, stage, name, 0, excluded)
+    if check_file(dst, prepared, feeds, thresholds, [], attempts).passed:
+        return LoopResult(dst, [], attempts, True)
+    report.check()
+    report(0.1, "measuring what keeping each stage, op type and block in float gains")
+    order, kept, info = _search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8),
+                                stage, expand)
+    rest = [u for u in order if not set(u.members) <= set(kept)]
+    for round_ in range(1, MAX_ROUNDS + 1):
+        if not kept:
+            break
+        report.check()
+        report(0.8 + 0.2 * round_ / (MAX_ROUNDS + 1), f"quantizing with {len(kept)} node(s) kept in float")
+        previous = dst
+        dst = attempt_file(attempt, stage, name, round_, excluded + kept)
+        shutil.rmtree(previous.parent, ignore_errors=True)
+        if check_file(dst, prepared, feeds, thresholds, kept, attempts).passed:
+            return LoopResult(dst, kept, attempts, True, info)
+        more, rest = rest[: 2 ** (round_ - 1)], rest[2 ** (round_ - 1):]
+        if not more:
+            break
+        kept = list(dict.fromkeys(kept + [m for u in more for m in u.members]))
+    return LoopResult(dst, kept, attempts, False, info)
+
+
+def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
+            op_types: set[str], report: Reporter, stage: Staging, expand) -> tuple[list[Unit], list[str], dict]:
+    """(the units by score, the nodes that meet the criteria (else every unit that helped), what was measured)."""
+    runner, candidates, judge = search_bench(quantized, prepared, feeds, excluded, thresholds, op_types, stage,
+                                               qdq=True)
+    float_model = load_full(prepared)
+    units = static_units(float_model, candidates, expand)[: MAX_EVALUATIONS // 2]
+    weights = _weight_bytes(float_model)
+    del float_model
+    total = max(sum(weights.get(c, 0) for c in candidates), 1)
+    capped = False
+
+    def measure(keep: list[str], what: str) -> Verdict | None:
+        nonlocal capped
+        if runner.runs >= MAX_EVALUATIONS:
+            capped = True
+            return None
+        report.check()
+        report(min(runner.runs / MAX_EVALUATIONS, 0.99), what)
+        return judge(runner.run(keep))
+
+    base = measure([], "measuring the quantized model")
+    assert base is not None
+    for unit in units:
+        verdict = measure(unit.members, f"measuring {unit.label} in float")
+        unit.gain = base.loss - verdict.loss if verdict is not None else 0.0
+    order = sorted((u for u in units if u.gain > 0), key=lambda u: -u.score)
+    chosen: list[Unit] = []
+    kept: list[str] = []
+    met = False
+    for unit in order:
+        trial = list(dict.fromkeys(kept + unit.members))
+        if len(trial) == len(kept) or sum(weights.get(n, 0) for n in trial) / total > MAX_FLOAT_SHARE:
+            continue
+        verdict = measure(trial, f"keeping {len(trial)} node(s) in float")
+        if verdict is None:
+            break
+        chosen, kept = chosen + [unit], trial
+        if verdict.passed:
+            met = True
+            break
+    if met:
+        for unit in sorted(chosen[:-1], key=lambda u: u.score):  # drop what the others make unnecessary
+            others = [u for u in chosen if u is not unit]
+            trial = list(dict.fromkeys(m for u in others for m in u.members))
+            verdict = measure(trial, f"trying without {unit.label}")
+            if verdict is None:
+                break
+            if verdict.passed:
+                chosen, kept = others, trial
+    info = {"candidates": len(candidates), "blocks": len(units), "base_min_cosine": round(base.min_cosine, 6),
+            "ranking": [{"unit": u.label, "gain": round(u.gain, 6), "weights": round(u.share, 4)}
+                        for u in order[:10]],
+            "kept_units": [u.label for u in chosen], "evaluations": runner.runs, "met_in_search": met,
+            "capped": capped}
+    return order, kept, info
+
+
+def search_notes(info: dict, mode: str) -> list[str]:
+    """The report's lines about what an accuracy search measured (`info`: `LoopResult.search`)."""
+    if not info:
+        return []
+    what = "unit(s) (stages, op types, blocks)" if mode == "static" else "block(s)"
+    lines = [f"accuracy search: {info['candidates']} quantized node(s) and {info['blocks']} {what} measured "
+             f"in float, {info['evaluations']} runs"]
+    if info.get("kept_units"):
+        lines.append(f"kept in float by unit: {'; '.join(info['kept_units'])}")
+    if info.get("capped"):
+        lines.append(f"accuracy search stopped at its budget of {MAX_EVALUATIONS} runs: the nodes kept in float "
+                     "may be more than needed")
+    return lines
