@@ -361,6 +361,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         self.runner.cancel()
+        self.runner.drop_all()
         self.state.save_window(self)
         if hasattr(self.preview, "shutdown"):
             self.preview.shutdown()

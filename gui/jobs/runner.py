@@ -75,7 +75,15 @@ class JobRunner(QObject):
             self.job.cancel()
         return self.job
 
+    def _release(self, job: Job) -> None:
+        """The runner is free as soon as its job has ended, before the callbacks run: a result
+        handler (or whoever waits for its signal) may start the next job at once. `finished`
+        arrives later, in its own event."""
+        if self.job is job:
+            self.job = None
+
     def _returned(self, job: Job, on_result, result) -> None:
+        self._release(job)
         if job.cancel_requested and job.committed:
             self.message.emit(f"{job.name}: the cancel came after the result was written; it is kept")
         try:
@@ -86,16 +94,17 @@ class JobRunner(QObject):
         self.ended.emit(job.name, "returned")
 
     def _failed(self, job: Job, exc: BaseException, details: str) -> None:
+        self._release(job)
         self.failed.emit(job.name, exc, details)
         self.ended.emit(job.name, "errored")
 
     def _cancelled(self, job: Job) -> None:
+        self._release(job)
         self.message.emit(f"{job.name} cancelled; nothing was written")
         self.ended.emit(job.name, "cancelled")
 
     def _finished(self, job: Job) -> None:
-        if self.job is job:
-            self.job = None
+        self._release(job)
         self.finished.emit(job.name)
 
     # --- side jobs: newest answer only ---------------------------------------------------------
@@ -124,6 +133,12 @@ class JobRunner(QObject):
         if superseded is not None:
             superseded.cancel()
         return generation
+
+    def drop_all(self) -> None:
+        """Cancel every side job in flight and ignore their answers (the window is closing): none
+        is left holding a thread of the shared pool."""
+        for name in list(self._newest):
+            self.drop(name)
 
     def _side_finished(self, name: str, job: Job) -> None:
         self.side_jobs.discard(job)

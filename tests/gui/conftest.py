@@ -47,6 +47,10 @@ def window(qtbot, settings):
     if win.job is not None:
         win.job.cancel()
         qtbot.waitUntil(lambda: win.job is None, timeout=10_000)
+    # side jobs (plan, preview, types...) too: one left running holds a thread of the shared pool
+    # (2 on a 2-core machine), and the next test's jobs would queue behind it
+    win.runner.drop_all()
+    qtbot.waitUntil(lambda: not win.runner.side_jobs, timeout=30_000)
 
 
 @pytest.fixture

@@ -178,3 +178,37 @@ def test_a_superseded_side_job_is_cancelled(qtbot):
     new_gate.set()
     qtbot.waitUntil(lambda: not runner.side_jobs, timeout=10_000)
     assert answers == ["tree"]
+
+
+def test_drop_all_cancels_every_side_job_in_flight(qtbot):
+    """What the window does when it closes: no side job keeps a thread of the shared pool."""
+    runner = JobRunner()
+    answers, started = [], threading.Barrier(3)
+
+    def until_cancelled(progress, cancel):
+        started.wait(WAIT)
+        while True:
+            cancel.check()
+            threading.Event().wait(0.005)
+
+    jobs = [runner.side(name, until_cancelled, answers.append) for name in ("plan", "types")]
+    started.wait(WAIT)
+    runner.drop_all()
+    assert all(job.cancel_requested for job in jobs)
+    qtbot.waitUntil(lambda: not runner.side_jobs, timeout=10_000)
+    assert answers == []
+
+
+def test_the_next_job_can_start_from_the_result_handler(qtbot):
+    """A window starts the next job the moment the previous one's result arrives (a test waiting
+    for `loaded` then exporting did): the runner must not still say 'busy' then."""
+    runner = JobRunner()
+    started = []
+
+    def on_result(result):
+        started.append(runner.run("second", lambda progress, cancel: "two", lambda r: None))
+
+    with qtbot.waitSignal(runner.finished, timeout=10_000):
+        runner.run("first", lambda progress, cancel: "one", on_result)
+    assert started and started[0] is not None
+    qtbot.waitUntil(lambda: runner.job is None, timeout=10_000)
