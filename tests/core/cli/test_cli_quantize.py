@@ -22,7 +22,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def fp32(tmp_path):
     forward = tmp_path / "forward.onnx"
-    onnx.save(forward_mlp(mlp_weights(d_hidden=64)), forward)
+    onnx.save(forward_mlp(mlp_weights(d_hidden=256)), forward)
     out = tmp_path / "fp32.onnx"
     export_model(forward, out, ["logits"])  # inference form: no training-mode Dropout
     return out

@@ -37,7 +37,7 @@ def test_quantize_int4_with_a_bad_block_size_is_one_line(tmp_path, capsys):
 
 def test_quantize_fp16_cli_says_what_stayed_float32(tmp_path, capsys):
     src, out = tmp_path / "bn.onnx", tmp_path / "bn.fp16.onnx"
-    onnx.save(mode_models.constant_bn(), src)
+    onnx.save(mode_models.constant_bn(c=64), src)  # big enough that float16 halves it
     np.savez(tmp_path / "in.npz", image=np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32))
     assert main(["quantize", str(src), "-o", str(out), "--mode", "fp16", "--validation-inputs",
                  str(tmp_path / "in.npz"), "-q"]) == 0

@@ -56,7 +56,7 @@ def paint_and_read(qtbot, overlay, report) -> tuple[dict, dict]:
 @pytest.fixture
 def quantized(tmp_path):
     forward = tmp_path / "forward.onnx"
-    onnx.save(forward_mlp(mlp_weights(d_hidden=64)), forward)
+    onnx.save(forward_mlp(mlp_weights(d_hidden=256)), forward)
     fp32 = tmp_path / "fp32.onnx"
     export_model(forward, fp32, ["logits"])
     result = quantize(fp32, tmp_path / "int8.onnx", "dynamic", int8_path="avx2", accuracy_target=None)

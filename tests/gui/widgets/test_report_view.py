@@ -19,7 +19,7 @@ def test_report_of_a_real_quantization(qtbot, tmp_path):
     from onnxport.gui.widgets.report_view import ReportView
 
     forward = tmp_path / "forward.onnx"
-    onnx.save(forward_mlp(mlp_weights(d_hidden=64)), forward)
+    onnx.save(forward_mlp(mlp_weights(d_hidden=256)), forward)
     fp32 = tmp_path / "fp32.onnx"
     export_model(forward, fp32, ["logits"])
     result = quantize(fp32, tmp_path / "int8.onnx", "dynamic")
