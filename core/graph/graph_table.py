@@ -19,11 +19,10 @@ from collections.abc import Iterable
 
 import onnx
 
-from onnxport.core.graph.prune import PrunePlan, check_outputs
+from onnxport.core.graph.prune import CHECK_EVERY, PrunePlan, check_outputs, plan_from
 from onnxport.core.graph.uses import BODY_OPS, has_bodies, subgraph_captures
 from onnxport.core.util.progress import CancelToken
 
-CHECK_EVERY = 4096  # nodes between two cancel checks
 _STANDARD = ("", "ai.onnx")
 
 
@@ -88,46 +87,9 @@ def plan_prune_table(model: onnx.ModelProto, table: GraphTable, outputs: Iterabl
     `model.graph`); the same plan, checking `cancel` every few thousand nodes. Bad output names
     raise what `plan_prune` raises (`check_outputs` on the model gives the message)."""
     wanted = _checked_outputs(model, table, outputs)
-    producer, uses = table.producer, table.uses
-    needed_names: set[str] = set()
-    kept: set[int] = set()
-    stack = list(wanted)
-    steps = 0
-    while stack:
-        name = stack.pop()
-        if name in needed_names:
-            continue
-        needed_names.add(name)
-        idx = producer.get(name)
-        if idx is None or idx in kept:
-            continue
-        kept.add(idx)
-        stack.extend(uses[idx])
-        steps += 1
-        if cancel is not None and not steps % CHECK_EVERY:
-            cancel.check()
-    params = set(parameter_names)
-    initializer_set = set(table.initializer_names)
-    inputs, param_inputs, dropped = [], [], []
-    for name in table.input_names:
-        if name in initializer_set:
-            continue
-        if name in params:
-            if name in needed_names:
-                param_inputs.append(name)
-        elif name in needed_names:
-            inputs.append(name)
-        else:
-            dropped.append(name)
-    return PrunePlan(
-        outputs=wanted,
-        node_indices=sorted(kept),
-        inputs=inputs,
-        initializers=[n for n in table.initializer_names if n in needed_names],
-        parameter_inputs=param_inputs,
-        dropped_inputs=dropped,
-        total_nodes=len(table),
-    )
+    uses = table.uses
+    return plan_from(wanted, table.producer, uses.__getitem__, table.input_names, table.initializer_names,
+                     parameter_names, len(table), cancel)
 
 
 def _checked_outputs(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str]) -> list[str]:

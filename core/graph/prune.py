@@ -16,7 +16,7 @@ keeps.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import onnx
@@ -24,6 +24,9 @@ import onnx
 from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import node_uses, used_names
 from onnxport.core.util.errors import UnknownOutputError
+from onnxport.core.util.progress import CancelToken
+
+CHECK_EVERY = 4096  # nodes between two cancel checks
 
 
 @dataclass
@@ -75,6 +78,16 @@ def plan_prune(model: onnx.ModelProto, outputs: Iterable[str], parameter_names: 
         for out in node.output:
             if out:
                 producer[out] = i
+    return plan_from(wanted, producer, lambda idx: node_uses(graph.node[idx]), [vi.name for vi in graph.input],
+                     [t.name for t in graph.initializer], parameter_names, len(graph.node))
+
+
+def plan_from(wanted: list[str], producer: Mapping[str, int], uses: Callable[[int], Iterable[str]],
+              input_names: Sequence[str], initializer_names: Sequence[str], parameter_names: Iterable[str],
+              total_nodes: int, cancel: CancelToken | None = None) -> PrunePlan:
+    """The plan for checked outputs `wanted`, from a graph read any way: `producer` (tensor -> node
+    index), `uses(index)` (what that node reads, body captures included), the graph's input and
+    initializer names. The upstream cone is walked once; `cancel` is checked every CHECK_EVERY nodes."""
     needed_names: set[str] = set()
     kept: set[int] = set()
     stack = list(wanted)
@@ -87,28 +100,30 @@ def plan_prune(model: onnx.ModelProto, outputs: Iterable[str], parameter_names: 
         if idx is None or idx in kept:
             continue
         kept.add(idx)
-        stack.extend(node_uses(graph.node[idx]))
+        stack.extend(uses(idx))
+        if cancel is not None and not len(kept) % CHECK_EVERY:
+            cancel.check()
     params = set(parameter_names)
-    initializer_names = {t.name for t in graph.initializer}
+    initializer_set = set(initializer_names)
     inputs, param_inputs, dropped = [], [], []
-    for vi in graph.input:
-        if vi.name in initializer_names:
+    for name in input_names:
+        if name in initializer_set:
             continue
-        if vi.name in params:
-            if vi.name in needed_names:
-                param_inputs.append(vi.name)
-        elif vi.name in needed_names:
-            inputs.append(vi.name)
+        if name in params:
+            if name in needed_names:
+                param_inputs.append(name)
+        elif name in needed_names:
+            inputs.append(name)
         else:
-            dropped.append(vi.name)
+            dropped.append(name)
     return PrunePlan(
         outputs=wanted,
         node_indices=sorted(kept),
         inputs=inputs,
-        initializers=[t.name for t in graph.initializer if t.name in needed_names],
+        initializers=[n for n in initializer_names if n in needed_names],
         parameter_inputs=param_inputs,
         dropped_inputs=dropped,
-        total_nodes=len(graph.node),
+        total_nodes=total_nodes,
     )
 
 
