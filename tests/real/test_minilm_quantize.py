@@ -12,16 +12,13 @@ exact on every CPU's kernels, so the verdict does not depend on the CPU running 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 import pytest
 
-from onnxport.core.export.export import export_model
 from onnxport.core.quantize.quantize import quantize
 
-from .corpus import minilm_folder
+from .minilm_layers import minilm_inference_model
 
 SENTENCES = [
     "A man is playing a guitar on the street corner while people walk by.",
@@ -40,29 +37,10 @@ OUTLIER_NODE = "/encoder/layer.0/output/dense/MatMul"
 def minilm(tmp_path_factory):
     """(float32 inference model of the first two layers, real sentences as an .npz)."""
     pytest.importorskip("torch")
-    from tokenizers import Tokenizer
-
-    from onnxport.core.pytorch.export import export_torch
-
-    source = minilm_folder()
     work = tmp_path_factory.mktemp("minilm")
-    folder = work / "minilm-2-layers"
-    folder.mkdir()
-    for item in source.iterdir():
-        if item.is_file() and item.name != "config.json":
-            (folder / item.name).symlink_to(item)
-    config = json.loads((source / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 2}))
-    export_torch(folder, work / "forward.onnx", mode="training")
-    export_model(work / "forward.onnx", work / "model.onnx", ["last_hidden_state"])
-
-    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-    encoded = tokenizer.encode_batch(SENTENCES)
-    ids = np.array([e.ids for e in encoded], np.int64)
-    mask = np.array([e.attention_mask for e in encoded], np.int64)
-    np.savez(work / "sentences.npz", input_ids=ids, token_type_ids=np.zeros_like(ids), attention_mask=mask)
-    return work / "model.onnx", work / "sentences.npz"
+    model, feed = minilm_inference_model(work, SENTENCES)
+    np.savez(work / "sentences.npz", **feed)
+    return model, work / "sentences.npz"
 
 
 def test_the_search_keeps_the_outlier_ffn_projection_in_float(minilm, tmp_path):

@@ -19,8 +19,6 @@ Inputs are small real-looking ones (rendered text, real sentences, speech-like n
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -29,7 +27,8 @@ import pytest
 from onnxport.core.cli import main
 from onnxport.core.graph.preview import preview_bytes
 
-from .corpus import minilm_folder, ocr_classifier, ocr_detector, ocr_recognizer, silero_vad
+from .corpus import ocr_classifier, ocr_detector, ocr_recognizer, silero_vad
+from .minilm_layers import minilm_inference_model
 from .text_images import classifier_batch, detector_input
 
 OK = "ok"
@@ -53,27 +52,7 @@ MIN_COSINE = 0.98
 
 def _minilm(work):
     """The real checkpoint's first two layers, exported as test_minilm_quantize.py does, and sentences."""
-    from tokenizers import Tokenizer
-
-    from onnxport.core.export.export import export_model
-    from onnxport.core.pytorch.export import export_torch
-
-    source = minilm_folder()
-    folder = work / "minilm-2-layers"
-    folder.mkdir()
-    for item in source.iterdir():
-        if item.is_file() and item.name != "config.json":
-            (folder / item.name).symlink_to(item)
-    config = json.loads((source / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 2}))
-    export_torch(folder, work / "forward.onnx", mode="training")
-    export_model(work / "forward.onnx", work / "minilm.onnx", ["last_hidden_state"])
-    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-    encoded = tokenizer.encode_batch(SENTENCES)
-    ids = np.array([e.ids for e in encoded], np.int64)
-    mask = np.array([e.attention_mask for e in encoded], np.int64)
-    return work / "minilm.onnx", {"input_ids": ids, "token_type_ids": np.zeros_like(ids), "attention_mask": mask}
+    return minilm_inference_model(work, SENTENCES)
 
 
 @pytest.fixture(scope="module")
