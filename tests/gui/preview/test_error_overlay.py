@@ -14,10 +14,8 @@ import onnx
 import pytest
 
 from onnxport.core.evaluate.report import accuracy_map, build_report
-from onnxport.core.export.export import export_model
-from onnxport.core.quantize.quantize import quantize
 
-from ...core.model_builders import forward_mlp, mlp_weights
+from ..quantized_report import quantized_mlp_report
 
 pytestmark = pytest.mark.gui
 
@@ -55,12 +53,7 @@ def paint_and_read(qtbot, overlay, report) -> tuple[dict, dict]:
 
 @pytest.fixture
 def quantized(tmp_path):
-    forward = tmp_path / "forward.onnx"
-    onnx.save(forward_mlp(mlp_weights(d_hidden=256)), forward)
-    fp32 = tmp_path / "fp32.onnx"
-    export_model(forward, fp32, ["logits"])
-    result = quantize(fp32, tmp_path / "int8.onnx", "dynamic", int8_path="avx2", accuracy_target=None)
-    return fp32, build_report(export={"path": str(fp32)}, quantize=result)
+    return quantized_mlp_report(tmp_path)
 
 
 @pytest.fixture

@@ -5,25 +5,16 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from onnxport.core.evaluate.benchmark import benchmark
 from onnxport.core.evaluate.report import build_report
-from onnxport.core.export.export import export_model
-from onnxport.core.quantize.quantize import quantize
 
-from ...core.model_builders import forward_mlp, mlp_weights
+from ..quantized_report import quantized_mlp_report
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.fixture
 def report(tmp_path):
-    forward = tmp_path / "forward.onnx"
-    onnx.save(forward_mlp(mlp_weights(d_hidden=256)), forward)
-    fp32 = tmp_path / "fp32.onnx"
-    export_model(forward, fp32, ["logits"])
-    result = quantize(fp32, tmp_path / "int8.onnx", "dynamic", int8_path="avx2", accuracy_target=None)
-    bench = benchmark([fp32, result.path], seconds=0.05, min_runs=3, warmup=0)
-    return build_report(export={"path": str(fp32)}, quantize=result, bench=bench)
+    return quantized_mlp_report(tmp_path, bench=True)[1]
 
 
 def test_the_report_view_shows_the_diff_table_and_the_jump(qtbot, report):
