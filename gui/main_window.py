@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QFontDatabase, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QPlainTextEdit, QSplitter, QTabWidget
 
 from onnxport.core.evaluate.report import keepable_nodes
@@ -98,6 +98,7 @@ class MainWindow(QMainWindow):
 
         self.log = QPlainTextEdit(readOnly=True)
         self.log.setMaximumBlockCount(5000)
+        self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))  # tables line up
         dock = QDockWidget("Log", self)
         dock.setObjectName("logDock")
         dock.setWidget(self.log)

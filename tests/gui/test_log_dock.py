@@ -30,3 +30,10 @@ def test_log_shown_later_opens_at_the_newest_line(qtbot, window):
     bar = window.log.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0)
     qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=2000)
+
+
+def test_log_tables_line_up(window):
+    """The log shows the before/after table as text columns: a fixed-pitch font keeps them aligned."""
+    from PySide6.QtGui import QFontInfo
+
+    assert QFontInfo(window.log.font()).fixedPitch()
