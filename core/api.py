@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import onnx
+
 from onnxport.core.export.export import ExportResult, export_model
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import merge_parameter_sets
@@ -35,9 +37,11 @@ def export_for_inference(
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
+    model: onnx.ModelProto | None = None,
 ) -> ExportResult:
     """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`.
-    `verify(path)` checks the written model before it is put in place (see `export_model`)."""
+    `verify(path)` checks the written model before it is put in place (see `export_model`);
+    `model`: `eval_model`'s graph when the caller has loaded it already (`io.model_io.load_graph`)."""
     reason = skip_reason(all_ranks)
     if reason is not None:
         return ExportResult(Path(out_path), None, 0, list(outputs), [], 0, 0, 0, 0.0, skipped=reason)
@@ -48,9 +52,8 @@ def export_for_inference(
     else:
         paths = list(checkpoints)
     params = merge_parameter_sets([read_parameters(p) for p in paths]) if paths else None
-    model = None
     if params is not None:
-        model = load_graph(eval_model)
+        model = model if model is not None else load_graph(eval_model)
         params, _ = align_if_better(model, params)
     return export_model(eval_model, out_path, list(outputs), params, external_data=external_data,
                         fold=fold, model=model, progress=progress, cancel=cancel, verify=verify)

@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs, notes = review_outputs(args, split_names(args.outputs or []))
+    review, notes = review_outputs(args, split_names(args.outputs or []))
+    outputs = review.outputs
     # one monotonic bar over export, validation, quantization, benchmark (workflow.export_steps)
     steps = Steps(StderrProgress(quiet=args.quiet), export_steps(args.validate, args.quantize))
     gate = None
@@ -65,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
                               **input_sizes(args))
     result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
                                   external_data=args.external_data, fold=not args.no_fold,
-                                  all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate)
+                                  all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate,
+                                  model=review.model)
     if result.skipped:
         print(f"onnxport: {result.skipped}; nothing to do here", file=sys.stderr)
         return 0

@@ -50,11 +50,11 @@ def notes(review: ExportReview, quiet: bool) -> list[str]:
     return lines
 
 
-def review_outputs(args: argparse.Namespace, outputs: list[str]) -> tuple[list[str], list[str]]:
-    """The outputs to export for `args` (`outputs`: those named, maybe none) and the lines to print
-    on stderr once the export is written (an error stays the only line); raises the
-    dangling-parameter error."""
+def review_outputs(args: argparse.Namespace, outputs: list[str]) -> tuple[ExportReview, list[str]]:
+    """The review for `args` (`outputs`: those named, maybe none; `review.outputs`: those to export,
+    `review.model`: the graph, loaded once for the export too) and the lines to print on stderr once
+    the export is written (an error stays the only line); raises the dangling-parameter error."""
     review = review_export(args.model, outputs)
     if review.dangling and not args.checkpoint and not args.keep_parameter_inputs:
         raise dangling_error(args.model, review)
-    return review.outputs, notes(review, args.quiet)
+    return review, notes(review, args.quiet)

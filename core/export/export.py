@@ -22,16 +22,18 @@ from pathlib import Path
 import onnx
 
 from onnxport.core import __version__
+from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.inference_graph import build_inference_graph, written_bytes
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.graph_table import plan_prune_table
 from onnxport.core.graph.index import TensorIndex
 from onnxport.core.graph.passes import REMOVED, REWRITTEN
-from onnxport.core.graph.prune import plan_prune
-from onnxport.core.io.model_io import load_graph
+from onnxport.core.graph.prune import PrunePlan, plan_prune
+from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import match_parameters
+from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
@@ -184,16 +186,22 @@ def export_model(
     report.check()
     report(0.02, "pruning")
     check_graph(model.graph, str(model_path))  # a cycle or a tensor made twice: refuse before writing
-    built = build_inference_graph(model, model_path, outputs, params, fold=fold, check=report.check)
-    skeleton, consts, plan = built.skeleton, built.consts, built.plan
-    _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
-
-    estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
-    use_external = external_data == "always" or (
-        external_data == "auto" and estimated > PROTOBUF_LIMIT - AUTO_EXTERNAL_MARGIN
-    )
-    written = write_model(skeleton, list(consts.values()), out_path, external_data=use_external,
-                          report=report.sub(0.05, 1.0), verify=verify)
+    plan = plan_prune(model, outputs, set(params) if params is not None else set())
+    with AtomicWrite(out_path) as tx:
+        # the weights surely kept are copied into the data file while the passes below run
+        early = _start_early_copy(tx, model, model_path, plan, params, external_data)
+        try:
+            built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
+                                          check=report.check)
+            skeleton, consts = built.skeleton, built.consts
+            _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
+            estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
+            written = write_model(skeleton, list(consts.values()), out_path,
+                                  external_data=_external(external_data, estimated),
+                                  report=report.sub(0.05, 1.0), verify=verify, tx=tx, early=early)
+        finally:
+            if early is not None:
+                early.close()
     report.finished()
     return ExportResult(
         path=written.path,
@@ -207,6 +215,28 @@ def export_model(
         seconds=time.perf_counter() - started,
         eval_mode_changes=built.inference.names(REMOVED, REWRITTEN),
     )
+
+
+def _external(choice: str, estimated_bytes: int) -> bool:
+    """Whether the weights go to a data file: `always`, or `auto` near protobuf's 2 GiB limit."""
+    return choice == "always" or (choice == "auto" and estimated_bytes > PROTOBUF_LIMIT - AUTO_EXTERNAL_MARGIN)
+
+
+def _start_early_copy(tx: AtomicWrite, model: onnx.ModelProto, model_path: Path, plan: PrunePlan,
+                      params: ParameterSet | None, external_data: str) -> EarlyCopy | None:
+    """An `EarlyCopy` of the weights the export surely keeps, when they go to a data file."""
+    if external_data == "never":
+        return None
+    kept = {t.name: t for t in model.graph.initializer}
+    declared = sum(tensor_nbytes(kept[n]) for n in plan.initializers if n in kept)
+    declared += sum(params[n].nbytes for n in plan.parameter_inputs) if params is not None else 0
+    if not _external(external_data, declared):
+        return None
+    spans = surely_kept(model, plan, params if params is not None else (), model_path.parent)
+    if not spans:
+        return None
+    fd, path = tx.new_file()
+    return EarlyCopy(fd, path, spans)
 
 
 def _set_metadata(model: onnx.ModelProto, entries: dict[str, str]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import onnx
 
-from onnxport.core.export.writer import initializer_record_bytes, padded_varint
+from onnxport.core.export.wire_format import initializer_record_bytes, padded_varint
 from onnxport.core.graph.const_tensors import ConstTensor, from_initializer, from_param
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.fold import fold_constants

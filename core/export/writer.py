@@ -28,12 +28,24 @@ import errno
 import os
 import shutil
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from onnxport.core.export.early_copy import EarlyCopy
+from onnxport.core.export.wire_format import (
+    GRAPH_INITIALIZER_TAG,
+    MODEL_GRAPH_TAG,
+    PAGE,
+    alignment_padding,
+    inline_prefix,
+    padded_varint,
+    tensor_header,
+    varint,
+)
 from onnxport.core.graph.const_tensors import ConstTensor
 from onnxport.core.graph.runnable import check_runnable
 from onnxport.core.io.parameter_set import FileSpan, c_contiguous
@@ -44,46 +56,19 @@ from onnxport.core.util.progress import Reporter
 
 PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_THRESHOLD = 1024  # with external data, tensors smaller than this stay inline
-PAGE = 4096
 EXTERNAL_ALIGN = PAGE  # external tensors start page-aligned so runtimes can map them
-ALIGN_MIN_BYTES = 1 << 20  # tensors this big are copied page-aligned (see _alignment_padding)
-_DOC_STRING_TAG = bytes([(12 << 3) | 2])  # TensorProto.doc_string, length-delimited
+ALIGN_MIN_BYTES = 1 << 20  # tensors this big are copied page-aligned (see wire_format.alignment_padding)
 COPY_CHUNK = 64 << 20  # check for cancel and report progress every 64 MiB
 
-_MODEL_GRAPH_TAG = bytes([(7 << 3) | 2])
-_GRAPH_INITIALIZER_TAG = bytes([(5 << 3) | 2])
-_TENSOR_RAW_DATA_TAG = bytes([(9 << 3) | 2])
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def padded_varint(value: int, width: int = 5) -> bytes:
-    """A varint always `width` bytes long (continuation bits on all but the last)."""
-    if value >= 1 << (7 * width):
-        raise ValueError("value too large for padded varint")
-    out = bytearray()
-    for i in range(width):
-        byte = (value >> (7 * i)) & 0x7F
-        out.append(byte | (0x80 if i < width - 1 else 0))
-    return bytes(out)
 
 
 class _FdSink:
     """Unbuffered fd writer with a small staging buffer; tracks the position."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, start: int = 0) -> None:
         self.fd = fd
-        self.pos = 0
+        self.pos = start  # appends from here (bytes before it are another writer's: early_copy)
+        os.lseek(fd, start, os.SEEK_SET)
         self._buf = bytearray()
 
     def write(self, data: bytes | memoryview) -> None:
@@ -149,18 +134,6 @@ class WriteResult:
     data_bytes: int
 
 
-def _tensor_header(name: str, elem_type: int, dims, external: tuple[str, int, int] | None = None) -> bytes:
-    header = onnx.TensorProto(name=name, data_type=elem_type)
-    header.dims.extend(int(d) for d in dims)
-    if external is not None:
-        location, offset, length = external
-        for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
-            entry = header.external_data.add()
-            entry.key, entry.value = key, value
-        header.data_location = onnx.TensorProto.EXTERNAL
-    return header.SerializeToString()
-
-
 def _raw_view(array: np.ndarray) -> memoryview:
     array = c_contiguous(array)
     if array.dtype.byteorder == ">":
@@ -188,31 +161,39 @@ def write_model(
     external_data: bool = False,
     report: Reporter | None = None,
     verify: Callable[[Path], None] | None = None,
+    tx: AtomicWrite | None = None,
+    early: EarlyCopy | None = None,
 ) -> WriteResult:
-    """See the module docstring."""
+    """See the module docstring. `tx`: the write to go through when the caller has begun it (else
+    one is begun here); `early`: the data file a copy already fills (`export.early_copy`, a temp
+    of `tx`), used if it fits these constants and external data, else emptied; it is closed here."""
     out_path = Path(out_path)
     report = report or Reporter()
-    check_destination(out_path)
-    check_runnable(skeleton.graph, f"{out_path}: not written", [c.name for c in consts])
     sources: dict[Path, int] = {}
     fds: list[int] = []
     try:
-        with AtomicWrite(out_path) as tx:
+        check_destination(out_path)
+        check_runnable(skeleton.graph, f"{out_path}: not written", [c.name for c in consts])
+        with nullcontext(tx) if tx is not None else AtomicWrite(out_path) as tx:
             fd, tmp_model = tx.new_file()
             fds.append(fd)
             data_sink = tmp_data = data_path = None
+            early = _usable(early, consts, external_data)
             if external_data:
                 data_path = tx.companion("data")  # unique to this run: see the module docstring
-                dfd, tmp_data = tx.new_file()
-                fds.append(dfd)
-                data_sink = _FdSink(dfd)
+                if early is not None:
+                    tmp_data, data_sink = early.path, _FdSink(early.fd, start=early.end)
+                else:
+                    dfd, tmp_data = tx.new_file()
+                    fds.append(dfd)
+                    data_sink = _FdSink(dfd)
             sink = _FdSink(fd)
             graph_bytes = skeleton.graph.SerializeToString()
             head = onnx.ModelProto()
             head.CopyFrom(skeleton)
             head.ClearField("graph")
             sink.write(head.SerializeToString())
-            sink.write(_MODEL_GRAPH_TAG)
+            sink.write(MODEL_GRAPH_TAG)
             sink.flush()
             length_at = sink.pos
             sink.write(padded_varint(0))
@@ -223,7 +204,14 @@ def write_model(
             data_name = data_path.name if data_path is not None else ""
             for const in consts:
                 report.check()
+                at = early.offset_of(const.name, const.span) if early is not None else None
+                if at is not None:  # its bytes are (being) copied there: the header only
+                    _write_external_header(const, const.elem_type, const.shape, sink, data_name, at, const.nbytes)
+                    continue
                 _write_const(const, sink, data_sink, data_name, sources, report, done, total)
+            if early is not None:
+                early.wait(report, done[0], total)
+                done[0] += early.total
             sink.flush()
             graph_len = sink.pos - graph_start
             if not external_data and sink.pos > PROTOBUF_LIMIT:
@@ -254,8 +242,28 @@ def write_model(
     except OSError as exc:
         raise cannot_write(out_path, exc) from None
     finally:
+        if early is not None:
+            early.close()
         for fd_ in list(sources.values()) + fds:
             os.close(fd_)
+
+
+def _usable(early: EarlyCopy | None, consts: list[ConstTensor], external_data: bool) -> EarlyCopy | None:
+    """`early` if every tensor it copies is one of `consts`, unchanged, written externally; else
+    None, with its copy stopped and its file emptied (the writer then fills it from the start)."""
+    if early is None:
+        return None
+    spans = {c.name: c.span for c in consts}
+    if external_data and all(spans.get(name) == span for name, (span, _) in early.layout.items()):
+        return early
+    early.stop()
+    os.ftruncate(early.fd, 0)
+    if external_data:  # the data file after all: the writer starts it over
+        early.layout.clear()
+        early.end = early.total = 0
+        return early
+    early.close()
+    return None
 
 
 def _private_copy(tx: AtomicWrite, out_path: Path, tmp_model: Path,
@@ -277,7 +285,7 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
     external = data_sink is not None and const.nbytes >= EXTERNAL_THRESHOLD
     if const.proto is not None and not external:
         body = const.proto.SerializeToString()
-        sink.write(_GRAPH_INITIALIZER_TAG + varint(len(body)))
+        sink.write(GRAPH_INITIALIZER_TAG + varint(len(body)))
         sink.write(body)
         done[0] += const.nbytes
         return
@@ -288,7 +296,7 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
         values = const.values()
         if values.dtype == object:  # strings: let protobuf encode them
             body = onnx.numpy_helper.from_array(values, const.name).SerializeToString()
-            sink.write(_GRAPH_INITIALIZER_TAG + varint(len(body)))
+            sink.write(GRAPH_INITIALIZER_TAG + varint(len(body)))
             sink.write(body)
             return
         elem_type = _elem_type_for(values, const.elem_type)
@@ -296,15 +304,13 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
         length = len(payload)
     if external:
         data_sink.pad_to(EXTERNAL_ALIGN)
-        header = _tensor_header(const.name, elem_type, dims, (data_name, data_sink.pos, length))
-        sink.write(_GRAPH_INITIALIZER_TAG + varint(len(header)))
-        sink.write(header)
+        _write_external_header(const, elem_type, dims, sink, data_name, data_sink.pos, length)
         target = data_sink
     else:
-        header = _tensor_header(const.name, elem_type, dims)
+        header = tensor_header(const.name, elem_type, dims)
         if payload is None and length >= ALIGN_MIN_BYTES:
-            header += _alignment_padding(sink.pos, header, length, const.span.offset)
-        sink.write(_inline_prefix(header, length))
+            header += alignment_padding(sink.pos, header, length, const.span.offset)
+        sink.write(inline_prefix(header, length))
         target = sink
     if payload is None:
         src = sources.get(const.span.path)
@@ -317,43 +323,11 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
         report(done[0] / total, "writing parameters")
 
 
-def initializer_record_bytes(const: ConstTensor) -> int:
-    """The bytes `write_model` writes for `const` inline (its graph field, header and values),
-    without alignment padding; for sizing a model before it is written (the export plan)."""
-    if const.proto is not None:
-        body = const.proto.ByteSize()
-        return len(_GRAPH_INITIALIZER_TAG) + len(varint(body)) + body
-    header = _tensor_header(const.name, const.elem_type, const.shape or ())
-    return len(_inline_prefix(header, const.nbytes)) + const.nbytes
-
-
-def _inline_prefix(header: bytes, length: int) -> bytes:
-    """The bytes of an inline initializer before its `length` raw bytes: graph field tag and
-    length, the tensor's other fields (`header`), raw_data's tag and length."""
-    body_len = len(header) + len(_TENSOR_RAW_DATA_TAG) + len(varint(length)) + length
-    return _GRAPH_INITIALIZER_TAG + varint(body_len) + header + _TENSOR_RAW_DATA_TAG + varint(length)
-
-
-def _alignment_padding(pos: int, header: bytes, length: int, source_offset: int) -> bytes:
-    """A `doc_string` of spaces that puts the tensor's raw bytes at the same offset modulo the page
-    size as in the source file. Why: the kernel copies page-aligned runs between page caches
-    whole; with mismatched offsets every page is split (measured here: 1.6 GB copy_file_range +
-    fsync 1.1 s matched vs 1.8 s mismatched). Readers ignore a tensor's doc_string."""
-    want = source_offset % PAGE
-
-    def pad_of(size: int) -> bytes:
-        return _DOC_STRING_TAG + varint(size) + b" " * size
-
-    def start(size: int) -> int:
-        return pos + len(_inline_prefix(header + pad_of(size), length))
-
-    # The start grows by one per padding byte, except where a varint gains a byte: so the size is
-    # the gap itself or a few bytes less (checked exactly, a handful of candidates, not a scan).
-    gap = (want - start(0)) % PAGE
-    for size in [*range(gap, max(gap - 8, -1), -1), *range(gap + PAGE, gap + PAGE - 8, -1)]:
-        if start(size) % PAGE == want:
-            return pad_of(size)
-    return b""
+def _write_external_header(const: ConstTensor, elem_type: int, dims, sink: _FdSink, data_name: str,
+                           offset: int, length: int) -> None:
+    header = tensor_header(const.name, elem_type, dims, (data_name, offset, length))
+    sink.write(GRAPH_INITIALIZER_TAG + varint(len(header)))
+    sink.write(header)
 
 
 def _elem_type_for(values: np.ndarray, declared: int) -> int:

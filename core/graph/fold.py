@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxport.core.graph.const_tensors import ConstTensor, from_array
+from onnxport.core.graph.const_tensors import ConstTensor
 from onnxport.core.graph.fold_budget import FoldBudget, output_allowed
 from onnxport.core.graph.fold_ops import FLOAT_ONLY_SAFE, FLOAT_TYPES, FOLDERS, NUMPY_EXACT, attrs_of
 from onnxport.core.graph.fold_shapes import output_shape
@@ -176,10 +176,10 @@ class _Folder:
     def _constant(self, node: onnx.NodeProto) -> None:
         if len(node.output) != 1 or node.output[0] in self.protected:
             return
-        value = constant_node_value(node)  # <= FOLD_OUTPUT_FLOOR, decoded from the loaded model
+        value = constant_node_tensor(node)  # <= FOLD_OUTPUT_FLOOR; decoded only if a fold reads it
         if value is not None:
-            self.available[node.output[0]] = from_array(node.output[0], value)
-            self.in_memory.add(node.output[0])
+            self.available[node.output[0]] = value
+            self.in_memory.add(node.output[0])  # inline in the loaded model: free to read
 
     def _cost(self, name: str) -> int:
         """Bytes it takes to get `name`'s values: 0 in memory, its chain if lazy, else a read."""
@@ -209,17 +209,41 @@ class _Folder:
 def constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
     """A Constant node's `value` tensor if it is inline and small enough to fold with; else None.
     Its size is checked from its dims before it is decoded."""
+    tensor = constant_node_tensor(node)
+    if tensor is None:
+        return None
+    try:
+        return tensor.values()
+    except OnnxportError:
+        return None
+
+
+def constant_node_tensor(node: onnx.NodeProto) -> ConstTensor | None:
+    """`constant_node_value` as a ConstTensor decoded when read: a decoder graph has ~10k Constant
+    nodes (shapes, axes, scalars) and folding reads few of them. Decoding data that does not fit
+    the dims raises CorruptFileError (the folder then leaves the node alone)."""
     t = next((a.t for a in node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR), None)
     if t is None or t.data_location == T.EXTERNAL or t.data_type in (T.STRING, T.UNDEFINED):
         return None
     try:
-        nbytes = numel(t.dims) * np_dtype_for(t.data_type).itemsize
-        if nbytes > FOLD_OUTPUT_FLOOR:
-            return None
-        value = numpy_helper.to_array(t)
-    except (OnnxportError, ValueError, TypeError, KeyError, IndexError):
+        shape = tuple(int(d) for d in t.dims)
+        nbytes = numel(shape) * np_dtype_for(t.data_type).itemsize
+    except (OnnxportError, ValueError, TypeError, KeyError):
         return None
-    return value if tuple(value.shape) == tuple(t.dims) else None
+    if nbytes > FOLD_OUTPUT_FLOOR:
+        return None
+    label = f"Constant node '{node.name or node.output[0]}'"
+
+    def decode() -> np.ndarray:
+        try:
+            value = numpy_helper.to_array(t)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise CorruptFileError(f"{label}: its value does not decode ({exc})") from None
+        if tuple(value.shape) != shape:
+            raise CorruptFileError(f"{label}: its value holds {list(value.shape)}, its dims say {list(shape)}")
+        return value
+
+    return ConstTensor(node.output[0], t.data_type, shape, nbytes, compute=decode)
 
 
 def _computer(node: onnx.NodeProto, attrs: dict, ins: list[ConstTensor | None], shape: tuple[int, ...],

@@ -104,6 +104,7 @@ def build_index(
     types: TypeInference | None = None,
     cancel: CancelToken | None = None,
     wait_types: bool = True,
+    typed: bool = True,
 ) -> TensorIndex:
     """Index every tensor of `model`.
 
@@ -116,10 +117,12 @@ def build_index(
     `wait_types=False`: when that child is still needed, the index is returned without waiting
     for it (node outputs untyped, graph outputs as declared) with the child in
     `index.pending_types`; `index_types.fill_types(index)` types them later (the app shows the
-    tree first). Graphs with If/Loop/Scan bodies always wait.
+    tree first). Graphs with If/Loop/Scan bodies always wait. `typed=False`: no shape inference at
+    all (a query that needs no types, e.g. the CLI's export review): node outputs stay untyped,
+    except in graphs with bodies, whose index needs the inferred value infos.
     """
     graph = model.graph
-    big = len(graph.node) >= OUT_OF_PROCESS_NODES and path is not None and Path(path).is_file()
+    big = len(graph.node) >= OUT_OF_PROCESS_NODES and path is not None and Path(path).is_file() and typed
     if types is not None and not big:  # small graphs are inferred in process: no child needed
         types.close()
         types = None
@@ -128,10 +131,10 @@ def build_index(
     deferred = False
     try:
         table = GraphTable.read(graph, cancel)
-        if types is not None and not wait_types and not table.with_bodies:
+        if ((types is not None and not wait_types) or not typed) and not table.with_bodies:
             typer = ({vi.name: shape_of(vi.type) for vi in graph.output}.get, None)
             index = _index_from_table(model, path, table, typer, set(parameter_names), cancel)
-            deferred = True
+            deferred = types is not None
         else:
             typer = _typer(model, path, table.with_bodies, types, cancel)
             index = _index_from_table(model, path, table, typer, set(parameter_names), cancel)

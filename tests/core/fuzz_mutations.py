@@ -22,7 +22,7 @@ import zipfile
 
 from hypothesis import strategies as st
 
-from onnxport.core.export.writer import varint
+from onnxport.core.export.wire_format import varint
 
 INTERESTING = (0, 1, 2, 3, 4, 7, 8, 16, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFFFF,
                0x80000000, 0xFFFFFFFF, 1 << 32, 1 << 40, 1 << 62, (1 << 63) - 1, 1 << 63, (1 << 64) - 1,

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.export.writer import varint
+from onnxport.core.export.wire_format import varint
 from tests.support.checkpoint_writer import write_checkpoint
 
 FUZZ_EXAMPLES = int(os.environ.get("ONNXPORT_FUZZ_EXAMPLES", "0") or 0)

@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.export.export import export_model
-from onnxport.core.export.writer import padded_varint, varint
+from onnxport.core.export.wire_format import padded_varint, varint
 from onnxport.core.graph.eval_mode import to_inference_form
 
 from ..model_builders import make_model, param_set

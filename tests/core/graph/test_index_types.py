@@ -65,3 +65,18 @@ def test_a_failed_child_falls_back_to_inference_here(big_enough, monkeypatch):
     monkeypatch.setattr(shape_types, "_CHILD", "import sys; sys.exit(3)")
     early = build_index(onnx.load(big_enough), big_enough, wait_types=False)
     assert fill_types(early) > 0 and summary(early) == summary(waited)
+
+
+def test_an_untyped_index_infers_nothing(big_enough, monkeypatch):
+    """`typed=False` (the CLI's export review): no child, no inference here, the rest as usual."""
+    waited = build_index(onnx.load(big_enough), big_enough)
+
+    def no_inference(*args, **kwargs):
+        raise AssertionError("shape inference started")
+
+    monkeypatch.setattr(index_module.TypeInference, "start", no_inference)
+    monkeypatch.setattr(index_module, "infer_value_info", no_inference)
+    untyped = build_index(onnx.load(big_enough), big_enough, typed=False)
+    assert untyped.pending_types is None and untyped["hidden"].shape is None
+    assert untyped["input"].shape == waited["input"].shape  # declared types are there
+    assert {n: t.kind for n, t in untyped.tensors.items()} == {n: t.kind for n, t in waited.tensors.items()}

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from onnxport.core.export.writer import varint
+from onnxport.core.export.wire_format import varint
 from onnxport.core.io.checkpoint import CKPT_VERSION, T_DIMS, read_checkpoint
 from onnxport.core.io.flatbuf import FlatBuffer
 from onnxport.core.io.kinds import SourceKind, sniff

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onnxport.core.export.writer import varint
+from onnxport.core.export.wire_format import varint
 from onnxport.core.io import checkpoint
 from onnxport.core.io.checkpoint import read_checkpoint
 from onnxport.core.util.errors import OnnxportError

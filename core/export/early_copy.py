@@ -1,0 +1,187 @@
+"""Copy the weights an export surely keeps into its data file while the graph passes still run.
+
+Why: at LLM scale an export is a few seconds of kernel copying (`copy_file_range`) and about a
+second of Python over the graph (prune, eval-mode, topological order, folding, serialising). Run
+one after the other they cost their sum; the copy needs no Python, so it runs in a thread and the
+export costs about the larger of the two (measured: a 1B-parameter decoder, 23k nodes, 3.6 GB).
+
+Contract:
+- `surely_kept(model, plan, params)` names the source initializers the written model will hold
+  byte for byte: kept by the prune plan, stored in the source's external data, not replaced by a
+  checkpoint value, and read by a node folding can never remove (an op folding does not compute,
+  or one with an input that comes from a graph input). It under-approximates: a name it misses is
+  copied later like any other tensor.
+- `EarlyCopy(fd, path, spans)` starts a thread copying those spans into the temp data file `fd`
+  (at `path`, a temp of the export's `AtomicWrite`), each page-aligned, at offsets fixed up front
+  (`layout`, `end`); it writes with explicit offsets, so the writer appends the other tensors after
+  `end` while it runs. `wait(report, ...)` joins it (reporting progress, checking cancel on the
+  calling thread) and re-raises its error; `stop()` ends it early (cancel, failure, or a layout the
+  writer cannot use); `close()` stops it and closes `fd`, once, whoever calls it first. The thread
+  touches nothing but `fd` and the source files it reads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import threading
+from collections.abc import Iterable
+
+import onnx
+
+from onnxport.core.export.wire_format import PAGE
+from onnxport.core.graph.fold_ops import FOLDERS
+from onnxport.core.graph.prune import PrunePlan
+from onnxport.core.io.external_data import external_reference
+from onnxport.core.io.parameter_set import FileSpan
+from onnxport.core.util.errors import CorruptFileError
+from onnxport.core.util.progress import Reporter
+
+CHUNK = 64 << 20  # the stop flag is looked at between chunks
+WAIT_TICK = 0.1  # seconds between progress reports while waiting for the copy
+MIN_BYTES = 1 << 20  # smaller weights are not worth a head start
+
+
+def surely_kept(model: onnx.ModelProto, plan: PrunePlan, params: Iterable[str] = (),
+                folder: os.PathLike | None = None) -> list[tuple[str, FileSpan]]:
+    """(name, span) of the weights the export writes unchanged, in plan order (see the module
+    docstring). `folder`: the model's folder (external data is resolved, confined, against it)."""
+    if folder is None:
+        return []
+    replaced = set(params)
+    candidates = {}
+    by_name = {t.name: t for t in model.graph.initializer}
+    for name in plan.initializers:
+        t = by_name.get(name)
+        if t is not None and name not in replaced and t.data_location == onnx.TensorProto.EXTERNAL:
+            candidates[name] = t
+    if not candidates:
+        return []
+    nodes = model.graph.node
+    dynamic = set(plan.inputs)  # tensors that depend on a graph input: never folded
+    sure: set[str] = set()
+    for i in plan.node_indices:
+        node = nodes[i]
+        ins = node.input
+        if node.domain not in ("", "ai.onnx") or node.op_type not in FOLDERS or any(n in dynamic for n in ins):
+            dynamic.update(node.output)
+            sure.update(n for n in ins if n in candidates)
+    spans = []
+    for name in plan.initializers:
+        if name in sure:
+            ref = external_reference(candidates[name], folder)  # confined to the folder, checked
+            if ref.length >= MIN_BYTES:
+                spans.append((name, FileSpan(ref.path, ref.offset, ref.length)))
+    return spans
+
+
+class EarlyCopy:
+    """The copy thread; see the module docstring."""
+
+    def __init__(self, fd: int, path: os.PathLike, spans: list[tuple[str, FileSpan]]) -> None:
+        self.fd = fd
+        self.path = path
+        self._closed = False
+        self.layout: dict[str, tuple[FileSpan, int]] = {}  # name -> (source span, offset in the data file)
+        pos = 0
+        for name, span in spans:
+            pos += (-pos) % PAGE
+            self.layout[name] = (span, pos)
+            pos += span.length
+        self.end = pos
+        self.total = pos
+        _reserve(fd, pos)
+        self.done = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="onnxport-early-copy", daemon=True)
+        self._thread.start()
+
+    def offset_of(self, name: str, span: FileSpan | None) -> int | None:
+        """Where `name` sits in the data file, if it was copied early from exactly `span`."""
+        entry = self.layout.get(name)
+        return entry[1] if entry is not None and entry[0] == span else None
+
+    def _run(self) -> None:
+        sources: dict[object, int] = {}
+        try:
+            for span, at in self.layout.values():
+                src = sources.get(span.path)
+                if src is None:
+                    src = sources[span.path] = os.open(span.path, os.O_RDONLY)
+                offset, left = span.offset, span.length
+                while left:
+                    if self._stop.is_set():
+                        return
+                    n = _copy_at(src, self.fd, min(left, CHUNK), offset, at)
+                    if n == 0:
+                        raise CorruptFileError(f"{span.path}: truncated (expected {span.length} bytes at {span.offset})")
+                    offset, at, left = offset + n, at + n, left - n
+                    self.done += n
+        except BaseException as exc:  # handed to the writer's thread by wait()
+            self.error = exc
+        finally:
+            for fd in sources.values():
+                os.close(fd)
+
+    def wait(self, report: Reporter, done_before: int, total: int) -> None:
+        """Join the copy; progress is (`done_before` + copied) / `total`; cancel stops it."""
+        while self._thread.is_alive():
+            self._thread.join(WAIT_TICK)
+            report((done_before + self.done) / total if total else None, "writing parameters")
+            try:
+                report.check()
+            except BaseException:
+                self.stop()
+                raise
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def close(self) -> None:
+        self.stop()
+        if not self._closed:
+            self._closed = True
+            os.close(self.fd)
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Allocate the copy's region before the writer appends after it, so the file is not grown at
+    its end first and filled in out of order (measured here, 3.8 GB on ext4: 2.8-3.7 s for the
+    export without, 2.8-3.3 s with; noisy). Linux's fallocate(2) only: glibc's posix_fallocate
+    falls back to writing a byte per block where the file system lacks it (NFSv3: minutes for
+    gigabytes), so elsewhere nothing is reserved and the copy just writes."""
+    fallocate = _fallocate()
+    if fallocate is not None:
+        fallocate(fd, 0, 0, size)  # -1 where unsupported: nothing reserved, nothing lost
+
+
+@functools.cache
+def _fallocate():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = libc.fallocate64
+    except (OSError, AttributeError):
+        return None
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fallocate.restype = ctypes.c_int
+    return fallocate
+
+
+def _copy_at(src: int, dst: int, count: int, src_offset: int, dst_offset: int) -> int:
+    """copy_file_range at explicit offsets; pread/pwrite where the kernel cannot (other file systems)."""
+    try:
+        return os.copy_file_range(src, dst, count, src_offset, dst_offset)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+            raise
+        data = os.pread(src, count, src_offset)
+        view = memoryview(data)
+        while len(view):
+            view = view[os.pwrite(dst, view, dst_offset + len(data) - len(view)):]
+        return len(data)
