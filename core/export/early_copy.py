@@ -6,11 +6,11 @@ one after the other they cost their sum; the copy needs no Python, so it runs in
 export costs about the larger of the two (measured: a 1B-parameter decoder, 23k nodes, 3.6 GB).
 
 Contract:
-- `surely_kept(model, plan, params)` names the source initializers the written model will hold
-  byte for byte: kept by the prune plan, stored in the source's external data, not replaced by a
-  checkpoint value, and read by a node folding can never remove (an op folding does not compute,
-  or one with an input that comes from a graph input). It under-approximates: a name it misses is
-  copied later like any other tensor.
+- `surely_kept(model, plan, params, folder)` names the weights the written model will hold byte
+  for byte, with the file bytes they are copied from: kept by the prune plan, stored in a file
+  (the source's external data, or a checkpoint that names each value's bytes), and read by a
+  node folding can never remove (an op folding does not compute, or one with an input that comes
+  from a graph input). It under-approximates: a name it misses is copied later like any other.
 - `EarlyCopy(fd, path, spans)` starts a thread copying those spans into the temp data file `fd`
   (at `path`, a temp of the export's `AtomicWrite`), each page-aligned, at offsets fixed up front
   (`layout`, `end`); it writes with explicit offsets, so the writer appends the other tensors after
@@ -27,7 +27,7 @@ import errno
 import functools
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 import onnx
 
@@ -35,7 +35,7 @@ from onnxport.core.export.wire_format import PAGE
 from onnxport.core.graph.fold_ops import FOLDERS
 from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.external_data import external_reference
-from onnxport.core.io.parameter_set import FileSpan
+from onnxport.core.io.parameter_set import FileSpan, ParamTensor
 from onnxport.core.util.errors import CorruptFileError
 from onnxport.core.util.progress import Reporter
 
@@ -44,19 +44,23 @@ WAIT_TICK = 0.1  # seconds between progress reports while waiting for the copy
 MIN_BYTES = 1 << 20  # smaller weights are not worth a head start
 
 
-def surely_kept(model: onnx.ModelProto, plan: PrunePlan, params: Iterable[str] = (),
-                folder: os.PathLike | None = None) -> list[tuple[str, FileSpan]]:
-    """(name, span) of the weights the export writes unchanged, in plan order (see the module
-    docstring). `folder`: the model's folder (external data is resolved, confined, against it)."""
-    if folder is None:
-        return []
-    replaced = set(params)
-    candidates = {}
+def surely_kept(model: onnx.ModelProto, plan: PrunePlan, params: Mapping[str, ParamTensor] | None = None,
+                folder: os.PathLike | None = None, fold: bool = True) -> list[tuple[str, FileSpan]]:
+    """(name, span) of the weights the export writes unchanged, in the order the export lists its
+    constants (plan.initializers, then plan.parameter_inputs; see the module docstring): a source
+    initializer in external data, resolved (and confined) against `folder`, or a checkpoint value
+    (`params`) that names its bytes in a file. `fold` False: the export folds nothing, so every
+    such weight the plan keeps is kept."""
+    params = params if params is not None else {}
     by_name = {t.name: t for t in model.graph.initializer}
+    candidates: dict[str, object] = {}  # name -> ParamTensor or external TensorProto
     for name in plan.initializers:
-        t = by_name.get(name)
-        if t is not None and name not in replaced and t.data_location == onnx.TensorProto.EXTERNAL:
-            candidates[name] = t
+        if name in params:
+            candidates[name] = params[name]
+        elif folder is not None and by_name[name].data_location == onnx.TensorProto.EXTERNAL:
+            candidates[name] = by_name[name]
+    for name in plan.parameter_inputs:
+        candidates[name] = params[name]
     if not candidates:
         return []
     nodes = model.graph.node
@@ -65,15 +69,22 @@ def surely_kept(model: onnx.ModelProto, plan: PrunePlan, params: Iterable[str] =
     for i in plan.node_indices:
         node = nodes[i]
         ins = node.input
-        if node.domain not in ("", "ai.onnx") or node.op_type not in FOLDERS or any(n in dynamic for n in ins):
+        if not fold or node.domain not in ("", "ai.onnx") or node.op_type not in FOLDERS \
+                or any(n in dynamic for n in ins):
             dynamic.update(node.output)
             sure.update(n for n in ins if n in candidates)
     spans = []
-    for name in plan.initializers:
-        if name in sure:
-            ref = external_reference(candidates[name], folder)  # confined to the folder, checked
-            if ref.length >= MIN_BYTES:
-                spans.append((name, FileSpan(ref.path, ref.offset, ref.length)))
+    for name in [*plan.initializers, *plan.parameter_inputs]:
+        if name not in sure:
+            continue
+        source = candidates[name]
+        if isinstance(source, ParamTensor):
+            span = source.span
+        else:
+            ref = external_reference(source, folder)  # confined to the folder, checked
+            span = FileSpan(ref.path, ref.offset, ref.length)
+        if span is not None and span.length >= MIN_BYTES:
+            spans.append((name, span))
     return spans
 
 

@@ -189,7 +189,7 @@ def export_model(
     plan = plan_prune(model, outputs, set(params) if params is not None else set())
     with AtomicWrite(out_path) as tx:
         # the weights surely kept are copied into the data file while the passes below run
-        early = _start_early_copy(tx, model, model_path, plan, params, external_data)
+        early = _start_early_copy(tx, model, model_path, plan, params, external_data, fold)
         try:
             built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
                                           check=report.check)
@@ -223,7 +223,7 @@ def _external(choice: str, estimated_bytes: int) -> bool:
 
 
 def _start_early_copy(tx: AtomicWrite, model: onnx.ModelProto, model_path: Path, plan: PrunePlan,
-                      params: ParameterSet | None, external_data: str) -> EarlyCopy | None:
+                      params: ParameterSet | None, external_data: str, fold: bool) -> EarlyCopy | None:
     """An `EarlyCopy` of the weights the export surely keeps, when they go to a data file."""
     if external_data == "never":
         return None
@@ -232,7 +232,7 @@ def _start_early_copy(tx: AtomicWrite, model: onnx.ModelProto, model_path: Path,
     declared += sum(params[n].nbytes for n in plan.parameter_inputs) if params is not None else 0
     if not _external(external_data, declared):
         return None
-    spans = surely_kept(model, plan, params if params is not None else (), model_path.parent)
+    spans = surely_kept(model, plan, params, model_path.parent, fold)
     if not spans:
         return None
     fd, path = tx.new_file()

@@ -17,7 +17,7 @@ from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.export import export_model
 from onnxport.core.graph.prune import plan_prune
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.io.parameter_set import FileSpan
+from onnxport.core.io.parameter_set import FileSpan, ParamTensor
 from onnxport.core.util.errors import Cancelled, CorruptFileError
 from onnxport.core.util.progress import CancelToken, Reporter
 
@@ -64,12 +64,16 @@ def test_surely_kept_names_the_weights_no_fold_can_drop(tmp_path):
     path, _ = _model(tmp_path)
     model = load_graph(path)
     plan = plan_prune(model, ["y"], set())
-    names = [name for name, _ in surely_kept(model, plan, (), tmp_path)]
+    names = [name for name, _ in surely_kept(model, plan, None, tmp_path)]
     # V feeds only a Transpose of constants (folded: V leaves the model); bias is under 1 MiB;
     # E feeds a Gather that folding could compute, but its indices come from a graph input
     assert names == ["W", "E"]
-    assert [n for n, _ in surely_kept(model, plan, ["W"], tmp_path)] == ["E"]  # a checkpoint replaces W
-    assert surely_kept(model, plan_prune(model, ["h1"], set()), (), tmp_path)[0][0] == "W"
+    in_memory = ParamTensor("W", T.FLOAT, (D, D), loader=lambda: np.zeros((D, D), np.float32))
+    assert [n for n, _ in surely_kept(model, plan, {"W": in_memory}, tmp_path)] == ["E"]  # no bytes in a file
+    in_a_file = ParamTensor("W", T.FLOAT, (D, D), loader=in_memory.loader, span=FileSpan(tmp_path / "ckpt", 64, D * D * 4))
+    kept = surely_kept(model, plan, {"W": in_a_file}, tmp_path)
+    assert kept[0] == ("W", in_a_file.span)  # a checkpoint's value, copied from the checkpoint
+    assert surely_kept(model, plan_prune(model, ["h1"], set()), None, tmp_path)[0][0] == "W"
 
 
 def test_export_with_an_early_copy_writes_the_same_model(tmp_path):
@@ -111,9 +115,9 @@ def test_a_layout_the_writer_cannot_use_is_rewritten_from_the_start(tmp_path):
     path, weights = _model(tmp_path)
     real = export_module.surely_kept
 
-    def too_many(model, plan, params, folder):  # plus a tensor the model does not have: all of model.data
+    def too_many(model, plan, params, folder, fold):  # plus a tensor the model does not have: all of model.data
         data = folder / "model.data"
-        return [("ghost", FileSpan(data, 0, data.stat().st_size)), *real(model, plan, params, folder)]
+        return [("ghost", FileSpan(data, 0, data.stat().st_size)), *real(model, plan, params, folder, fold)]
 
     class CopiedAtOnce(EarlyCopy):  # the whole early layout is on disk before the writer looks
         def __init__(self, *args):
@@ -160,3 +164,39 @@ def test_a_source_shorter_than_its_span_is_an_error_on_the_writers_thread(tmp_pa
         copy.wait(Reporter(), 0, 8192)
     copy.close()
     copy.close()  # once is enough, twice is harmless
+
+
+def test_checkpoint_values_are_copied_early_from_the_checkpoint(tmp_path):
+    """An eval graph + ORT checkpoint (the training flow): the weights come from the checkpoint's
+    bytes, copied while the passes run; with `fold=False` the Transpose'd weight is kept too."""
+    from onnxport.core.io.readers import read_parameters
+    from tests.support.checkpoint_writer import write_checkpoint
+
+    from ..model_builders import eval_like_mlp, mlp_weights, reference_mlp
+
+    weights = mlp_weights(d_in=1024, d_hidden=512)  # fc1.weight: 2 MiB
+    write_checkpoint(tmp_path / "checkpoint", weights)
+    model = eval_like_mlp(d_hidden=512)
+    for vi in model.graph.input:
+        if vi.name in ("input", "fc1.weight"):
+            vi.type.tensor_type.shape.dim[1].dim_value = 1024
+    onnx.save(model, tmp_path / "eval_model.onnx")
+    params = read_parameters(tmp_path / "checkpoint")
+    seen = []
+    original = EarlyCopy.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append(list(self.layout))
+
+    EarlyCopy.__init__ = spy
+    try:
+        export_model(tmp_path / "eval_model.onnx", tmp_path / "out.onnx", ["logits"], params,
+                     external_data="always", fold=False)
+    finally:
+        EarlyCopy.__init__ = original
+    assert seen == [["fc1.weight"]]
+    x = np.random.default_rng(2).standard_normal((2, 1024), dtype=np.float32)
+    session = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(["logits"], {"input": x})[0], reference_mlp(x, weights)[0], rtol=1e-5,
+                               atol=1e-5)
