@@ -126,7 +126,7 @@ class EarlyCopy:
                 while left:
                     if self._stop.is_set():
                         return
-                    n = _copy_at(src, self.fd, min(left, CHUNK), offset, at)
+                    n = copy_range(src, self.fd, min(left, CHUNK), offset, at)
                     if n == 0:
                         raise CorruptFileError(f"{span.path}: truncated (expected {span.length} bytes at {span.offset})")
                     offset, at, left = offset + n, at + n, left - n
@@ -184,15 +184,20 @@ def _fallocate():
     return fallocate
 
 
-def _copy_at(src: int, dst: int, count: int, src_offset: int, dst_offset: int) -> int:
-    """copy_file_range at explicit offsets; pread/pwrite where the kernel cannot (other file systems)."""
+def copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int | None = None) -> int:
+    """Copy up to `count` bytes from `src` at `src_offset` to `dst` (at `dst_offset`, else at its
+    file position) by the kernel (`copy_file_range`: the bytes never enter Python); read and
+    write where the kernel cannot (another file system, an old kernel). Returns the bytes copied."""
     try:
+        if dst_offset is None:
+            return os.copy_file_range(src, dst, count, src_offset)
         return os.copy_file_range(src, dst, count, src_offset, dst_offset)
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
             raise
-        data = os.pread(src, count, src_offset)
-        view = memoryview(data)
-        while len(view):
-            view = view[os.pwrite(dst, view, dst_offset + len(data) - len(view)):]
-        return len(data)
+    view = memoryview(os.pread(src, count, src_offset))
+    done = 0
+    while done < len(view):
+        rest = view[done:]
+        done += os.write(dst, rest) if dst_offset is None else os.pwrite(dst, rest, dst_offset + done)
+    return done

@@ -24,7 +24,6 @@ Contract: in, a model *skeleton* (everything but initializers) and the constants
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from onnxport.core.export.early_copy import EarlyCopy
+from onnxport.core.export.early_copy import EarlyCopy, copy_range
 from onnxport.core.export.wire_format import (
     GRAPH_INITIALIZER_TAG,
     MODEL_GRAPH_TAG,
@@ -102,7 +101,7 @@ class _FdSink:
         offset, left = span.offset, span.length
         while left:
             step = min(left, COPY_CHUNK)
-            n = _copy(src_fd, self.fd, step, offset)
+            n = copy_range(src_fd, self.fd, step, offset)
             if n == 0:
                 raise CorruptFileError(f"{span.path}: truncated (expected {span.length} bytes at {span.offset})")
             offset += n
@@ -111,19 +110,6 @@ class _FdSink:
             done[0] += n
             report(done[0] / total if total else None, "writing parameters")
             report.check()
-
-
-def _copy(src_fd: int, dst_fd: int, count: int, offset: int) -> int:
-    try:
-        return os.copy_file_range(src_fd, dst_fd, count, offset)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
-            raise
-    data = os.pread(src_fd, count, offset)
-    view = memoryview(data)
-    while len(view):
-        view = view[os.write(dst_fd, view):]
-    return len(data)
 
 
 @dataclass

@@ -3,6 +3,7 @@ written model is the same whichever way its bytes arrived."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -51,6 +52,22 @@ def _model(folder):
     return path, weights
 
 
+@contextlib.contextmanager
+def layouts_seen():
+    """The names each EarlyCopy started in the block was given, in order."""
+    seen, original = [], EarlyCopy.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append(list(self.layout))
+
+    EarlyCopy.__init__ = spy
+    try:
+        yield seen
+    finally:
+        EarlyCopy.__init__ = original
+
+
 def _expected(weights, x, ids):
     return x @ weights["W"] @ weights["V"].T + weights["E"][ids] + weights["bias"]
 
@@ -79,18 +96,8 @@ def test_surely_kept_names_the_weights_no_fold_can_drop(tmp_path):
 def test_export_with_an_early_copy_writes_the_same_model(tmp_path):
     path, weights = _model(tmp_path)
     early = tmp_path / "early.onnx"
-    seen = []
-    original = EarlyCopy.__init__
-
-    def spy(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        seen.append(list(self.layout))
-
-    EarlyCopy.__init__ = spy
-    try:
+    with layouts_seen() as seen:
         result = export_model(path, early, ["y"], external_data="always")
-    finally:
-        EarlyCopy.__init__ = original
     assert seen == [["W", "E"]]  # the copy ran, with the surely kept weights
     x = np.random.default_rng(1).standard_normal((1, D), dtype=np.float32)
     ids = np.array([7], np.int64)
@@ -182,21 +189,36 @@ def test_checkpoint_values_are_copied_early_from_the_checkpoint(tmp_path):
             vi.type.tensor_type.shape.dim[1].dim_value = 1024
     onnx.save(model, tmp_path / "eval_model.onnx")
     params = read_parameters(tmp_path / "checkpoint")
-    seen = []
-    original = EarlyCopy.__init__
-
-    def spy(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        seen.append(list(self.layout))
-
-    EarlyCopy.__init__ = spy
-    try:
+    with layouts_seen() as seen:
         export_model(tmp_path / "eval_model.onnx", tmp_path / "out.onnx", ["logits"], params,
                      external_data="always", fold=False)
-    finally:
-        EarlyCopy.__init__ = original
     assert seen == [["fc1.weight"]]
     x = np.random.default_rng(2).standard_normal((2, 1024), dtype=np.float32)
     session = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(["logits"], {"input": x})[0], reference_mlp(x, weights)[0], rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs a second file system (tmpfs at /dev/shm)")
+def test_copy_range_across_file_systems_reads_and_writes(tmp_path):
+    """copy_file_range refuses to cross file systems (EXDEV): the bytes are read and written."""
+    import tempfile
+
+    from onnxport.core.export.early_copy import copy_range
+
+    data = np.random.default_rng(3).integers(0, 255, 10_000, dtype=np.uint8).tobytes()
+    with tempfile.NamedTemporaryFile(dir="/dev/shm") as src_file:
+        src_file.write(data)
+        src_file.flush()
+        src = os.open(src_file.name, os.O_RDONLY)
+        dst = os.open(tmp_path / "dst", os.O_RDWR | os.O_CREAT)
+        try:
+            assert copy_range(src, dst, 4000, 100, 5000) == 4000  # at an offset
+            os.write(dst, b"head")
+            assert copy_range(src, dst, 3000, 7000) == 3000  # at the file position, which moves
+        finally:
+            os.close(src)
+            os.close(dst)
+    written = (tmp_path / "dst").read_bytes()
+    assert written[5000:9000] == data[100:4100]
+    assert written[:4] == b"head" and written[4:3004] == data[7000:]
