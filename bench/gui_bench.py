@@ -138,9 +138,8 @@ def side_jobs_idle(window) -> bool:
 
 
 def wait_side_jobs(app, window, timeout: float = 600) -> None:
-    for _ in range(40):  # the plan and preview timers fire 150-ish ms after a change
-        app.processEvents()
-        time.sleep(0.005)
+    settle = time.perf_counter() + 0.2  # the plan and preview timers fire 150-ish ms after a change
+    wait(app, lambda: time.perf_counter() > settle)  # in the event loop: a sleep here would be a stall
     wait(app, lambda: side_jobs_idle(window), timeout)
 
 

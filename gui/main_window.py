@@ -360,6 +360,12 @@ class MainWindow(QMainWindow):
         if following:
             bar.setValue(bar.maximum())
 
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Once shown, start the preview's page while nothing else runs (gui/preview/preview_panel.py)."""
+        super().showEvent(event)
+        if hasattr(self.preview, "warm_up"):
+            QTimer.singleShot(0, self.preview, self.preview.warm_up)
+
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         self.runner.cancel()
         self.runner.drop_all()

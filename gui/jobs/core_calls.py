@@ -42,9 +42,8 @@ def types_job(index):
 
 
 def filter_job(index, text: str, outputs_only: bool):
-    def run(progress, cancel):
-        with quiet_gc():
-            return build_tree(index, text, outputs_only)
+    def run(progress, cancel):  # a side job: the runner runs it under quiet_gc
+        return build_tree(index, text, outputs_only)
 
     return run
 

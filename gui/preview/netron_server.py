@@ -36,12 +36,15 @@ SIDEBAR_CSS = ("<style id=\"onnxport-sidebar\">.sidebar-item-value-line, .sideba
                "overflow-wrap: anywhere; word-break: break-all; overflow-x: hidden; }</style>")
 
 
-def patched_index(html: str, file_url: str, name: str, today: datetime.datetime) -> str:
-    """Netron's index.html with a fresh build date, the model to open and SIDEBAR_CSS."""
+def patched_index(html: str, file_url: str | None, name: str, today: datetime.datetime) -> str:
+    """Netron's index.html with a fresh build date, the model to open (None: none, Netron starts
+    on its empty page, ready to open one) and SIDEBAR_CSS."""
     stamp = today.strftime("%Y-%m-%d %H:%M:%S")
     html = re.sub(r'<meta name="date" content="[^"]*">', f'<meta name="date" content="{stamp}">', html)
-    meta = (f'<meta name="type" content="Python">\n<meta name="file" content="{file_url}">\n'
-            f'<meta name="name" content="{name}">\n<meta name="identifier" content="{name}">')
+    meta = '<meta name="type" content="Python">'
+    if file_url is not None:
+        meta += (f'\n<meta name="file" content="{file_url}">\n'
+                 f'<meta name="name" content="{name}">\n<meta name="identifier" content="{name}">')
     html = re.sub(r'(<meta name="version" content="[^"]*">)', lambda m: m.group(1) + "\n" + meta, html, count=1)
     return html.replace("</head>", SIDEBAR_CSS + "\n</head>", 1)
 
@@ -107,7 +110,8 @@ class PreviewServer:
         if path in ("/", "/index.html"):
             today = self.build_date or datetime.datetime.now(datetime.timezone.utc)
             html = (NETRON_DIR / "index.html").read_text(encoding="utf-8")
-            body = patched_index(html, f"/data/{version}/{name}", name, today).encode("utf-8")
+            file_url = f"/data/{version}/{name}" if version else None  # nothing published yet: no model
+            body = patched_index(html, file_url, name, today).encode("utf-8")
             ctype = "text/html"
         elif path.startswith("/data/"):
             body = data if path == f"/data/{version}/{name}" else None

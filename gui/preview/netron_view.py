@@ -8,7 +8,8 @@
   pings, and gets Netron's `consent` cookie before the first load, so the cookie banner never
   covers the graph. (Chromium-wide switches against background traffic: gui/app.py.)
 - `NetronView.run(js, callback)` runs JavaScript in the page; `node_count()` counts the graph
-  nodes Netron drew; `reopen()` opens the next model in the same page (no reload); `focus(node_name)` selects and scrolls to a node.
+  nodes Netron drew; `ready()` says whether Netron runs in the page; `reopen()` opens the next
+  model in the same page (no reload); `focus(node_name)` selects and scrolls to a node.
 - `release()` tears down in the order WebEngine needs: view and page first, then profile.
 """
 
@@ -49,6 +50,9 @@ REOPEN_JS = """(function (url, name, marker) {
   host._openModel(url, name, name).then((status) => { window.__onnxport_drawn = status === '' ? marker : -1; });
   return true;
 })(%s, %s, %d)"""
+# Netron runs in the page and can open a model in place (`reopen`): its view and host exist
+READY_JS = ("!!(window.__view__ && window.__view__._host && "
+            "typeof window.__view__._host._openModel === 'function')")
 FOCUS_JS = """(function (id) {
   const view = window.__view__; const target = view && view._target;
   if (!target || !target._table) { return false; }
@@ -162,6 +166,10 @@ class NetronView(QWebEngineView):
         `reopen`, if used."""
         key = "null" if marker is None else str(int(marker))
         self.run(COUNT_NODES_JS % (key, key), lambda n: callback(int(n or 0)))
+
+    def ready(self, callback) -> None:
+        """`callback(True)` once Netron runs in the page (it can `reopen`), else `callback(False)`."""
+        self.run(READY_JS, lambda ok: callback(bool(ok)))
 
     def reopen(self, data_url: str, name: str, marker: int, callback) -> None:
         """Open `data_url` in the running Netron page; `callback(False)` if there is none."""

@@ -4,7 +4,9 @@
 row); the weight-free preview model (core/graph/preview.py) is built in a side job (newest answer
 only, gui/jobs/runner.py), published on the loopback server (gui/preview/netron_server.py) and
 opened in the running Netron page (the page is loaded only the first time, or again if that
-fails). After each open the panel polls the page until Netron has drawn (`rendered(node_count)`),
+fails). `warm_up()` loads the page with no model while the app idles (the window calls it once
+shown): starting Chromium's page costs the GUI thread ~130 ms when a model is opening meanwhile
+(measured), nothing when idle; the first preview then opens in the running page too. After each open the panel polls the page until Netron has drawn (`rendered(node_count)`),
 then re-focuses the tensor the user had selected, so the place is kept across reloads where
 Netron allows. "Pruned"/"Original" switches between the export's graph and the whole graph.
 A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py,
@@ -66,6 +68,7 @@ class PreviewPanel(QWidget):
         self.reloads = 0  # full page loads (the first one, or after a failed in-page reopen)
         self._page_ready = False  # Netron is running in the page: the next model opens in place
         self._marker: int | None = None  # the in-page open being waited for (None: a page load)
+        self._warming = False  # the page is loading with no model (`warm_up`), not yet running Netron
         self.changed_at = 0.0  # when the last set_model arrived (benchmark: time to drawn)
         self.render_seconds = 0.0
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS, timeout=self._build)
@@ -105,6 +108,14 @@ class PreviewPanel(QWidget):
             layout.addWidget(self.unavailable, 1)
 
     # --- API for the main window ---------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Start Netron's page with no model, if no page was loaded yet (see the module docstring)."""
+        if self.view is None or self._closed or self.reloads or self._warming:
+            return
+        self._warming = True
+        self.reloads += 1
+        self.view.load(QUrl(self.server.origin + "/"))
+
     def set_model(self, model_path: str, outputs: list[str], parameter_names=(), producer_of=None,
                   source=None) -> None:
         """Show `outputs` of the model at `model_path` (debounced). `producer_of(tensor)`: the
@@ -226,12 +237,15 @@ class PreviewPanel(QWidget):
         self.more_button.setVisible(focused is not None and not focused.complete)
         if self.view is None:
             self.last_node_count = 0
+        elif self._warming and self.reuse_page:
+            return  # the page is starting: `_warmed` opens this model in it
         elif self._page_ready and self.reuse_page:
             self.view.reopen(self.server.data_url, name, generation, lambda ok: self._reopened(generation, ok))
         else:
             self._load_page()
 
     def _load_page(self) -> None:
+        self._warming = False
         self._marker = None
         self._page_ready = False
         self.reloads += 1
@@ -260,10 +274,28 @@ class PreviewPanel(QWidget):
         generation = self._generation
         if time.perf_counter() - self._poll_started > RENDER_TIMEOUT_S:
             self._poll.stop()
-            self._failed(generation, "Netron did not draw the graph")
+            if self._warming:  # the next preview loads the page itself
+                self._warming = False
+            else:
+                self._failed(generation, "Netron did not draw the graph")
             return
-        if self.view is not None:
+        if self.view is None:
+            return
+        if self._warming:
+            self.view.ready(self._warmed)
+        else:
             self.view.node_count(lambda n: self._counted(generation, n), self._marker)
+
+    def _warmed(self, ready: bool) -> None:
+        """Netron runs in the warmed-up page: open the preview published meanwhile, if any."""
+        if not ready or not self._warming or not self._poll.isActive():
+            return
+        self._poll.stop()
+        self._warming = False
+        self._page_ready = True
+        if self.last_url and self._request is not None and not self.jobs.side_jobs:
+            generation, name = self._generation, self.server.data_url.rsplit("/", 1)[-1]
+            self.view.reopen(self.server.data_url, name, generation, lambda ok: self._reopened(generation, ok))
 
     def _counted(self, generation: int, count: int) -> None:
         if generation != self._generation or count == 0 or not self._poll.isActive():

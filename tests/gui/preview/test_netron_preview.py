@@ -78,6 +78,35 @@ def test_focus_selects_the_producing_node(qtbot, panel, eval_model):
     assert missing.args[0] is False
 
 
+def test_a_warmed_up_page_opens_the_first_preview_in_place(qtbot, panel, eval_model):
+    """`warm_up` starts Netron with no model; the first preview then opens in that page."""
+    panel.warm_up()
+    qtbot.waitUntil(lambda: panel._page_ready, timeout=60_000)
+    assert panel.reloads == 1 and not any(r.startswith("/data/") for r in panel.server.requests)
+    assert show(qtbot, panel, eval_model, ["logits"]) == 7
+    assert panel.reloads == 1  # no second page load
+
+
+def test_a_preview_ready_before_the_page_opens_once_it_is(qtbot, panel, eval_model):
+    from onnxport.core.graph.focus_preview import preview_answer
+
+    panel.warm_up()
+    panel.set_model(str(eval_model), ["hidden"], PARAMS)
+    panel._debounce.stop()  # published here, at once: certainly while the page is starting
+    panel._generation += 1
+    with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
+        panel._publish(panel._generation, preview_answer(eval_model, ["hidden"], PARAMS), str(eval_model))
+        assert panel._warming
+    assert drawn.args[0] == 4
+    assert panel.reloads == 1
+
+
+def test_the_window_warms_the_preview_up_once_shown(qtbot, window):
+    assert window.tabs.currentWidget() is not window.preview  # even on a tab nobody sees
+    qtbot.waitUntil(lambda: window.preview._page_ready, timeout=60_000)
+    assert window.preview.reloads == 1
+
+
 def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
     """Serve Netron with a build date years old: its own check would loop on 'Please update'."""
     from onnxport.gui.preview.preview_panel import PreviewPanel

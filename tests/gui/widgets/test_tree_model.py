@@ -176,3 +176,22 @@ def test_group_indexes_and_rows_under_the_root(qtbot, index):
 
     check(QModelIndex())
     assert model.index(99, 0) == QModelIndex() and model.rowCount(model.index(0, 1)) == 0
+
+
+def test_every_role_the_tree_paints_with(qtbot, index):
+    """The roles are compared as plain ints (tree_model's constants): each one still answers."""
+    model = OutputsTreeModel(index)
+    name = "/enc/layer.0/attn/MatMul_output_0"
+    row = model.index_of(name)
+    assert model.data(row, Qt.DisplayRole) == name == model.data(row, Qt.UserRole)
+    assert model.data(row) == name  # DisplayRole by default
+    assert name in model.data(row, Qt.ToolTipRole)
+    assert model.data(row, Qt.ForegroundRole) is None  # checkable: not grey
+    assert model.data(model.index_of("loss"), Qt.ForegroundRole) is not None  # training-only: grey
+    group = model.index(1, 0)
+    assert model.data(group, Qt.FontRole).bold() and model.data(row, Qt.FontRole) is None
+    assert model.data(group, Qt.CheckStateRole) is None and model.data(group, Qt.UserRole) is None
+    for role in (Qt.DecorationRole, Qt.TextAlignmentRole, Qt.BackgroundRole, Qt.SizeHintRole):
+        assert model.data(row, role) is None  # Qt's defaults
+    assert model.headerData(0, Qt.Horizontal) == "Name" and model.headerData(0, Qt.Vertical) is None
+    assert model.flags(QModelIndex()) == Qt.NoItemFlags
