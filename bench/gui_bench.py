@@ -19,6 +19,7 @@ Writes build/bench/gui_bench.json; exit 1 if a bar is missed. Runs offscreen.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -69,7 +70,11 @@ def big_export_model(folder: Path, tensors: int = 100, width: int = 2 << 20) -> 
 
 class Heartbeat:
     """Longest gap between 10 ms timer beats on the GUI thread; with `running` (names of the jobs
-    running now), also the longest gap that ended while each job ran ("none": no job ran)."""
+    running now), also the longest gap that ended while each job ran ("none": no job ran).
+
+    Why a stall happens: with ONNXPORT_STALL_STACKS=<file> set, a beat late by more than the bar
+    writes every thread's Python stack to that file (faulthandler's watchdog, which needs no
+    GIL): the thread that holds the GIL, or the GUI thread's own long call, is in it."""
 
     def __init__(self) -> None:
         from PySide6.QtCore import QTimer
@@ -80,13 +85,20 @@ class Heartbeat:
         self.beats = 0
         self.running = None
         self.by_job: dict[str, float] = {}
+        stacks = os.environ.get("ONNXPORT_STALL_STACKS")
+        self.stacks = open(stacks, "a") if stacks else None  # noqa: SIM115 - open for the process's life
 
     def start(self, running=None) -> None:
         self.last = time.perf_counter()
         self.worst, self.beats, self.running, self.by_job = 0.0, 0, running, {}
         self.timer.start()
 
+    def _watch(self) -> None:
+        if self.stacks is not None:
+            faulthandler.dump_traceback_later((STALL_BAR_MS + BEAT_MS) / 1000, file=self.stacks)
+
     def _beat(self) -> None:
+        self._watch()
         now = time.perf_counter()
         gap = now - self.last
         self.worst = max(self.worst, gap)
@@ -98,6 +110,10 @@ class Heartbeat:
 
     def stop(self) -> float:
         self.timer.stop()
+        if self.stacks is not None:
+            faulthandler.cancel_dump_traceback_later()
+            self.stacks.write("---- end of a phase\n")
+            self.stacks.flush()
         return max(0.0, self.worst * 1000 - BEAT_MS)
 
     def stalls_by_job(self) -> dict[str, float]:

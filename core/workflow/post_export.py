@@ -64,7 +64,8 @@ class PostExportResult:
                         "summary_lines": list(self.summary_lines)}
 
 
-def _params(checkpoints) -> ParameterSet | None:
+def read_checkpoints(checkpoints) -> ParameterSet | None:
+    """`checkpoints` as one ParameterSet: given as one, or read from their paths (merged)."""
     if isinstance(checkpoints, ParameterSet):
         return checkpoints
     if not checkpoints:
@@ -102,7 +103,7 @@ def post_export(
     validation, quantized, bench = validated, None, None
     if validate_now:
         report.check()
-        validation = run_validate(out, model_path, params=_params(checkpoints), inputs=inputs,
+        validation = run_validate(out, model_path, params=read_checkpoints(checkpoints), inputs=inputs,
                                   progress=steps.begin("validating"), cancel=cancel, **sizes)
     if quantize:
         report.check()
@@ -136,7 +137,7 @@ class ValidationGate:
         self.out_path = Path(out_path)
         self.sizes = {"dim_sizes": dim_sizes, "shapes": shapes}
         self.model_path = model_path
-        self.params = _params(checkpoints)
+        self.params = read_checkpoints(checkpoints)
         self.inputs = inputs
         self.progress, self.cancel = progress, cancel
         self.report: ValidationReport | None = None

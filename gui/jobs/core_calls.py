@@ -11,6 +11,7 @@ from pathlib import Path
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.export.export import ExportResult, export_model, plan_export
 from onnxport.core.graph.index_types import fill_types
+from onnxport.core.util.child_call import call_in_child
 from onnxport.core.util.progress import Steps
 from onnxport.core.workflow.export_steps import export_steps, post_steps
 from onnxport.core.workflow.sources import LoadedSources, open_sources
@@ -57,7 +58,9 @@ def plan_job(sources: LoadedSources, outputs: list[str]):
 
 
 def export_job(sources: LoadedSources, outputs: list[str], choices):
-    """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None)."""
+    """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None).
+    The export streams in this worker; validation and quantization run in a child process
+    (core/util/child_call.py: they hold the GIL for seconds on a big model)."""
     post_needed = choices.validate or choices.quantize
     post_names = post_steps(False, choices.quantize)  # validation runs in the export (its gate)
 
@@ -65,35 +68,44 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
         steps = Steps(progress, export_steps(choices.validate, choices.quantize), cancel)
         if sources.match is not None:
             sources.match.raise_if_unusable()
-        gate = None
-        if choices.validate:  # validated before it is put in place: a failed validation writes nothing
-            from onnxport.core.workflow.post_export import ValidationGate
-
-            gate = ValidationGate(choices.path, sources.model_path, sources.params,
-                                  progress=steps.step("validating"), cancel=cancel)
+        gate = ChildGate(choices.path, sources, steps.step("validating"), cancel) if choices.validate else None
         result = export_model(sources.model_path, choices.path, outputs, sources.params,
                               external_data=choices.external_data, progress=steps.begin("exporting"),
                               cancel=cancel, verify=gate)
         post = None
         if post_needed:
-            from onnxport.core.workflow.post_export import post_export
+            from onnxport.core.workflow.child_steps import post_export_step
 
-            post = post_export(result, sources.model_path, sources.params, quantize=choices.quantize,
-                               validate=choices.validate, progress=steps.span(post_names), cancel=cancel,
-                               validated=gate.report if gate is not None else None)
+            post = call_in_child(post_export_step, result, sources.model_path, sources.param_paths,
+                                 quantize=choices.quantize, validate=choices.validate,
+                                 progress=steps.span(post_names), cancel=cancel,
+                                 validated=gate.report if gate is not None else None)
         steps.finished()
         return result, post
 
     return run
 
 
+class ChildGate:
+    """`post_export.ValidationGate`, run in a child process (the export's `verify`)."""
+
+    def __init__(self, out_path: Path, sources: LoadedSources, progress, cancel) -> None:
+        self.out_path, self.sources, self.progress, self.cancel = out_path, sources, progress, cancel
+        self.report = None
+
+    def __call__(self, staged: Path) -> None:
+        from onnxport.core.workflow.child_steps import gate_validation
+
+        self.report = call_in_child(gate_validation, staged, self.out_path, self.sources.model_path,
+                                    self.sources.param_paths, progress=self.progress, cancel=self.cancel)
+
+
 def validate_job(sources: LoadedSources, exported: Path):
     def run(progress, cancel):
-        from onnxport.core.evaluate.validate import validate
+        from onnxport.core.workflow.child_steps import validate_export
 
-        validation = validate(exported, sources.model_path, params=sources.params, progress=progress,
-                              cancel=cancel)
-        return build_report(export={"path": str(exported)}, validation=validation)
+        return call_in_child(validate_export, exported, sources.model_path, sources.param_paths,
+                             progress=progress, cancel=cancel)
 
     return run
 
@@ -109,7 +121,8 @@ def requantize_job(quantized: Path, reference: Path, exclude_more: list[str]):
     def run(progress, cancel):
         from onnxport.core.quantize.quantize import requantize
 
-        result = requantize(quantized, reference, quantized, exclude_more, progress=progress, cancel=cancel)
+        result = call_in_child(requantize, quantized, reference, quantized, exclude_more, progress=progress,
+                               cancel=cancel)
         return build_report(export={"path": str(reference)}, quantize=result)
 
     return run

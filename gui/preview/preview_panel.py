@@ -272,6 +272,9 @@ class PreviewPanel(QWidget):
 
     def _check_drawn(self) -> None:
         generation = self._generation
+        if self.view is not None and not self._warming and not self.view.isVisible():
+            self._poll_started = time.perf_counter()  # Chromium lays out no page nobody sees: no timeout
+            return
         if time.perf_counter() - self._poll_started > RENDER_TIMEOUT_S:
             self._poll.stop()
             if self._warming:  # the next preview loads the page itself

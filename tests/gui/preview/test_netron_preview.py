@@ -107,6 +107,23 @@ def test_the_window_warms_the_preview_up_once_shown(qtbot, window):
     assert window.preview.reloads == 1
 
 
+def test_a_preview_nobody_sees_waits_instead_of_failing(qtbot, panel, eval_model, monkeypatch):
+    """Chromium lays out no hidden page: the render timeout runs only while the preview is seen."""
+    from onnxport.gui.preview import preview_panel
+
+    monkeypatch.setattr(preview_panel, "RENDER_TIMEOUT_S", 0.3)
+    failures = []
+    panel.failed.connect(failures.append)
+    panel.hide()
+    panel.set_model(str(eval_model), ["logits"], PARAMS)
+    qtbot.waitUntil(lambda: panel._poll.isActive(), timeout=30_000)
+    qtbot.wait(800)  # well past the timeout
+    assert not failures and panel._poll.isActive()
+    with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
+        panel.show()
+    assert drawn.args[0] == 7 and not failures
+
+
 def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
     """Serve Netron with a build date years old: its own check would loop on 'Please update'."""
     from onnxport.gui.preview.preview_panel import PreviewPanel

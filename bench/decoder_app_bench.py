@@ -1,0 +1,184 @@
+"""LLM scale in the app: the ~1B-parameter decoder opened, cut at an early layer, previewed,
+exported, validated and quantized in the real window, with the GUI thread's stalls and the
+process's peak memory per phase.
+
+    python -m bench decoder_app_bench
+
+The model is decoder_bench's (bench/decoder_model.py: 16 Llama-like layers, hidden 2048, ~23k
+nodes, ~3.8 GB of float32 weights in 18 external data files; built once under
+build/bench/decoder/ and shared with decoder_bench). The window is driven the way a user drives
+it, each phase timed until what the user waits for is there:
+
+1. open: `open_paths([model.onnx])` until the tree is interactive (`loaded`);
+2. after open: the side jobs the open starts (shapes, the "export keeps" plan, the focused
+   preview of the default output) until all are done;
+3. early exit: the residual stream after layer 1 checked instead (the plan and the preview follow)
+   until Netron has drawn the focused preview;
+4. export: that output written (validation off), as Model > Export does;
+5. validate: Model > Validate on it (the export against the original graph, ONNX Runtime on
+   generated token ids);
+6. quantize: Model > Quantize, dynamic int8, validated (the default the export dialog offers).
+
+Per phase: wall seconds; the longest GUI-thread stall (gui_bench's 10 ms heartbeat), also by the
+side job running when it ended; the peak RSS of the app's own process during the phase (VmHWM,
+reset at the phase's start through /proc/self/clear_refs; Chromium's processes are not counted),
+as a ratio to the parameter bytes. Bars (issue #16): every stall <= 50 ms (goal 16 ms); peak RSS
+<= 0.25x the parameter bytes while opening, previewing and exporting (validation and quantization
+run ONNX Runtime on the exported layers, reported, not barred). Writes
+build/bench/decoder_app_bench.json; exit 1 if a bar is missed. Runs offscreen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from bench.decoder_bench import OUT, prepare, warm  # noqa: E402
+from bench.decoder_model import DecoderConfig  # noqa: E402
+from bench.gui_bench import STALL_BAR_MS, STALL_GOAL_MS, Heartbeat, running_jobs, wait, wait_side_jobs  # noqa: E402
+
+RSS_BAR = 0.25
+RSS_BARRED = ("open", "after_open", "early_exit", "export")
+
+
+def reset_peak_rss() -> None:
+    """Start a new peak: VmHWM becomes the current RSS (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+
+
+class Phases:
+    """Times each phase of the flow with the heartbeat running and the peak RSS reset."""
+
+    def __init__(self, app, window, params: int) -> None:
+        self.app, self.window, self.params = app, window, params
+        self.beat = Heartbeat()
+        self.rows: dict[str, dict] = {}
+
+    def run(self, name: str, start, done, timeout: float = 1800) -> dict:
+        """`start()` begins the phase; it ends when `done()` is true (waited for in the event
+        loop), or, if `done` is None, when the side jobs are over (`wait_side_jobs`)."""
+        reset_peak_rss()
+        self.beat.start(lambda: running_jobs(self.window))
+        t0 = time.perf_counter()
+        start()
+        if done is None:
+            wait_side_jobs(self.app, self.window, timeout)
+        else:
+            wait(self.app, done, timeout)
+        seconds = time.perf_counter() - t0
+        stall = self.beat.stop()
+        peak = peak_rss()
+        row = self.rows[name] = {"seconds": round(seconds, 2), "stall_ms": round(stall, 1),
+                                 "stall_by_job_ms": self.beat.stalls_by_job(), "peak_rss": peak,
+                                 "rss_vs_params": round(peak / self.params, 3)}
+        print(f"{name:11} {seconds:7.2f} s, longest GUI stall {stall:5.1f} ms, peak RSS {peak / 2**20:6.0f} MB "
+              f"({row['rss_vs_params']:.3f}x params)", flush=True)
+        return row
+
+
+def main() -> int:
+    from onnxport.gui.app import prepare_environment, tune_process
+
+    prepare_environment()
+    tune_process()  # as the app's main() runs it
+    from PySide6.QtCore import QCoreApplication, QSettings, Qt
+    from PySide6.QtWidgets import QApplication
+
+    QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
+    import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
+
+    from onnxport.gui.dialogs.export_dialog import ExportChoices
+    from onnxport.gui.main_window import MainWindow
+
+    info = prepare(OUT / "decoder", DecoderConfig())
+    model, data = Path(info["model"]), [Path(p) for p in info["data_files"]]
+    params, early = info["param_bytes"], info["layer_outputs"][1]
+    warm([model, *data])  # a warm page cache, as decoder_bench's steps start from
+    work = OUT / "decoder-app-out"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    app = QApplication.instance() or QApplication([])
+    settings = QSettings(str(work / "settings.ini"), QSettings.IniFormat)
+    window = MainWindow(settings=settings)
+    window.show()
+    wait(app, lambda: window.preview._page_ready or window.preview.view is None, 60)  # as a user sees it start
+    loaded, ended = [], []
+    window.loaded.connect(lambda: loaded.append(True))
+    window.jobEnded.connect(lambda name, how: ended.append((name, how)))
+    preview = window.preview
+
+    def drawn() -> bool:
+        return preview.view is None or (not preview._poll.isActive() and not preview._debounce.isActive()
+                                        and not preview.jobs.side_jobs and preview.last_node_count >= 0)
+
+    def job_over(name: str):
+        return lambda: any(n == name for n, _how in ended)
+
+    def ended_how(name: str) -> str:
+        return next((how for n, how in reversed(ended) if n == name), "not run")
+
+    print(f"decoder: {params / 1e9:.2f} GB of parameters, {len(data)} data files; early exit {early}", flush=True)
+    phases = Phases(app, window, params)
+    phases.run("open", lambda: window.open_paths([model]), lambda: bool(loaded) or (window.job is None and bool(ended)))
+    if not loaded:
+        raise RuntimeError(f"the window could not open {model}: {ended}")
+    phases.run("after_open", lambda: None, None)
+    window.tabs.setCurrentWidget(preview)  # the user looks at the preview (Chromium lays out pages seen)
+    phases.run("early_exit", lambda: window.model.set_checked_outputs([early]),
+               lambda: drawn() and not window.runner.side_jobs and not window._plan_timer.isActive())
+    phases.rows["early_exit"]["preview_nodes_drawn"] = preview.last_node_count
+    phases.rows["early_exit"]["preview_seconds"] = round(preview.render_seconds, 2)
+    out = work / "early_exit.onnx"
+    phases.run("export", lambda: window.start_export(ExportChoices(out, validate=False)), job_over("export"))
+    phases.rows["export"]["ended"] = ended_how("export")
+    phases.rows["export"]["bytes"] = sum(p.stat().st_size for p in work.glob("early_exit.onnx*"))
+    phases.run("validate", window.validate_last, job_over("validate"))
+    phases.rows["validate"]["ended"] = ended_how("validate")
+    phases.rows["validate"]["passed"] = window.report_view.report.get("passed") if window.report_view.report else None
+    ended.clear()
+    quantized = work / "early_exit_q.onnx"
+    phases.run("quantize", lambda: window.start_export(ExportChoices(quantized, quantize="dynamic", validate=True)),
+               job_over("export"))
+    phases.rows["quantize"]["ended"] = ended_how("export")
+    window.close()
+    settings.sync()
+    return report(phases.rows, params, info, work)
+
+
+def report(rows: dict, params: int, info: dict, work: Path) -> int:
+    ok = all(row["stall_ms"] <= STALL_BAR_MS for row in rows.values())
+    ok &= all(rows[name]["rss_vs_params"] <= RSS_BAR for name in RSS_BARRED)
+    ok &= all(rows[name].get("ended") == "returned" for name in ("export", "validate", "quantize"))
+    ok &= rows["validate"].get("passed") is True
+    results = {"param_bytes": params, "data_files": len(info["data_files"]), "phases": rows,
+               "bars": {"stall_ms": STALL_BAR_MS, "stall_goal_ms": STALL_GOAL_MS, "rss_vs_params": RSS_BAR,
+                        "rss_barred_phases": list(RSS_BARRED), "met": ok}}
+    (OUT / "decoder_app_bench.json").write_text(json.dumps(results, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{'phase':11} {'s':>7} {'stall ms':>9} {'peak RSS':>10} {'RSS/params':>10}  stall by job (ms)")
+    for name, row in rows.items():
+        print(f"{name:11} {row['seconds']:7.2f} {row['stall_ms']:9.1f} {row['peak_rss'] / 2**20:8.0f}MB "
+              f"{row['rss_vs_params']:10.3f}  " + ", ".join(f"{k} {v}" for k, v in row["stall_by_job_ms"].items()))
+    early = rows["early_exit"]
+    print(f"early exit preview: {early['preview_nodes_drawn']} nodes drawn in {early['preview_seconds']} s; "
+          f"validation {'PASSED' if rows['validate'].get('passed') else 'NOT PASSED'}; "
+          f"export {rows['export'].get('bytes', 0) / 1e9:.2f} GB")
+    print(f"\nbars (every GUI stall <= {STALL_BAR_MS:.0f} ms, goal {STALL_GOAL_MS:.0f}; peak RSS <= {RSS_BAR}x "
+          f"parameters while opening, previewing, exporting): {'MET' if ok else 'NOT MET'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Run one core function in a fresh Python process: its GIL and its memory are not the caller's.
+
+Why: the app runs core work in worker threads, but some of it holds Python's GIL for seconds
+whatever thread it runs in - ONNX Runtime's quantization tooling loads, shape-infers and saves
+whole models (`onnx.load`, `infer_shapes_path`, `SerializeToString`: C++ calls that never release
+it), and validation parses models with inline weights. Measured on the 1B decoder's early exit
+(0.67 GB, bench/decoder_app_bench.py): the GUI thread froze 3.8 s while quantizing and 160 ms
+while validating, and the app's RSS peaked at 1.7x the parameter bytes. In a child process the
+GUI thread keeps the GIL to itself and the memory goes when the child does.
+
+Contract: `call_in_child(fn, *args, progress=..., cancel=..., **kwargs)` calls the module-level
+function `fn(*args, progress=<proxy>, cancel=<proxy token>, **kwargs)` in `python -m
+onnxport.core.util.child_call` and returns its result, or raises its exception (with its `hint`,
+its traceback text in `child_traceback`). `progress(fraction, message)` calls are forwarded to
+the caller's `progress`; the caller's `cancel` is forwarded to the child's token (the child stops
+at its next check, as it would in process, and its temp+rename writers leave nothing). A commit
+in the child commits the caller's token. A child that dies without answering raises
+`OnnxportError` naming its exit status. Arguments and results travel pickled over private pipes
+between this process and the child it started (never from a file).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.progress import CancelToken
+
+_HEADER = struct.Struct("<Q")
+_CANCEL = b"c"
+PROGRESS_INTERVAL_S = 0.05
+
+
+def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], None] | None = None,
+                  cancel: CancelToken | None = None, **kwargs) -> Any:
+    """See the module docstring."""
+    if cancel is not None:
+        cancel.check()
+    read_fd, write_fd = os.pipe()
+    request = pickle.dumps((fn.__module__, fn.__qualname__, args, kwargs, list(sys.path)))
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
+                                 stdin=subprocess.PIPE, pass_fds=(write_fd,))
+    finally:
+        os.close(write_fd)
+    answers = os.fdopen(read_fd, "rb")
+    watcher = threading.Thread(target=_forward_cancel, args=(child, cancel), daemon=True)
+    try:
+        child.stdin.write(_HEADER.pack(len(request)) + request)
+        child.stdin.flush()
+        watcher.start()
+        while True:
+            frame = _read_frame(answers)
+            if frame is None:
+                code = child.wait()
+                raise OnnxportError(f"{fn.__name__} ended without an answer (its process exited with status {code})")
+            kind, *body = frame
+            if kind == "progress" and progress is not None:
+                progress(*body)
+            elif kind == "commit" and cancel is not None:
+                cancel.commit()
+            elif kind == "returned":
+                return body[0]
+            elif kind == "errored":
+                raise body[0]
+    finally:
+        answers.close()
+        if child.poll() is None:
+            try:
+                child.stdin.close()  # the child's cancel reader ends; the child ends after its answer
+            except OSError:
+                pass
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+def _forward_cancel(child: subprocess.Popen, cancel: CancelToken | None) -> None:
+    """Tell the child once the caller cancels (polled: a CancelToken has no callback)."""
+    if cancel is None:
+        return
+    while child.poll() is None:
+        if cancel.wait(0.1):
+            try:
+                child.stdin.write(_CANCEL)
+                child.stdin.flush()
+            except (OSError, ValueError):
+                pass
+            return
+
+
+def _read_frame(stream) -> tuple | None:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    body = stream.read(size)
+    return pickle.loads(body) if len(body) == size else None
+
+
+# --- the child's side ------------------------------------------------------------------------------
+class _ChildToken(CancelToken):
+    """The child's cancel token: set by the parent's cancel byte; a commit is told to the parent."""
+
+    def __init__(self, send) -> None:
+        super().__init__()
+        self._send = send
+
+    def commit(self) -> None:
+        super().commit()
+        self._send(("commit",))
+
+
+def _child_main(fd: int) -> int:
+    out = os.fdopen(fd, "wb")
+    lock = threading.Lock()
+
+    def send(frame: tuple) -> None:
+        data = pickle.dumps(frame)
+        with lock:
+            out.write(_HEADER.pack(len(data)) + data)
+            out.flush()
+
+    stdin = sys.stdin.buffer
+    (size,) = _HEADER.unpack(stdin.read(_HEADER.size))
+    module, qualname, args, kwargs, path = pickle.loads(stdin.read(size))
+    sys.path[:] = path
+    token = _ChildToken(send)
+
+    def read_cancel() -> None:
+        if stdin.read(1) == _CANCEL:
+            token.cancel()
+
+    threading.Thread(target=read_cancel, daemon=True).start()
+    last = [0.0]
+
+    def progress(fraction: float | None, message: str) -> None:
+        now = time.monotonic()  # at most ~20 a second cross the pipe (the app's worker throttles so)
+        if now - last[0] >= PROGRESS_INTERVAL_S or (fraction is not None and fraction >= 1.0):
+            last[0] = now
+            send(("progress", fraction, message))
+
+    try:
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+        result = fn(*args, progress=progress, cancel=token, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - sent to the caller, never lost
+        exc.child_traceback = traceback.format_exc()
+        try:
+            send(("errored", exc))
+        except Exception:  # noqa: BLE001 - an exception that does not pickle: its text does
+            send(("errored", RuntimeError(f"{type(exc).__name__}: {exc}\n{exc.child_traceback}")))
+        return 1
+    send(("returned", result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(int(sys.argv[1])))

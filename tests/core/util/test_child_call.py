@@ -1,0 +1,55 @@
+"""call_in_child: a core function run in a fresh process answers as it would in process -
+result, progress, its one-line error with its hint, cancel, commit - and a dead child is an error."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from onnxport.core.util.child_call import call_in_child
+from onnxport.core.util.errors import Cancelled, OnnxportError
+from onnxport.core.util.progress import CancelToken
+
+from . import child_functions as f
+
+
+def test_the_result_and_progress_come_back_from_another_process():
+    seen = []
+    result = call_in_child(f.add, 2, 3, scale=10, progress=lambda fr, msg: seen.append((fr, msg)))
+    assert result["sum"] == 50 and result["pid"] != os.getpid()
+    assert seen[-1] == (1.0, "done")
+
+
+def test_a_user_error_keeps_its_line_and_hint():
+    with pytest.raises(OnnxportError) as caught:
+        call_in_child(f.refuse)
+    assert caught.value.one_line() == "no such output: x (pick one from the tree)"
+    assert "refuse" in caught.value.child_traceback
+
+
+def test_a_cancel_reaches_the_child(tmp_path):
+    token, marker = CancelToken(), tmp_path / "running"
+    threading.Thread(target=lambda: (_wait_for(marker), token.cancel()), daemon=True).start()
+    with pytest.raises(Cancelled):
+        call_in_child(f.wait_for_cancel, str(marker), cancel=token)
+
+
+def test_a_commit_in_the_child_commits_the_callers_token():
+    token = CancelToken()
+    assert call_in_child(f.commit_then_return, cancel=token) == "kept"
+    assert token.committed
+
+
+def test_a_child_that_dies_is_a_clear_error():
+    with pytest.raises(OnnxportError, match="status 3"):
+        call_in_child(f.die)
+
+
+def _wait_for(path, timeout: float = 30.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.01)
