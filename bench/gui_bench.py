@@ -223,9 +223,9 @@ def main() -> int:
             # lays out the whole graph for seconds) must not run during the next open
             window = MainWindow(settings=settings)
             window.show()
-            for _ in range(150):  # let its WebEngine processes start before the clock runs
-                app.processEvents()
-                time.sleep(0.01)
+            # let its WebEngine processes and Netron's page start before the clock runs, as the
+            # app has started before a user opens a model (gui/preview/preview_panel.py warm_up)
+            wait(app, lambda: window.preview._page_ready or getattr(window.preview, "view", None) is None, 60)
             window.bench_loaded = []
             window.loaded.connect(lambda: window.bench_loaded.append(time.perf_counter()))
             return window

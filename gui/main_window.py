@@ -200,7 +200,8 @@ class MainWindow(QMainWindow):
         self._update_actions()
         if loaded.index.pending_types is not None:  # a big graph's shapes come after its tree
             model = self.model
-            self.runner.side("types", core_calls.types_job(loaded.index), lambda _n: self._typed(model))
+            self.runner.side("types", core_calls.types_job(loaded.index), lambda _n: self._typed(model),
+                             serial=False)  # waits on its child process: not in the side jobs' lane
         else:
             self.runner.drop("types")  # the previous model's, if still inferring
         self.loaded.emit()

@@ -28,6 +28,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.graph.tensor_info import Dim
+from onnxport.core.util.background import lower_priority
 from onnxport.core.util.progress import CancelToken
 
 TIMEOUT_S = 600
@@ -87,6 +88,7 @@ class TypeInference:
         try:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL)
+            lower_priority(proc)  # the open it runs beside comes first
         except OSError:
             proc = None
         return cls(proc)

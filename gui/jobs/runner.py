@@ -13,6 +13,10 @@ Two kinds of job (each a `Job`, gui/jobs/worker.py):
   is dropped; `drop` does the same to the one in flight. They run under `quiet_gc`: Python's
   full collections, triggered by the many containers a graph pass allocates, each held the GIL
   for 20-50 ms at 300,000 nodes (measured) - a GUI-thread stall although the work is in a worker.
+  And they run one at a time (one pool thread, shared by every runner: the window's plan and
+  filter, the preview's model): with two side jobs running Python next to it, the GUI thread
+  waited 65-140 ms for the GIL (measured at 10,000 nodes; 2 cores). A side job that mostly
+  waits on a child process (`serial=False`: the shapes) runs beside them.
 
 Callbacks are called on the GUI thread and never after the runner (a child of its widget) is
 deleted: a job may finish after its window is gone.
@@ -25,10 +29,21 @@ from collections.abc import Callable
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from .quiet_gc import quiet_gc
 from .worker import Job, JobFn
+
+_lane: QThreadPool | None = None
+
+
+def serial_lane() -> QThreadPool:
+    """The one pool thread side jobs share (see the module docstring)."""
+    global _lane
+    if _lane is None:
+        _lane = QThreadPool()
+        _lane.setMaxThreadCount(1)
+    return _lane
 
 
 class JobRunner(QObject):
@@ -112,8 +127,9 @@ class JobRunner(QObject):
 
     # --- side jobs: newest answer only ---------------------------------------------------------
     def side(self, name: str, fn: JobFn, on_result: Callable[[Any], None],
-             on_error: Callable[[BaseException], None] | None = None) -> Job:
-        """Run `fn` quietly; only the newest `side` job of this `name` reaches its callbacks."""
+             on_error: Callable[[BaseException], None] | None = None, serial: bool = True) -> Job:
+        """Run `fn` quietly; only the newest `side` job of this `name` reaches its callbacks.
+        `serial`: in the one-at-a-time lane (see the module docstring)."""
         generation = self.drop(name)
 
         def current() -> bool:
@@ -130,7 +146,7 @@ class JobRunner(QObject):
         self.side_jobs.add(job)
         self._newest[name] = job
         job.signals.finished.connect(lambda: self._side_finished(name, job))
-        job.start()
+        job.start(serial_lane() if serial else None)
         return job
 
     def drop(self, name: str) -> int:

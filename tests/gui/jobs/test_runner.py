@@ -191,7 +191,8 @@ def test_drop_all_cancels_every_side_job_in_flight(qtbot):
             cancel.check()
             threading.Event().wait(0.005)
 
-    jobs = [runner.side(name, until_cancelled, answers.append) for name in ("plan", "types")]
+    jobs = [runner.side("plan", until_cancelled, answers.append),
+            runner.side("types", until_cancelled, answers.append, serial=False)]  # both running at once
     started.wait(WAIT)
     runner.drop_all()
     assert all(job.cancel_requested for job in jobs)
@@ -226,3 +227,34 @@ def test_side_jobs_run_with_the_cycle_collector_off(qtbot):
     qtbot.waitUntil(lambda: bool(seen) and not runner.side_jobs, timeout=10_000)
     assert seen == [False]
     assert gc.isenabled() == was
+
+
+def test_serial_side_jobs_of_every_runner_run_one_at_a_time(qtbot):
+    """Two side jobs running Python at once made the GUI thread wait 65-140 ms for the GIL: the
+    window's and the preview's side jobs share one lane; `serial=False` ones run beside it."""
+    window_runner, preview_runner = JobRunner(), JobRunner()
+    lock, overlaps, answers = threading.Lock(), [], []
+    running = [0]
+
+    def busy(name):
+        def run(progress, cancel):
+            with lock:
+                running[0] += 1
+                overlaps.append(running[0])
+            threading.Event().wait(0.05)
+            with lock:
+                running[0] -= 1
+            return name
+
+        return run
+
+    window_runner.side("plan", busy("plan"), answers.append)
+    preview_runner.side("preview", busy("preview"), answers.append)
+    window_runner.side("filter", busy("filter"), answers.append)
+    gate = threading.Event()
+    window_runner.side("types", gated(gate, "types"), answers.append, serial=False)
+    qtbot.waitUntil(lambda: len(answers) == 3, timeout=10_000)
+    assert max(overlaps) == 1 and sorted(answers) == ["filter", "plan", "preview"]
+    gate.set()  # the shapes were waiting beside the lane all along
+    qtbot.waitUntil(lambda: not window_runner.side_jobs, timeout=10_000)
+    assert "types" in answers
