@@ -129,6 +129,7 @@ class EarlyCopy:
                     n = copy_range(src, self.fd, min(left, CHUNK), offset, at)
                     if n == 0:
                         raise CorruptFileError(f"{span.path}: truncated (expected {span.length} bytes at {span.offset})")
+                    start_writeback(self.fd, at, n)
                     offset, at, left = offset + n, at + n, left - n
                     self.done += n
         except BaseException as exc:  # handed to the writer's thread by wait()
@@ -170,6 +171,30 @@ def _reserve(fd: int, size: int) -> None:
     fallocate = _fallocate()
     if fallocate is not None:
         fallocate(fd, 0, 0, size)  # -1 where unsupported: nothing reserved, nothing lost
+
+
+def start_writeback(fd: int, offset: int, count: int) -> None:
+    """Have the kernel start writing these bytes to disk now (Linux's sync_file_range(2),
+    SYNC_FILE_RANGE_WRITE: it does not wait), so the export's final fsync has little left to
+    flush: without it, 3.6 GB copied early left a 0.6 s fsync after the copy (measured). Elsewhere
+    nothing happens and the final fsync does it all."""
+    sync_file_range = _libc_function("sync_file_range")
+    if sync_file_range is not None:
+        sync_file_range(fd, offset, count, SYNC_FILE_RANGE_WRITE)
+
+
+SYNC_FILE_RANGE_WRITE = 2
+
+
+@functools.cache
+def _libc_function(name: str):
+    try:
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
 
 
 @functools.cache

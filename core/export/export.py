@@ -185,12 +185,14 @@ def export_model(
         match_parameters(model, params).raise_if_unusable()
     report.check()
     report(0.02, "pruning")
-    check_graph(model.graph, str(model_path))  # a cycle or a tensor made twice: refuse before writing
     plan = plan_prune(model, outputs, set(params) if params is not None else set())
     with AtomicWrite(out_path) as tx:
         # the weights surely kept are copied into the data file while the passes below run
         early = _start_early_copy(tx, model, model_path, plan, params, external_data, fold)
         try:
+            # a cycle or a tensor made twice: refused before anything is put in place (the copy
+            # started above only fills a temp file, removed with the rest)
+            check_graph(model.graph, str(model_path))
             built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
                                           check=report.check)
             skeleton, consts = built.skeleton, built.consts

@@ -222,3 +222,21 @@ def test_copy_range_across_file_systems_reads_and_writes(tmp_path):
     written = (tmp_path / "dst").read_bytes()
     assert written[5000:9000] == data[100:4100]
     assert written[:4] == b"head" and written[4:3004] == data[7000:]
+
+
+def test_a_graph_refused_while_the_copy_runs_leaves_nothing(tmp_path):
+    """The copy starts before the graph is checked (it only fills a temp file): a tensor made twice
+    is still refused before anything is put in place, and the copy thread is gone."""
+    path, _ = _model(tmp_path)
+    model = load_graph(path)
+    model.graph.node.append(helper.make_node("Identity", ["h1"], ["h2"], name="twice"))  # h2 made twice
+    broken = tmp_path / "broken.onnx"
+    onnx.save(model, broken)
+    out = tmp_path / "out.onnx"
+    out.write_bytes(b"precious")
+    with layouts_seen() as seen, pytest.raises(CorruptFileError):
+        export_model(broken, out, ["y"], external_data="always")
+    assert seen and seen[0]  # the copy had started
+    assert out.read_bytes() == b"precious"
+    assert sorted(os.listdir(tmp_path)) == ["broken.onnx", "model.data", "model.onnx", "out.onnx"]
+    assert not [t for t in threading.enumerate() if t.name == "onnxport-early-copy"]
