@@ -13,7 +13,8 @@ function `fn(*args, progress=<proxy>, cancel=<proxy token>, **kwargs)` in `pytho
 onnxport.core.util.child_call` and returns its result, or raises its exception (with its `hint`,
 its traceback text in `child_traceback`). `progress(fraction, message)` calls are forwarded to
 the caller's `progress`; the caller's `cancel` is forwarded to the child's token (the child stops
-at its next check, as it would in process, and its temp+rename writers leave nothing). A commit
+at its next check, as it would in process, and its temp+rename writers leave nothing); so is the
+caller's end: a child whose caller died (the app killed mid-quantization) cancels itself. A commit
 in the child commits the caller's token. A child that dies without answering raises
 `OnnxportError` naming its exit status. Arguments and results travel pickled over private pipes
 between this process and the child it started (never from a file).
@@ -142,7 +143,7 @@ def _child_main(fd: int) -> int:
     token = _ChildToken(send)
 
     def read_cancel() -> None:
-        if stdin.read(1) == _CANCEL:
+        if stdin.read(1) in (_CANCEL, b""):  # a cancel, or the caller is gone (its end closed)
             token.cancel()
 
     threading.Thread(target=read_cancel, daemon=True).start()

@@ -53,3 +53,28 @@ def _wait_for(path, timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while not path.exists() and time.monotonic() < end:
         time.sleep(0.01)
+
+
+def test_a_child_whose_caller_is_gone_cancels_itself(tmp_path):
+    """The caller's end of the pipe closing (the app killed mid-job) is a cancel, not an order to
+    finish and write files nobody waits for."""
+    import pickle
+    import subprocess
+    import sys
+
+    from onnxport.core.util import child_call
+
+    marker = tmp_path / "running"
+    read_fd, write_fd = os.pipe()
+    child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
+                             stdin=subprocess.PIPE, pass_fds=(write_fd,))
+    os.close(write_fd)
+    request = pickle.dumps((f.wait_for_cancel.__module__, "wait_for_cancel", (str(marker),), {}, list(sys.path)))
+    child.stdin.write(child_call._HEADER.pack(len(request)) + request)
+    child.stdin.flush()
+    _wait_for(marker)
+    child.stdin.close()  # as when the caller dies
+    with os.fdopen(read_fd, "rb") as answers:
+        kind, exc = child_call._read_frame(answers)
+    assert kind == "errored" and isinstance(exc, Cancelled)
+    assert child.wait(timeout=30) == 1
