@@ -119,9 +119,6 @@ def main() -> int:
     window.jobEnded.connect(lambda name, how: ended.append((name, how)))
     preview = window.preview
 
-    def drawn() -> bool:
-        return preview.view is None or (not preview._poll.isActive() and not preview._debounce.isActive()
-                                        and not preview.jobs.side_jobs and preview.last_node_count >= 0)
 
     def job_over(name: str):
         return lambda: any(n == name for n, _how in ended)
@@ -137,7 +134,7 @@ def main() -> int:
     phases.run("after_open", lambda: None, None)
     window.tabs.setCurrentWidget(preview)  # the user looks at the preview (Chromium lays out pages seen)
     phases.run("early_exit", lambda: window.model.set_checked_outputs([early]),
-               lambda: drawn() and not window.runner.side_jobs and not window._plan_timer.isActive())
+               lambda: preview.settled() and not window.runner.side_jobs and not window._plan_timer.isActive())
     phases.rows["early_exit"]["preview_nodes_drawn"] = preview.last_node_count
     phases.rows["early_exit"]["preview_seconds"] = round(preview.render_seconds, 2)
     out = work / "early_exit.onnx"

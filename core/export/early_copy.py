@@ -168,7 +168,7 @@ def _reserve(fd: int, size: int) -> None:
     export without, 2.8-3.3 s with; noisy). Linux's fallocate(2) only: glibc's posix_fallocate
     falls back to writing a byte per block where the file system lacks it (NFSv3: minutes for
     gigabytes), so elsewhere nothing is reserved and the copy just writes."""
-    fallocate = _fallocate()
+    fallocate = _libc("fallocate64", ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
     if fallocate is not None:
         fallocate(fd, 0, 0, size)  # -1 where unsupported: nothing reserved, nothing lost
 
@@ -178,7 +178,7 @@ def start_writeback(fd: int, offset: int, count: int) -> None:
     SYNC_FILE_RANGE_WRITE: it does not wait), so the export's final fsync has little left to
     flush: without it, 3.6 GB copied early left a 0.6 s fsync after the copy (measured). Elsewhere
     nothing happens and the final fsync does it all."""
-    sync_file_range = _libc_function("sync_file_range")
+    sync_file_range = _libc("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
     if sync_file_range is not None:
         sync_file_range(fd, offset, count, SYNC_FILE_RANGE_WRITE)
 
@@ -187,26 +187,15 @@ SYNC_FILE_RANGE_WRITE = 2
 
 
 @functools.cache
-def _libc_function(name: str):
+def _libc(name: str, *argtypes):
+    """The C library's `name` returning int, with `argtypes`; None where there is no such function."""
     try:
         function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.argtypes = list(argtypes)
     function.restype = ctypes.c_int
     return function
-
-
-@functools.cache
-def _fallocate():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fallocate = libc.fallocate64
-    except (OSError, AttributeError):
-        return None
-    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    fallocate.restype = ctypes.c_int
-    return fallocate
 
 
 def copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int | None = None) -> int:

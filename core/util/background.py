@@ -21,4 +21,3 @@ def lower_priority(proc: subprocess.Popen) -> None:
         os.setpriority(os.PRIO_PROCESS, proc.pid, BACKGROUND_NICE)
     except (AttributeError, OSError):
         pass
-

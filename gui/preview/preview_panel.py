@@ -6,8 +6,8 @@ only, gui/jobs/runner.py), published on the loopback server (gui/preview/netron_
 opened in the running Netron page (the page is loaded only the first time, or again if that
 fails). `warm_up()` loads the page with no model while the app idles (the window calls it once
 shown): starting Chromium's page costs the GUI thread ~130 ms when a model is opening meanwhile
-(measured), nothing when idle; the first preview then opens in the running page too. After each open the panel polls the page until Netron has drawn (`rendered(node_count)`),
-then re-focuses the tensor the user had selected, so the place is kept across reloads where
+(measured), nothing when idle; the first preview then opens in the running page too. After each
+open the panel polls the page until Netron has drawn (`rendered(node_count)`), then re-focuses the tensor the user had selected, so the place is kept across reloads where
 Netron allows. "Pruned"/"Original" switches between the export's graph and the whole graph.
 A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py,
 `FOCUS_BUDGET` drawn nodes at first): the neighbourhood of
@@ -171,14 +171,18 @@ class PreviewPanel(QWidget):
         if self.last_url:
             QDesktopServices.openUrl(QUrl(self.last_url))
 
+    def settled(self) -> bool:
+        """No preview on its way: the current one is drawn, failed or was never asked for a page."""
+        return (not self._debounce.isActive() and not self.jobs.side_jobs and not self._poll.isActive()
+                and self.last_node_count >= 0)
+
     def wait_rendered(self, timeout: float = 30.0) -> int:
         """Block (processing events) until the current preview is drawn; its node count, -1 if not."""
         from PySide6.QtWidgets import QApplication
 
         end = time.perf_counter() + timeout
         while time.perf_counter() < end:
-            if not self._debounce.isActive() and not self.jobs.side_jobs and not self._poll.isActive() \
-                    and self.last_node_count >= 0:
+            if self.settled():
                 return self.last_node_count
             QApplication.processEvents()
             time.sleep(0.01)
