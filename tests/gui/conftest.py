@@ -29,6 +29,20 @@ QCoreApplication.setAttribute(Qt.AA_ShareOpenGLContexts)
 import PySide6.QtWebEngineWidgets  # noqa: E402, F401
 
 
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test(qtbot):
+    """After each test, wait for every pool thread to finish: a job left running from one test
+    (a side job of a window closed without the `window` fixture) holds a pool thread and keeps the
+    cycle collector quiet (quiet_gc) while the next test runs."""
+    yield
+    from PySide6.QtCore import QThreadPool
+
+    from onnxport.gui.jobs.runner import serial_lane
+
+    pools = (QThreadPool.globalInstance(), serial_lane())
+    qtbot.waitUntil(lambda: all(pool.activeThreadCount() == 0 for pool in pools), timeout=30_000)
+
+
 @pytest.fixture
 def settings(tmp_path):
     from PySide6.QtCore import QSettings
