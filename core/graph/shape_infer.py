@@ -12,6 +12,12 @@ child loads the file itself (so nothing big is copied or piped while holding the
 `bodies=True` those of If/Loop/Scan bodies (value_info, inputs, outputs, at every depth) follow
 the main graph's. Best effort: never raises for a model inference cannot handle (the index simply
 lacks those shapes).
+
+Data propagation (`data_prop=True`: shapes computed by Shape/Gather/Concat chains become known)
+costs time in proportion to the elements of every 1-D tensor an op with a propagator reads,
+whether or not it is a shape: 100 Adds of 2M-element 1-D parameters took 38 s here (an ORT eval
+model takes its parameters as graph inputs). `propagate_data(model)` turns it off past
+`DATA_PROP_BUDGET` such elements; shapes then come from plain inference.
 """
 
 from __future__ import annotations
@@ -25,18 +31,21 @@ from onnxport.core.graph.uses import walk_bodies
 
 OUT_OF_PROCESS_NODES = 5_000
 TIMEOUT_S = 600
+DATA_PROP_BUDGET = 2_000_000  # 1-D elements read by ops (~0.2 us each measured with data_prop)
+SHAPE_LIKE = 64  # 1-D tensors shorter than this are shapes or axes to data propagation's cost
 
 _CHILD = r"""
 import sys, onnx
 from onnx import shape_inference
-from onnxport.core.graph.shape_infer import body_value_infos
+from onnxport.core.graph.shape_infer import body_value_infos, propagate_data
 bodies = sys.argv[1] == "1"
 if len(sys.argv) > 2:
     from onnxport.core.io.model_io import load_graph, strip_weights
     model = strip_weights(load_graph(sys.argv[2]))
 else:
     model = onnx.ModelProto.FromString(sys.stdin.buffer.read())
-model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                     data_prop=propagate_data(model))
 graph = onnx.GraphProto()
 graph.value_info.extend(model.graph.value_info)
 graph.output.extend(model.graph.output)
@@ -44,6 +53,26 @@ if bodies:
     graph.value_info.extend(body_value_infos(model.graph))
 sys.stdout.buffer.write(graph.SerializeToString())
 """
+
+
+def propagate_data(model: onnx.ModelProto) -> bool:
+    """Whether data propagation stays within `DATA_PROP_BUDGET` (see the module docstring).
+
+    Counts the elements of the 1-D graph inputs and initializers once per node that reads one:
+    that is where long 1-D values start (a chain of ops on them costs a small multiple more).
+    Vectors under `SHAPE_LIKE` elements (shapes, axes) are left out: they cost nothing."""
+    graph = model.graph
+    long: dict[str, int] = {}
+    for vi in graph.input:
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) == 1 and dims[0].dim_value >= SHAPE_LIKE:
+            long[vi.name] = dims[0].dim_value
+    for t in graph.initializer:
+        if len(t.dims) == 1 and t.dims[0] >= SHAPE_LIKE:
+            long[t.name] = t.dims[0]
+    if sum(long.values()) * len(graph.node) <= DATA_PROP_BUDGET:  # no need to count the reads
+        return True
+    return sum(long.get(name, 0) for node in graph.node for name in node.input) <= DATA_PROP_BUDGET
 
 
 def body_value_infos(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
@@ -66,7 +95,8 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None,
         if light is None:
             return []
     try:
-        model = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+        model = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,
+                                                  data_prop=propagate_data(light))
     except Exception:  # noqa: BLE001 - best effort: the graph still indexes without shapes
         return []
     found = list(model.graph.value_info) + list(model.graph.output)

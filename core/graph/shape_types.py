@@ -40,6 +40,7 @@ Types = dict[str, tuple[str | None, tuple[Dim, ...] | None]]
 _CHILD = r"""
 import json, sys, onnx
 from onnx import shape_inference
+from onnxport.core.graph.shape_infer import propagate_data
 from onnxport.core.graph.tensor_info import shape_of
 from onnxport.core.io.model_io import SMALL_TENSOR_BYTES, tensor_nbytes
 model = onnx.load_model(sys.argv[1], load_external_data=False)  # no weights are read: headers only
@@ -50,7 +51,8 @@ for t in model.graph.initializer:  # weights out, in place (this copy is ours): 
         t.name, t.data_type, t.doc_string = name, data_type, doc
         t.dims.extend(dims)
 inputs = list(model.graph.input)
-model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                     data_prop=propagate_data(model))
 kinds, seen, found = [], {}, {}
 def kind(vtype):
     key = vtype.SerializeToString()  # most tensors share a few types: shape_of once per type
