@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import onnx
 from google.protobuf.descriptor import FieldDescriptor
@@ -27,11 +28,29 @@ SMALL_TENSOR_BYTES = 4096  # initializers at most this big stay in stripped copi
 FIRST_IR_WITH_OPSETS = 3  # since IR 3 a model must import at least one opset
 
 
+class FileIdentity(NamedTuple):
+    """Which bytes a model was read from: the same identity, the same file content (a check
+    made by another process on the same path stands for this read only if they match)."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+
 def load_graph(path: str | Path) -> onnx.ModelProto:
     """Load an ONNX model; external data stays on disk (tensors refer to it by location).
 
     Every tensor is checked (see external_data.py) before the model is returned: a file whose
     external data leaves its folder, or whose tensors declare more than they hold, is refused."""
+    model, identity = read_graph(path)
+    check_graph(model, path, identity.size)
+    return model
+
+
+def read_graph(path: str | Path) -> tuple[onnx.ModelProto, FileIdentity]:
+    """`load_graph` without `check_graph` (the caller runs it, or has a child run it: see
+    workflow/sources.py): the parsed model and the identity of the bytes it was parsed from."""
     path = Path(path)
     if not path.exists():
         raise no_such_file(path)
@@ -40,7 +59,7 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
     regular_file(path)  # a named pipe would block open() for good
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+            st = os.fstat(f.fileno())
             model = parse_model(f.read())  # in slices: a big graph never holds the GIL long (chunked_parse)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         raise CorruptFileError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
@@ -48,11 +67,16 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
         raise CorruptFileError(f"{path}: not an ONNX model (no graph)")
     if model.ir_version >= FIRST_IR_WITH_OPSETS and not model.opset_import:
         raise CorruptFileError(f"{path}: not a complete ONNX model (no opset imports; truncated?)")
+    return model, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def check_graph(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> None:
+    """What `load_graph` checks once the file is parsed: every text field is UTF-8 and every
+    tensor is sound (external_data.check_model_tensors). ~0.5 s at 100,000 nodes."""
     bad = _non_utf8_text(model)
     if bad is not None:
         raise CorruptFileError(f"{path}: not a readable ONNX model (its {bad[0]} {bad[1][:60]!r} is not UTF-8 text)")
-    check_model_tensors(model, path, file_bytes=size)
-    return model
+    check_model_tensors(model, path, file_bytes=file_bytes)
 
 
 _TEXT_FIELDS: dict[object, int] = {}  # field descriptor -> 0 other, 1 string, 2 strings, 3 message, 4 messages

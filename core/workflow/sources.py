@@ -17,15 +17,16 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.graph.index import TensorIndex, build_index
+from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES
 from onnxport.core.graph.shape_types import TypeInference
 from onnxport.core.io.kinds import PARAMETER_KINDS, SourceKind, sniff
-from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.model_io import FileIdentity, check_graph, read_graph
 from onnxport.core.io.ortmodule_files import OrtModuleFiles, group_files, several_models_error
 from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.io.readers import read_parameters
 from onnxport.core.params.match import ParamMatch, match_parameters
 from onnxport.core.params.name_alignment import NameAlignment, align_if_better
-from onnxport.core.util.errors import no_such_file
+from onnxport.core.util.errors import CorruptFileError, no_such_file
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 
@@ -135,6 +136,7 @@ def _by_name(onnx_files: list[Path]) -> Path:
     return candidates[0]
 
 
+VERDICT_WAIT_S = 10  # the child's checks come with the index; past this, the checks run here
 EARLY_TYPES_BYTES = 1 << 20  # a model file this big may hold a big graph: infer its types while it loads
 
 
@@ -147,6 +149,30 @@ def _early_types(model_path: Path) -> TypeInference | None:
     except OSError:
         return None
     return TypeInference.start(model_path) if big else None
+
+
+def _index(loaded: LoadedSources, model_path: Path, types: TypeInference | None, report: Reporter,
+           wait_types: bool) -> None:
+    if loaded.params is not None:
+        loaded.params, loaded.alignment = align_if_better(loaded.model, loaded.params)
+    report.check()
+    report(0.6, "indexing tensors")
+    names = loaded.params.params.keys() if loaded.params else ()
+    loaded.index = build_index(loaded.model, model_path, parameter_names=names, types=types,
+                               cancel=report.token, wait_types=wait_types)
+
+
+def _confirm_checks(types: TypeInference, model: onnx.ModelProto, model_path: Path, identity: FileIdentity,
+                    cancel: CancelToken) -> None:
+    """`load_graph`'s checks of a big graph, made by the types child (started first, it parses the
+    file on the other core while this process indexes it): its verdict stands for the bytes read
+    here only if they are the same file content; otherwise the checks run here."""
+    verdict = types.verdict(cancel, timeout=VERDICT_WAIT_S)
+    if verdict is None or verdict.identity != tuple(identity):
+        check_graph(model, model_path, identity.size)
+    elif verdict.error is not None:
+        message, hint = verdict.error
+        raise CorruptFileError(message, hint=hint)
 
 
 def open_sources(
@@ -174,14 +200,18 @@ def open_sources(
         report(0.3, f"loading {model_path.name}")
         types = _early_types(model_path)
         try:
-            loaded.model = load_graph(model_path)
-            if loaded.params is not None:
-                loaded.params, loaded.alignment = align_if_better(loaded.model, loaded.params)
-            report.check()
-            report(0.6, "indexing tensors")
-            names = loaded.params.params.keys() if loaded.params else ()
-            loaded.index = build_index(loaded.model, model_path, parameter_names=names, types=types,
-                                       cancel=report.token, wait_types=wait_types)
+            loaded.model, identity = read_graph(model_path)
+            by_child = types is not None and len(loaded.model.graph.node) >= OUT_OF_PROCESS_NODES
+            if not by_child:
+                check_graph(loaded.model, model_path, identity.size)
+            try:
+                _index(loaded, model_path, types, report, wait_types)
+            except Exception:
+                if by_child:  # a file that fails the checks may break the index: say what the checks say
+                    _confirm_checks(types, loaded.model, model_path, identity, report.token)
+                raise
+            if by_child:
+                _confirm_checks(types, loaded.model, model_path, identity, report.token)
         finally:
             if types is not None and (loaded.index is None or loaded.index.pending_types is None):
                 types.close()
