@@ -200,8 +200,13 @@ class MainWindow(QMainWindow):
         self._update_actions()
         if loaded.index.pending_types is not None:  # a big graph's shapes come after its tree
             model = self.model
-            self.runner.side("types", core_calls.types_job(loaded.index), lambda _n: self._typed(model),
-                             serial=False)  # waits on its child process: not in the side jobs' lane
+            index = loaded.index
+
+            def fill(_none) -> None:  # parsing the answer is Python work: in the side jobs' lane
+                self.runner.side("types", core_calls.types_job(index), lambda _n: self._typed(model))
+
+            self.runner.side("types", core_calls.types_wait_job(index), fill,
+                             serial=False)  # waits on its child process: not in the lane
         else:
             self.runner.drop("types")  # the previous model's, if still inferring
         self.loaded.emit()

@@ -10,6 +10,9 @@ back to `infer_value_info` if it failed, sets `dtype`/`shape` of node outputs an
 in place, and returns how many changed; 0 when nothing was pending. The `TensorInfo`s are the
 same objects before and after (the tree keeps pointing at them); a reader on another thread sees
 a tensor's old or new type, never an error. A cancel stops the child: types stay unknown.
+`wait_types(index, cancel)` only waits for the child's whole answer (no parsing): the app runs it
+outside its side jobs' lane, then `fill_types` in the lane (two side jobs running Python at once
+make the GUI thread wait for the GIL).
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ from __future__ import annotations
 from onnxport.core.graph.index import TensorIndex, infer_value_info
 from onnxport.core.graph.tensor_info import shape_of
 from onnxport.core.util.progress import CancelToken
+
+
+def wait_types(index: TensorIndex, cancel: CancelToken | None = None) -> None:
+    """Wait for the pending child's answer, if any (see the module docstring)."""
+    pending = index.pending_types
+    if pending is not None:
+        pending.inference.wait(cancel)
 
 
 def fill_types(index: TensorIndex, cancel: CancelToken | None = None) -> int:

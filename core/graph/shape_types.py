@@ -101,6 +101,8 @@ class TypeInference:
         self._proc = proc
         self._verdict: Verdict | None = None
         self._verdict_read = False
+        self._lines: list[bytes] | None = None  # the child's whole answer, once `wait` read it
+        self._code: int | None = None
 
     @classmethod
     def start(cls, path: str | Path) -> TypeInference:
@@ -135,35 +137,46 @@ class TypeInference:
             self.close()
         return self._verdict
 
-    def result(self, cancel: CancelToken | None = None) -> Types | None:
-        """name -> (dtype, shape) once the child is done; None if it failed. Checks `cancel`
-        between lines (a cancel kills the child)."""
+    def wait(self, cancel: CancelToken | None = None) -> None:
+        """Wait until the child has answered in full, reading its lines without parsing them:
+        the wait holds the GIL only for a few reads, so the app runs it outside the side jobs'
+        lane and parses (`result`) in the lane, never beside another side job's Python."""
         proc = self._proc
-        if proc is None:
-            return None
-        types: Types = {}
+        if proc is None or self._lines is not None:
+            return
         if self.verdict(cancel) is None or self._verdict.error is not None:
             self.close()
-            return None
+            return
         try:
             self._wait_for_answer(proc, cancel)
-            kinds: list = []
-            for line in proc.stdout:
-                if cancel is not None and cancel.cancelled:
-                    self.close()
+            self._lines = proc.stdout.read().splitlines()
+            self._code = proc.wait(timeout=TIMEOUT_S)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            self.close()
+            return
+        proc.stdout.close()
+        self._proc = None
+
+    def result(self, cancel: CancelToken | None = None) -> Types | None:
+        """name -> (dtype, shape) once the child is done (see `wait`); None if it failed. Checks
+        `cancel` while waiting and between lines (a cancel kills the child)."""
+        self.wait(cancel)
+        lines, self._lines = self._lines, None
+        if lines is None or self._code != 0:
+            return None
+        types: Types = {}
+        kinds: list = []
+        try:
+            for i, line in enumerate(lines):
+                if cancel is not None and not i % 8:
                     cancel.check()
                 new, chunk = json.loads(line)  # the types first used in this line, [name, type number] pairs
                 kinds += [(dtype, None if dims is None else tuple(dims)) for dtype, dims in new]
                 for name, k in chunk:
                     types[name] = kinds[k]
-            code = proc.wait(timeout=TIMEOUT_S)
-        except (OSError, ValueError, TypeError, IndexError, subprocess.TimeoutExpired):
-            self.close()
+        except (ValueError, TypeError, IndexError):
             return None
-        finally:
-            proc.stdout.close()
-        self._proc = None
-        return types if code == 0 else None
+        return types
 
     def _wait_for_answer(self, proc: subprocess.Popen, cancel: CancelToken | None,
                          timeout: float | None = None) -> bool:

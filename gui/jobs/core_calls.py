@@ -10,7 +10,7 @@ from pathlib import Path
 
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.export.export import ExportResult, export_model, plan_export
-from onnxport.core.graph.index_types import fill_types
+from onnxport.core.graph.index_types import fill_types, wait_types
 from onnxport.core.util.child_call import call_in_child
 from onnxport.core.util.progress import Steps
 from onnxport.core.workflow.export_steps import export_steps, post_steps
@@ -29,6 +29,15 @@ def open_job(paths: list[Path]):
             loaded = open_sources(paths, progress, cancel, wait_types=False)
             tree = build_tree(loaded.index) if loaded.index is not None else None
         return loaded, tree
+
+    return run
+
+
+def types_wait_job(index):
+    """Wait for the child inferring the shapes the open did not wait for (graph.index_types)."""
+
+    def run(progress, cancel):
+        wait_types(index, cancel)
 
     return run
 
