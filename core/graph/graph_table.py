@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import onnx
 
-from onnxport.core.graph.prune import CHECK_EVERY, PrunePlan, check_outputs, plan_from
+from onnxport.core.graph.prune import CHECK_EVERY, PrunePlan, check_outputs, plan_from, plan_prune
 from onnxport.core.graph.uses import BODY_OPS, has_bodies, subgraph_captures
 from onnxport.core.util.progress import CancelToken
 
@@ -90,6 +90,15 @@ def plan_prune_table(model: onnx.ModelProto, table: GraphTable, outputs: Iterabl
     uses = table.uses
     return plan_from(wanted, table.producer, uses.__getitem__, table.input_names, table.initializer_names,
                      parameter_names, len(table), cancel)
+
+
+def plan_prune_on(model: onnx.ModelProto, table: GraphTable | None, outputs: Iterable[str],
+                  parameter_names: Iterable[str] = (), cancel: CancelToken | None = None) -> PrunePlan:
+    """`plan_prune_table` when `table` was read from `model.graph`, else `prune.plan_prune`
+    (no table, or one read from another graph)."""
+    if table is not None and table.matches(model.graph):
+        return plan_prune_table(model, table, outputs, parameter_names, cancel)
+    return plan_prune(model, outputs, parameter_names)
 
 
 def _checked_outputs(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str]) -> list[str]:

@@ -40,7 +40,7 @@ from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.quantize import cpu_int8, gain, modes, search
+from onnxport.core.quantize import MODES, cpu_int8, gain, modes, search
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
@@ -51,7 +51,6 @@ from onnxport.core.util.logs import with_quiet_onnxruntime
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import first_line
 
-MODES = ("dynamic", "static", "fp16", "int4")
 INT8_MODES = ("dynamic", "static")
 METADATA_KEY = "onnxport.quantize"
 CALIBRATION_BATCH = 8

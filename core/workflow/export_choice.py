@@ -24,8 +24,8 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.graph.graph_table import GraphTable, plan_prune_table
 from onnxport.core.graph.index import build_index
-from onnxport.core.graph.prune import plan_prune
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.params.match import PARAM_NAME
 from onnxport.core.util.errors import UnknownOutputError
@@ -40,6 +40,7 @@ class ExportReview:
     dangling: list[str] = field(default_factory=list)
     checkpoint_beside: Path | None = None
     model: onnx.ModelProto | None = field(default=None, repr=False)
+    table: GraphTable | None = field(default=None, repr=False)  # `model`'s nodes (the export plans on it)
 
 
 def review_export(model_path: str | Path, outputs: Sequence[str] | None,
@@ -59,7 +60,7 @@ def review_export(model_path: str | Path, outputs: Sequence[str] | None,
         if not chosen:
             raise UnknownOutputError(f"{model_path}: no suggested outputs to export",
                                      hint=f"name them with --outputs; 'onnxport inspect {model_path}' lists the tensors")
-    plan = plan_prune(model, chosen, known)
+    plan = plan_prune_table(model, index.table, chosen, known)
     training = {n for n, t in index.tensors.items() if t.training_only}
     beside = model_path.parent / "checkpoint"
     return ExportReview(
@@ -70,4 +71,5 @@ def review_export(model_path: str | Path, outputs: Sequence[str] | None,
         dangling=[n for n in plan.inputs if n in param_like and n not in known],
         checkpoint_beside=beside if beside.exists() else None,
         model=model,
+        table=index.table,
     )

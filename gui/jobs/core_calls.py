@@ -78,9 +78,11 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
         if sources.match is not None:
             sources.match.raise_if_unusable()
         gate = ChildGate(choices.path, sources, steps.step("validating"), cancel) if choices.validate else None
+        # the graph as opened (the export reads it, never changes it): no second load and plan
         result = export_model(sources.model_path, choices.path, outputs, sources.params,
-                              external_data=choices.external_data, progress=steps.begin("exporting"),
-                              cancel=cancel, verify=gate)
+                              external_data=choices.external_data, model=sources.model,
+                              table=sources.index.table if sources.index is not None else None,
+                              progress=steps.begin("exporting"), cancel=cancel, verify=gate)
         post = None
         if post_needed:
             from onnxport.core.workflow.child_steps import post_export_step
