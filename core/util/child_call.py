@@ -126,6 +126,18 @@ class _ChildToken(CancelToken):
         self._send(("commit",))
 
 
+def _read_exact(fd: int, size: int) -> bytes:
+    """`size` bytes from `fd` (fewer only if it ends first)."""
+    parts, left = [], size
+    while left:
+        part = os.read(fd, left)
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
 def _child_main(fd: int) -> int:
     out = os.fdopen(fd, "wb")
     lock = threading.Lock()
@@ -136,14 +148,15 @@ def _child_main(fd: int) -> int:
             out.write(_HEADER.pack(len(data)) + data)
             out.flush()
 
-    stdin = sys.stdin.buffer
-    (size,) = _HEADER.unpack(stdin.read(_HEADER.size))
-    module, qualname, args, kwargs, path = pickle.loads(stdin.read(size))
+    # stdin is read on its raw descriptor: a daemon thread blocked in a read of `sys.stdin.buffer`
+    # holds its lock, and the interpreter's shutdown then aborts ("could not acquire lock")
+    (size,) = _HEADER.unpack(_read_exact(0, _HEADER.size))
+    module, qualname, args, kwargs, path = pickle.loads(_read_exact(0, size))
     sys.path[:] = path
     token = _ChildToken(send)
 
     def read_cancel() -> None:
-        if stdin.read(1) in (_CANCEL, b""):  # a cancel, or the caller is gone (its end closed)
+        if os.read(0, 1) in (_CANCEL, b""):  # a cancel, or the caller is gone (its end closed)
             token.cancel()
 
     threading.Thread(target=read_cancel, daemon=True).start()

@@ -78,3 +78,27 @@ def test_a_child_whose_caller_is_gone_cancels_itself(tmp_path):
         kind, exc = child_call._read_frame(answers)
     assert kind == "errored" and isinstance(exc, Cancelled)
     assert child.wait(timeout=30) == 1
+
+
+def test_a_child_that_answered_exits_cleanly_while_its_cancel_reader_waits():
+    """The cancel reader is still blocked on stdin when the child's main thread ends: the
+    interpreter's shutdown must not abort on it ("could not acquire lock for <stdin>")."""
+    import pickle
+    import subprocess
+    import sys
+
+    from onnxport.core.util import child_call
+
+    read_fd, write_fd = os.pipe()
+    child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
+                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,))
+    os.close(write_fd)
+    request = pickle.dumps((f.add.__module__, "add", (2, 3), {}, list(sys.path)))
+    child.stdin.write(child_call._HEADER.pack(len(request)) + request)
+    child.stdin.flush()  # stdin stays open: the cancel reader is blocked in its read at exit
+    with os.fdopen(read_fd, "rb") as answers:
+        frames = iter(lambda: child_call._read_frame(answers), None)
+        assert [frame for frame in frames if frame[0] == "returned"][0][1]["sum"] == 5
+    assert child.wait(timeout=30) == 0
+    assert b"Fatal Python error" not in child.stderr.read()
+    child.stdin.close()
