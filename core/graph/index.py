@@ -284,6 +284,17 @@ def _suggested_outputs(table: GraphTable, training: set[str], graph_outputs: set
     return sorted(suggested, key=lambda n: producers.get(n, 0))
 
 
+def training_only(model: onnx.ModelProto, table: GraphTable, parameter_names: Iterable[str] = ()) -> set[str]:
+    """The tensors `build_index(model, parameter_names=...)` marks training-only, from the graph's
+    table alone (no index: at 23,000 nodes ~0.03 s against ~0.2 s)."""
+    consumers: dict[str, list[int]] = {}
+    for i, ins in enumerate(table.uses):
+        for name in ins:
+            consumers.setdefault(name, []).append(i)
+    parameter_like = set(parameter_names) | {t.name for t in model.graph.initializer}
+    return _training_only(table, table.input_names, parameter_like, consumers)
+
+
 def _training_only(table: GraphTable, graph_inputs: list[str], parameter_like: set[str],
                    consumers: dict[str, list[int]]) -> set[str]:
     """Tensors that only matter for training: label inputs, loss ops and all they feed.

@@ -25,7 +25,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.graph.graph_table import GraphTable, plan_prune_table
-from onnxport.core.graph.index import build_index
+from onnxport.core.graph.index import build_index, training_only
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.params.match import PARAM_NAME
 from onnxport.core.util.errors import UnknownOutputError
@@ -52,16 +52,19 @@ def review_export(model_path: str | Path, outputs: Sequence[str] | None,
     initializers = {t.name for t in model.graph.initializer}
     param_like = [vi.name for vi in model.graph.input
                   if vi.name not in initializers and (vi.name in known or PARAM_NAME.search(vi.name))]
-    # no types needed here: a big graph's shape inference (~1 s at 23k nodes) is not even started
-    index = build_index(model, model_path, parameter_names=param_like, typed=False)
     chosen, defaulted = list(outputs or []), not outputs
-    if defaulted:
+    if defaulted:  # the index suggests them (no types needed: shape inference is not even started)
+        index = build_index(model, model_path, parameter_names=param_like, typed=False)
+        table = index.table
         chosen = index.default_outputs()
         if not chosen:
             raise UnknownOutputError(f"{model_path}: no suggested outputs to export",
                                      hint=f"name them with --outputs; 'onnxport inspect {model_path}' lists the tensors")
-    plan = plan_prune_table(model, index.table, chosen, known)
-    training = {n for n, t in index.tensors.items() if t.training_only}
+        training = {n for n, t in index.tensors.items() if t.training_only}
+    else:  # named: the table is enough (the export's copy of the weights waits for this review)
+        table = GraphTable.read(model.graph)
+        training = training_only(model, table, param_like)
+    plan = plan_prune_table(model, table, chosen, known)
     beside = model_path.parent / "checkpoint"
     return ExportReview(
         outputs=plan.outputs,
@@ -71,5 +74,5 @@ def review_export(model_path: str | Path, outputs: Sequence[str] | None,
         dangling=[n for n in plan.inputs if n in param_like and n not in known],
         checkpoint_beside=beside if beside.exists() else None,
         model=model,
-        table=index.table,
+        table=table,
     )

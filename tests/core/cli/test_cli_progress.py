@@ -40,3 +40,22 @@ def test_export_validate_quantize_progress_is_monotonic_and_named(tmp_path, caps
     lines = [LINE.match(line) for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
     reports = [(int(m.group(1)) / 100, m.group(2)) for m in lines]
     check_reports(reports, ["exporting", "validating", "quantizing", "benchmarking", "writing the report"])
+
+
+def test_export_hands_the_gil_over_often_while_it_copies_and_puts_it_back(tmp_path, monkeypatch):
+    """The copying thread waits for the GIL between kernel copies: the export runs at the app's
+    short switch interval, and the interval is the caller's again afterwards."""
+    import sys
+
+    from onnxport.core.export import early_copy, writer
+
+    model, ckpt = eval_folder(tmp_path, hidden=64)
+    seen = []
+    real_copy = early_copy.copy_range
+    for module in (early_copy, writer):  # the early copy's thread, then the writer's own copies
+        monkeypatch.setattr(module, "copy_range", lambda *a: (seen.append(sys.getswitchinterval()), real_copy(*a))[1])
+    before = sys.getswitchinterval()
+    code = main([str(a) for a in ("export", model, "--checkpoint", ckpt, "--outputs", "logits", "-q",
+                                  "--external-data", "always", "-o", tmp_path / "m.onnx")])
+    assert code == 0 and seen and all(s == export_cmd.COPY_SWITCH_INTERVAL_S for s in seen)
+    assert sys.getswitchinterval() == before

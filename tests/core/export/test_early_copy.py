@@ -240,3 +240,33 @@ def test_a_graph_refused_while_the_copy_runs_leaves_nothing(tmp_path):
     assert out.read_bytes() == b"precious"
     assert sorted(os.listdir(tmp_path)) == ["broken.onnx", "model.data", "model.onnx", "out.onnx"]
     assert not [t for t in threading.enumerate() if t.name == "onnxport-early-copy"]
+
+
+def test_writeback_is_started_well_behind_the_copy(tmp_path, monkeypatch):
+    """Writeback started right behind each chunk made the copy wait on a slow disk: it is started
+    WRITEBACK_LAG_CHUNKS behind, and what is left is the final fsync's; the bytes are all there."""
+    from onnxport.core.export import early_copy
+
+    monkeypatch.setattr(early_copy, "CHUNK", 4096)
+    monkeypatch.setattr(early_copy, "WRITEBACK_LAG_CHUNKS", 2)
+    started = []
+    monkeypatch.setattr(early_copy, "start_writeback", lambda fd, offset, count: started.append((offset, count)))
+    src = tmp_path / "src.bin"
+    data = bytes(range(256)) * 80  # 20,480 bytes: 5 chunks
+    src.write_bytes(data)
+    fd = os.open(tmp_path / "dst.bin", os.O_RDWR | os.O_CREAT)
+    copy = EarlyCopy(fd, tmp_path / "dst.bin", [("w", FileSpan(src, 0, len(data)))])
+    copy.wait(Reporter(), 0, len(data))
+    copy.close()
+    assert started == [(0, 4096), (4096, 4096), (8192, 4096)]  # the last 2 chunks: the fsync's
+    assert (tmp_path / "dst.bin").read_bytes()[:len(data)] == data
+
+
+def test_tensors_next_to_each_other_in_both_files_are_one_copy(tmp_path):
+    from onnxport.core.export.early_copy import _runs
+
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    layout = [(FileSpan(a, 0, 8192), 0), (FileSpan(a, 8192, 4096), 8192),  # follow on in both: one run
+              (FileSpan(a, 16384, 4096), 12288),  # a gap in the source: a new run
+              (FileSpan(b, 0, 4096), 16384)]  # another file: a new run
+    assert _runs(layout) == [(a, 0, 0, 12288), (a, 16384, 12288, 4096), (b, 0, 16384, 4096)]

@@ -98,3 +98,15 @@ def test_big_graphs_are_shape_inferred_in_a_child_process(tmp_path, monkeypatch)
     assert {n: (t.dtype, t.shape) for n, t in build_index(model, path).tensors.items()} == summary
     # without a path the weight-free graph is piped to the child
     assert build_index(model)["hidden"].shape == ("batch", 16)
+
+
+def test_training_only_from_the_table_is_what_the_index_marks():
+    """The CLI's export review asks only this (no index): it must agree with the index."""
+    from onnxport.core.graph.graph_table import GraphTable
+    from onnxport.core.graph.index import training_only
+
+    model = eval_like_mlp()
+    params = mlp_weights()
+    index = build_index(model, parameter_names=params)
+    marked = {name for name, info in index.tensors.items() if info.training_only}
+    assert marked and training_only(model, GraphTable.read(model.graph), params) == marked
