@@ -9,9 +9,9 @@ tensor, as `shape_of` gives them, each distinct type once - in JSON lines of a f
 parses a stranger's file, and its answer must not be able to run code here; short lines: no
 single parse holds the GIL for long).
 
-The child also runs `model_io.check_graph` on the bytes it parsed and sends its verdict first
-(`verdict()`): ~0.5 s at 100,000 nodes that the open (workflow/sources.py) no longer spends on
-its own critical path, since the child parses the file anyway.
+The child also runs `model_io.check_loaded` on the bytes it parsed and sends its verdict
+first (`verdict()`): ~0.5 s at 100,000 nodes that the open (workflow/sources.py) no longer
+spends on its own critical path, since the child parses the file anyway.
 
 Contract: `start(path)` never raises (no child: `result()` is None); `result()` waits for the
 child and returns name -> (dtype, shape) for the main graph's tensors (value_info, outputs, then
@@ -48,11 +48,11 @@ import json, sys, onnx
 from onnx import shape_inference
 from onnxport.core.graph.shape_infer import propagate_data
 from onnxport.core.graph.tensor_info import shape_of
-from onnxport.core.io.model_io import SMALL_TENSOR_BYTES, check_graph, read_graph, tensor_nbytes
+from onnxport.core.io.model_io import SMALL_TENSOR_BYTES, check_loaded, read_graph, tensor_nbytes
 from onnxport.core.util.errors import OnnxportError
 model, identity = read_graph(sys.argv[1])  # external data is never read: headers only
 try:  # first line: the load checks' verdict on these bytes (see `verdict`)
-    check_graph(model, sys.argv[1], identity.size)
+    check_loaded(model, sys.argv[1], identity.size)
     error = None
 except OnnxportError as exc:
     error = [str(exc), exc.hint]
@@ -116,7 +116,7 @@ class TypeInference:
         return cls(proc)
 
     def verdict(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Verdict | None:
-        """The child's `model_io.check_graph` of the file, with the identity of the bytes it
+        """The child's `model_io.check_loaded` of the file, with the identity of the bytes it
         checked; None if it gave none (it failed, was closed first, or did not answer within
         `timeout` seconds). Its first line: it comes long before the types. Checks `cancel`
         while waiting (a cancel kills the child)."""

@@ -44,12 +44,12 @@ def load_graph(path: str | Path) -> onnx.ModelProto:
     Every tensor is checked (see external_data.py) before the model is returned: a file whose
     external data leaves its folder, or whose tensors declare more than they hold, is refused."""
     model, identity = read_graph(path)
-    check_graph(model, path, identity.size)
+    check_loaded(model, path, identity.size)
     return model
 
 
 def read_graph(path: str | Path) -> tuple[onnx.ModelProto, FileIdentity]:
-    """`load_graph` without `check_graph` (the caller runs it, or has a child run it: see
+    """`load_graph` without `check_loaded` (the caller runs it, or has a child run it: see
     workflow/sources.py): the parsed model and the identity of the bytes it was parsed from."""
     path = Path(path)
     if not path.exists():
@@ -70,7 +70,7 @@ def read_graph(path: str | Path) -> tuple[onnx.ModelProto, FileIdentity]:
     return model, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def check_graph(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> None:
+def check_loaded(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> None:
     """What `load_graph` checks once the file is parsed: every text field is UTF-8 and every
     tensor is sound (external_data.check_model_tensors). ~0.5 s at 100,000 nodes."""
     bad = _non_utf8_text(model)

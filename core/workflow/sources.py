@@ -20,7 +20,7 @@ from onnxport.core.graph.index import TensorIndex, build_index
 from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES
 from onnxport.core.graph.shape_types import TypeInference
 from onnxport.core.io.kinds import PARAMETER_KINDS, SourceKind, sniff
-from onnxport.core.io.model_io import FileIdentity, check_graph, read_graph
+from onnxport.core.io.model_io import FileIdentity, check_loaded, read_graph
 from onnxport.core.io.ortmodule_files import OrtModuleFiles, group_files, several_models_error
 from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.io.readers import read_parameters
@@ -169,7 +169,7 @@ def _confirm_checks(types: TypeInference, model: onnx.ModelProto, model_path: Pa
     here only if they are the same file content; otherwise the checks run here."""
     verdict = types.verdict(cancel, timeout=VERDICT_WAIT_S)
     if verdict is None or verdict.identity != tuple(identity):
-        check_graph(model, model_path, identity.size)
+        check_loaded(model, model_path, identity.size)
     elif verdict.error is not None:
         message, hint = verdict.error
         raise CorruptFileError(message, hint=hint)
@@ -203,7 +203,7 @@ def open_sources(
             loaded.model, identity = read_graph(model_path)
             by_child = types is not None and len(loaded.model.graph.node) >= OUT_OF_PROCESS_NODES
             if not by_child:
-                check_graph(loaded.model, model_path, identity.size)
+                check_loaded(loaded.model, model_path, identity.size)
             try:
                 _index(loaded, model_path, types, report, wait_types)
             except Exception:

@@ -7,11 +7,11 @@ opened in the running Netron page (the page is loaded only the first time, or ag
 fails). `warm_up()` loads the page with no model while the app idles (the window calls it once
 shown): starting Chromium's page costs the GUI thread ~130 ms when a model is opening meanwhile
 (measured), nothing when idle; the first preview then opens in the running page too. After each
-open the panel polls the page until Netron has drawn (`rendered(node_count)`), then re-focuses the tensor the user had selected, so the place is kept across reloads where
-Netron allows. "Pruned"/"Original" switches between the export's graph and the whole graph.
-A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py,
-`FOCUS_BUDGET` drawn nodes at first): the neighbourhood of
-the selected outputs, repeated layers collapsed, cut at the budget; the status line says what is
+open the panel polls the page until Netron has drawn (`rendered(node_count)`), then re-focuses
+the tensor the user had selected, so the place is kept across reloads where Netron allows.
+"Pruned"/"Original" switches between the export's graph and the whole graph. A graph Netron
+would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py,
+`FOCUS_BUDGET` drawn nodes at first): the neighbourhood of the selected outputs, repeated layers collapsed, cut at the budget; the status line says what is
 shown, "Show more" doubles the budget, and a tensor selected in the tree that the focused view
 does not draw becomes the focus. The graph read for it is kept for the next request on the same
 file (all of it built in the side job: the GUI thread only publishes the bytes).

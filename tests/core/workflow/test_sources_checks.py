@@ -70,7 +70,7 @@ def test_the_childs_verdict_alone_refuses_a_file(tmp_path, early, monkeypatch):
     model = onnx.load(path)
     model.graph.initializer.add(name="w", data_type=T.FLOAT, dims=[4])  # declares 4 values, holds none
     onnx.save(model, path)
-    monkeypatch.setattr(sources, "check_graph", lambda *a: pytest.fail("checked in the open"))
+    monkeypatch.setattr(sources, "check_loaded", lambda *a: pytest.fail("checked in the open"))
     with pytest.raises(CorruptFileError, match=re.escape(_refusal(path))):
         open_sources([path], wait_types=False)
 
@@ -90,7 +90,7 @@ def test_the_childs_verdict_refuses_external_data_outside_the_folder(tmp_path, e
 def test_a_sound_big_file_opens_with_its_types_and_no_check_here(tmp_path, early, monkeypatch):
     path = tmp_path / "m.onnx"
     _chain(path)
-    monkeypatch.setattr(sources, "check_graph", lambda *a: pytest.fail("checked in the open"))
+    monkeypatch.setattr(sources, "check_loaded", lambda *a: pytest.fail("checked in the open"))
     loaded = open_sources([path], wait_types=True)
     assert loaded.index["/layer00003/Relu_output_0"].dtype == "float32"
 
