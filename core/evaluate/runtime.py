@@ -20,6 +20,7 @@ import onnx
 from onnxport.core.graph.uses import walk_bodies
 from onnxport.core.io.external_data import has_external
 from onnxport.core.io.model_io import check_model_file, load_graph
+from onnxport.core.util.background import allowed_cpu_count
 from onnxport.core.util.errors import OnnxportError, no_such_file
 from onnxport.core.util.text import first_line
 
@@ -44,6 +45,7 @@ def session_options(threads: int | None = None, optimize: bool = True):
     ort = _ort()
     so = ort.SessionOptions()
     so.log_severity_level = 4  # errors come back as exceptions; ORT's own log would add lines
+    threads = threads or allowed_cpu_count()  # ORT's default counts the machine's cores
     if threads:
         so.intra_op_num_threads = int(threads)
     if not optimize:

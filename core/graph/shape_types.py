@@ -34,7 +34,7 @@ from typing import NamedTuple
 import onnx
 
 from onnxport.core.graph.tensor_info import Dim
-from onnxport.core.util.background import lower_priority
+from onnxport.core.util.background import make_background
 from onnxport.core.util.progress import CancelToken
 
 TIMEOUT_S = 600
@@ -110,7 +110,7 @@ class TypeInference:
         try:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL)
-            lower_priority(proc)  # the open it runs beside comes first
+            make_background(proc)  # the open it runs beside comes first
         except OSError:
             proc = None
         return cls(proc)

@@ -34,7 +34,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from onnxport.core.util.background import lower_priority
+from onnxport.core.util.background import make_background
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken
 
@@ -53,7 +53,7 @@ def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], N
     try:
         child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
                                  stdin=subprocess.PIPE, pass_fds=(write_fd,))
-        lower_priority(child)  # the app's GUI thread comes first when both want a core
+        make_background(child)  # the app's GUI thread comes first and keeps a core
     finally:
         os.close(write_fd)
     answers = os.fdopen(read_fd, "rb")

@@ -2,7 +2,9 @@
 
 Progress and Cancel stay in place (disabled when idle): showing/hiding them would re-layout and
 repaint the whole window at the start of every job; for the same reason a changing message does
-not re-layout the bar (its size policy is Ignored).
+not re-layout the bar (its size policy is Ignored). A new value is painted with the window's next
+frame: `QProgressBar.setValue` repaints the bar at once, in the middle of the progress signal
+(12-29 ms each on the GUI thread while the 1B decoder's quantization reported its steps).
 """
 
 from __future__ import annotations
@@ -34,16 +36,20 @@ class JobStatus:
         self.text.setText(f"{name}…")
 
     def show_progress(self, fraction: float | None, message: str) -> None:
+        self.progress.setUpdatesEnabled(False)  # setValue's repaint waits for the next frame
         if fraction is None:
             self.progress.setRange(0, 0)
         else:
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * fraction))
+        self.progress.setUpdatesEnabled(True)  # schedules the paint (QWidget.update)
         self.text.setText(message)
 
     def idle(self) -> None:
+        self.progress.setUpdatesEnabled(False)
         self.progress.setRange(0, 1000)
         self.progress.setValue(0)
+        self.progress.setUpdatesEnabled(True)
         self.progress.setFormat("")
         self.progress.setEnabled(False)
         self.cancel_button.setEnabled(False)

@@ -32,3 +32,33 @@ def test_status_bar_progress_of_a_real_export_validate_quantize(qtbot, window, t
     check_reports(shown, ["exporting", "validating", "quantizing", "benchmarking", "writing the report"],
                   optional=("writing the report",))
     qtbot.waitUntil(lambda: window.job_status.text.text() == "ready", timeout=10_000)
+
+
+def test_a_progress_step_is_painted_with_the_next_frame_not_inside_the_signal(qtbot, window):
+    """QProgressBar.setValue repaints at once; the status bar defers it to the event loop."""
+    from PySide6.QtCore import QEvent, QObject
+
+    bar = window.job_status.progress
+    qtbot.waitUntil(bar.isVisible, timeout=5000)
+
+    class CountPaints(QObject):
+        count = 0
+
+        def eventFilter(self, watched, event):
+            if event.type() == QEvent.Type.Paint:
+                CountPaints.count += 1
+            return False
+
+    counter = CountPaints()
+    bar.installEventFilter(counter)
+    window.job_status.busy("exporting")
+    qtbot.wait(50)
+    before = CountPaints.count
+    window.job_status.show_progress(0.5, "exporting: writing parameters")
+    assert CountPaints.count == before, "painted inside the progress call"
+    assert bar.value() == 500 and window.job_status.text.text() == "exporting: writing parameters"
+    qtbot.waitUntil(lambda: CountPaints.count > before, timeout=5000)  # ...and with the next frame
+    painted = CountPaints.count
+    window.job_status.idle()
+    assert CountPaints.count == painted and bar.value() == 0
+    bar.removeEventFilter(counter)

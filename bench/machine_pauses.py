@@ -1,0 +1,73 @@
+"""What the machine itself did to every process during a benchmark phase: the reference for the
+GUI thread's stalls.
+
+Why: on the 2-vCPU VMs this app is measured on, the host pauses the whole VM now and then while
+it is busy (steal time on both vCPUs at once; heartbeats in unrelated processes pinned to each
+vCPU late by 60-300 ms at the same moments as the window's). A stall measured on the GUI thread
+is the app's own only where such a reference was on time.
+
+- `ReferenceBeat`: separate, idle Python processes beating every 10 ms like the GUI heartbeat
+  (bench/gui_bench.py), one pinned to each CPU (the GUI thread may be on either when a vCPU is
+  paused); `worst_ms(t0, t1)` is their longest stall (gap minus period) in a window of
+  `time.perf_counter()` (CLOCK_MONOTONIC, the same in every process on Linux).
+- `steal_ms()`: the host's steal time so far, summed over the CPUs (/proc/stat; 0 elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+BEAT_MS = 10
+REPORT_MS = 20  # gaps this long are reported by the reference process
+
+_BEATER = (
+    "import os, sys, time\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+    f"period, report = {BEAT_MS / 1000}, {REPORT_MS / 1000}\n"
+    "last = time.perf_counter()\n"
+    "while True:\n"
+    "    time.sleep(period)\n"
+    "    now = time.perf_counter()\n"
+    "    if now - last > report:\n"
+    "        print(f'{now:.4f} {now - last:.4f}', flush=True)\n"
+    "    last = now\n"
+)
+
+
+class ReferenceBeat:
+    def __init__(self) -> None:
+        self.gaps: list[tuple[float, float]] = []  # (end, seconds)
+        self.procs = [subprocess.Popen([sys.executable, "-c", _BEATER, str(cpu)], stdout=subprocess.PIPE, text=True)
+                      for cpu in sorted(os.sched_getaffinity(0))]
+        for proc in self.procs:
+            threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            end, gap = map(float, line.split())
+            self.gaps.append((end, gap))
+
+    def worst_ms(self, t0: float, t1: float) -> float:
+        time.sleep(0.05)  # a gap that ended in the window may still be on its way
+        gaps = [gap for end, gap in list(self.gaps) if t0 <= end <= t1 + 0.05]
+        return round(max(0.0, max(gaps, default=0.0) * 1000 - BEAT_MS), 1)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+def steal_ms() -> float:
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()  # "cpu user nice system idle iowait irq softirq steal ..."
+    except OSError:
+        return 0.0
+    if fields[0] != "cpu" or len(fields) < 9:
+        return 0.0
+    return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK")
