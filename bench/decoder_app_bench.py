@@ -22,11 +22,13 @@ it, each phase timed until what the user waits for is there:
 Per phase: wall seconds; the longest GUI-thread stall (gui_bench's 10 ms heartbeat), also by the
 side job running when it ended; the peak RSS of the app's own process during the phase (VmHWM,
 reset at the phase's start through /proc/self/clear_refs; Chromium's processes are not counted),
-as a ratio to the parameter bytes. Reference in the same run (bench/machine_pauses.py): the
-longest stall of an idle heartbeat in a separate process, and the host's steal time, per phase: a
-GUI stall the reference shares is the machine's (the VM paused), not the app's. Bars (issue #16): every stall <= 50 ms (goal 16 ms); peak RSS
-<= 0.25x the parameter bytes while opening, previewing and exporting (validation and quantization
-run ONNX Runtime on the exported layers, reported, not barred). Writes
+as a ratio to the parameter bytes; the GUI thread's CPU seconds. Reference in the same run
+(bench/machine_pauses.py): idle heartbeats in separate processes pinned to each CPU, and the
+host's steal time. The part of a GUI stall during which a reference was late too is the
+machine's (the VM paused), not the app's: the app's stall is the longest GUI stall less that part.
+Bars (issue #16): the app's stall <= 50 ms in every phase (goal 16 ms; the raw stall is printed
+beside it); peak RSS <= 0.25x the parameter bytes while opening, previewing and exporting
+(validation and quantization run ONNX Runtime on the exported layers, reported, not barred). Writes
 build/bench/decoder_app_bench.json; exit 1 if a bar is missed. Runs offscreen.
 """
 
@@ -75,7 +77,7 @@ class Phases:
         loop), or, if `done` is None, when the side jobs are over (`wait_side_jobs`)."""
         reset_peak_rss()
         self.beat.start(lambda: running_jobs(self.window))
-        t0, stolen = time.perf_counter(), steal_ms()
+        t0, stolen, gui_cpu = time.perf_counter(), steal_ms(), time.thread_time()
         start()
         if done is None:
             wait_side_jobs(self.app, self.window, timeout)
@@ -83,13 +85,14 @@ class Phases:
             wait(self.app, done, timeout)
         seconds = time.perf_counter() - t0
         stall = self.beat.stop()
-        stolen = steal_ms() - stolen
+        stolen, gui_cpu = steal_ms() - stolen, time.thread_time() - gui_cpu
         peak = peak_rss()
         row = self.rows[name] = {"seconds": round(seconds, 2), "stall_ms": round(stall, 1),
                                  "stall_by_job_ms": self.beat.stalls_by_job(), "peak_rss": peak,
                                  "rss_vs_params": round(peak / self.params, 3),
                                  "reference_stall_ms": self.reference.worst_ms(t0, t0 + seconds),
-                                 "steal_ms": round(stolen)}
+                                 "app_stall_ms": self.reference.app_stall_ms(self.beat.late, stall, STALL_GOAL_MS),
+                                 "steal_ms": round(stolen), "gui_cpu_s": round(gui_cpu, 2)}
         print(f"{name:11} {seconds:7.2f} s, longest GUI stall {stall:5.1f} ms, peak RSS {peak / 2**20:6.0f} MB "
               f"({row['rss_vs_params']:.3f}x params)", flush=True)
         return row
@@ -163,7 +166,7 @@ def main() -> int:
 
 
 def report(rows: dict, params: int, info: dict, work: Path) -> int:
-    ok = all(row["stall_ms"] <= STALL_BAR_MS for row in rows.values())
+    ok = all(row["app_stall_ms"] <= STALL_BAR_MS for row in rows.values())
     ok &= all(rows[name]["rss_vs_params"] <= RSS_BAR for name in RSS_BARRED)
     ok &= all(rows[name].get("ended") == "returned" for name in ("export", "validate", "quantize"))
     ok &= rows["validate"].get("passed") is True
@@ -172,17 +175,18 @@ def report(rows: dict, params: int, info: dict, work: Path) -> int:
                         "rss_barred_phases": list(RSS_BARRED), "met": ok}}
     (OUT / "decoder_app_bench.json").write_text(json.dumps(results, indent=2))
     shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{'phase':11} {'s':>7} {'stall ms':>9} {'ref ms':>7} {'steal ms':>8} {'peak RSS':>10} {'RSS/params':>10}  "
+    print(f"\n{'phase':11} {'s':>7} {'app ms':>7} {'stall ms':>9} {'ref ms':>7} {'steal ms':>8} {'GUI cpu s':>9} {'peak RSS':>10} {'RSS/params':>10}  "
           "stall by job (ms)")
     for name, row in rows.items():
-        print(f"{name:11} {row['seconds']:7.2f} {row['stall_ms']:9.1f} {row['reference_stall_ms']:7.1f} "
-              f"{row['steal_ms']:8d} {row['peak_rss'] / 2**20:8.0f}MB "
+        print(f"{name:11} {row['seconds']:7.2f} {row['app_stall_ms']:7.1f} {row['stall_ms']:9.1f} "
+              f"{row['reference_stall_ms']:7.1f} "
+              f"{row['steal_ms']:8d} {row['gui_cpu_s']:9.2f} {row['peak_rss'] / 2**20:8.0f}MB "
               f"{row['rss_vs_params']:10.3f}  " + ", ".join(f"{k} {v}" for k, v in row["stall_by_job_ms"].items()))
     early = rows["early_exit"]
     print(f"early exit preview: {early['preview_nodes_drawn']} nodes drawn in {early['preview_seconds']} s; "
           f"validation {'PASSED' if rows['validate'].get('passed') else 'NOT PASSED'}; "
           f"export {rows['export'].get('bytes', 0) / 1e9:.2f} GB")
-    print(f"\nbars (every GUI stall <= {STALL_BAR_MS:.0f} ms, goal {STALL_GOAL_MS:.0f}; peak RSS <= {RSS_BAR}x "
+    print(f"\nbars (the app's share of every GUI stall <= {STALL_BAR_MS:.0f} ms, goal {STALL_GOAL_MS:.0f}; peak RSS <= {RSS_BAR}x "
           f"parameters while opening, previewing, exporting): {'MET' if ok else 'NOT MET'}")
     return 0 if ok else 1
 

@@ -85,12 +85,13 @@ class Heartbeat:
         self.beats = 0
         self.running = None
         self.by_job: dict[str, float] = {}
+        self.late: list[tuple[float, float]] = []  # (end, gap seconds) of the gaps past one frame
         stacks = os.environ.get("ONNXPORT_STALL_STACKS")
         self.stacks = open(stacks, "a") if stacks else None  # noqa: SIM115 - open for the process's life
 
     def start(self, running=None) -> None:
         self.last = time.perf_counter()
-        self.worst, self.beats, self.running, self.by_job = 0.0, 0, running, {}
+        self.worst, self.beats, self.running, self.by_job, self.late = 0.0, 0, running, {}, []
         self.timer.start()
 
     def _watch(self) -> None:
@@ -102,6 +103,8 @@ class Heartbeat:
         now = time.perf_counter()
         gap = now - self.last
         self.worst = max(self.worst, gap)
+        if gap * 1000 > BEAT_MS + STALL_GOAL_MS:
+            self.late.append((now, gap))
         if self.running is not None:
             for name in self.running() or ("none",):
                 self.by_job[name] = max(self.by_job.get(name, 0.0), gap)

@@ -10,6 +10,11 @@ is the app's own only where such a reference was on time.
   (bench/gui_bench.py), one pinned to each CPU (the GUI thread may be on either when a vCPU is
   paused); `worst_ms(t0, t1)` is their longest stall (gap minus period) in a window of
   `time.perf_counter()` (CLOCK_MONOTONIC, the same in every process on Linux).
+- `app_stall_ms(late, raw_ms, goal_ms)`: the GUI's longest stall once the time the machine held
+  everyone up is taken out of it: each GUI gap past a frame (`late`: (end, seconds)) minus the
+  longest stretch within it during which the references on every CPU were overdue at once (the
+  whole VM paused). Conservative: a reference reports only its gaps past 20 ms, and a pause of one
+  vCPU alone stays on the app's account.
 - `steal_ms()`: the host's steal time so far, summed over the CPUs (/proc/stat; 0 elsewhere).
 """
 
@@ -40,21 +45,41 @@ _BEATER = (
 
 class ReferenceBeat:
     def __init__(self) -> None:
-        self.gaps: list[tuple[float, float]] = []  # (end, seconds)
+        self.gaps: list[tuple[int, float, float]] = []  # (cpu, end, seconds)
+        self.cpus = sorted(os.sched_getaffinity(0))
         self.procs = [subprocess.Popen([sys.executable, "-c", _BEATER, str(cpu)], stdout=subprocess.PIPE, text=True)
-                      for cpu in sorted(os.sched_getaffinity(0))]
-        for proc in self.procs:
-            threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+                      for cpu in self.cpus]
+        for cpu, proc in zip(self.cpus, self.procs):
+            threading.Thread(target=self._read, args=(cpu, proc), daemon=True).start()
 
-    def _read(self, proc: subprocess.Popen) -> None:
+    def _read(self, cpu: int, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
             end, gap = map(float, line.split())
-            self.gaps.append((end, gap))
+            self.gaps.append((cpu, end, gap))
 
     def worst_ms(self, t0: float, t1: float) -> float:
         time.sleep(0.05)  # a gap that ended in the window may still be on its way
-        gaps = [gap for end, gap in list(self.gaps) if t0 <= end <= t1 + 0.05]
+        gaps = [gap for _cpu, end, gap in list(self.gaps) if t0 <= end <= t1 + 0.05]
         return round(max(0.0, max(gaps, default=0.0) * 1000 - BEAT_MS), 1)
+
+    def paused_during(self, start: float, end: float) -> float:
+        """The longest stretch of [start, end] (seconds) during which the references on every CPU
+        were overdue at once."""
+        overdue: dict[int, list[tuple[float, float]]] = {cpu: [] for cpu in self.cpus}
+        for cpu, ref_end, gap in list(self.gaps):
+            lo, hi = max(start, ref_end - gap + BEAT_MS / 1000), min(end, ref_end)
+            if hi > lo:
+                overdue[cpu].append((lo, hi))
+        stretches = overdue[self.cpus[0]] if self.cpus else []
+        for cpu in self.cpus[1:]:
+            stretches = [(max(a, c), min(b, d)) for a, b in stretches for c, d in overdue[cpu] if min(b, d) > max(a, c)]
+        return max((b - a for a, b in stretches), default=0.0)
+
+    def app_stall_ms(self, late: list[tuple[float, float]], raw_ms: float, goal_ms: float) -> float:
+        """See the module docstring; gaps not in `late` stalled at most `goal_ms`."""
+        time.sleep(0.05)  # a reference gap that overlaps the last GUI gap may still be on its way
+        parts = [gap - BEAT_MS / 1000 - self.paused_during(end - gap + BEAT_MS / 1000, end) for end, gap in late]
+        return round(max([p * 1000 for p in parts] + [min(raw_ms, goal_ms)]), 1)
 
     def close(self) -> None:
         for proc in self.procs:

@@ -1,0 +1,44 @@
+"""The benchmark's reference for GUI stalls (bench/machine_pauses.py): the part of a GUI stall
+during which an idle reference process was late too is the machine's, the rest is the app's."""
+
+from __future__ import annotations
+
+import time
+
+from bench.machine_pauses import BEAT_MS, ReferenceBeat, steal_ms
+
+
+def _reference_with(gaps, cpus=(0, 1)):
+    ref = ReferenceBeat.__new__(ReferenceBeat)  # the arithmetic alone, no beating processes
+    ref.gaps, ref.cpus, ref.procs = list(gaps), list(cpus), []
+    return ref
+
+
+def test_the_machine_s_share_of_a_stall_is_taken_out():
+    beat = BEAT_MS / 1000
+    gui_gap = [(10.210, 0.210)]  # the GUI beat due at 10.010 came at 10.210: a 200 ms stall
+    # the references on both CPUs were overdue together from 10.050 to 10.190: the app's share is 60 ms
+    ref = _reference_with([(0, 10.190, 0.150), (1, 10.200, 0.170)])
+    assert abs(ref.paused_during(10.0 + beat, 10.210) - 0.140) < 1e-9
+    assert ref.app_stall_ms(gui_gap, 200.0, 16.0) == 60.0
+    # one CPU's reference alone late: the GUI thread may have been on the other; nothing taken out
+    assert _reference_with([(0, 10.190, 0.150)]).app_stall_ms(gui_gap, 200.0, 16.0) == 200.0
+    # only the stretch when both were overdue: 10.050-10.100 (50 ms)
+    ref = _reference_with([(0, 10.190, 0.150), (1, 10.100, 0.100)])
+    assert ref.app_stall_ms(gui_gap, 200.0, 16.0) == 150.0
+    # a machine pause at another time takes nothing out
+    assert _reference_with([(0, 20.5, 0.3), (1, 20.5, 0.3)]).app_stall_ms(gui_gap, 200.0, 16.0) == 200.0
+    # no gap past a frame: the raw stall stands
+    assert _reference_with([]).app_stall_ms([], 12.5, 16.0) == 12.5
+
+
+def test_references_beat_on_every_cpu_and_steal_is_read():
+    ref = ReferenceBeat()
+    try:
+        time.sleep(0.3)
+        assert all(p.poll() is None for p in ref.procs) and ref.procs
+        assert ref.worst_ms(time.perf_counter() - 0.3, time.perf_counter()) >= 0.0
+    finally:
+        ref.close()
+    assert all(p.poll() is not None for p in ref.procs)
+    assert steal_ms() >= 0.0
