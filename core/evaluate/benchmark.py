@@ -23,9 +23,15 @@ import numpy as np
 from onnxport.core.evaluate.feeds import FeedsLike
 from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.input_specs import input_specs
-from onnxport.core.evaluate.runtime import adapt_feed, describe_feed, model_size, run, session
+from onnxport.core.evaluate.runtime import (
+    adapt_feed,
+    describe_feed,
+    intra_op_threads,
+    model_size,
+    run,
+    session,
+)
 from onnxport.core.io.model_io import check_model_file, load_graph
-from onnxport.core.util.background import allowed_cpu_count
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import human_size
@@ -104,7 +110,7 @@ def benchmark(
     cancel: CancelToken | None = None,
 ) -> BenchReport:
     started = time.perf_counter()
-    threads = threads or allowed_cpu_count()  # as the sessions will run (runtime.session_options)
+    threads = intra_op_threads(threads)  # as the sessions will run, for the report
     paths = [Path(p) for p in model_paths]
     if not 1 <= len(paths) <= 2:
         raise OnnxportError("bench takes one or two models")

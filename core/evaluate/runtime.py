@@ -41,11 +41,18 @@ def _ort():
     return onnxruntime
 
 
+def intra_op_threads(threads: int | None = None) -> int | None:
+    """The intra-op threads a session runs with: `threads`, else as many as this process's allowed
+    CPUs when it may use fewer than the machine has (ORT's default counts the machine's cores),
+    else None (ORT's default)."""
+    return threads or allowed_cpu_count()
+
+
 def session_options(threads: int | None = None, optimize: bool = True):
     ort = _ort()
     so = ort.SessionOptions()
     so.log_severity_level = 4  # errors come back as exceptions; ORT's own log would add lines
-    threads = threads or allowed_cpu_count()  # ORT's default counts the machine's cores
+    threads = intra_op_threads(threads)
     if threads:
         so.intra_op_num_threads = int(threads)
     if not optimize:

@@ -36,21 +36,24 @@ class JobStatus:
         self.text.setText(f"{name}…")
 
     def show_progress(self, fraction: float | None, message: str) -> None:
-        self.progress.setUpdatesEnabled(False)  # setValue's repaint waits for the next frame
         if fraction is None:
-            self.progress.setRange(0, 0)
+            self._set_bar(0)
         else:
-            self.progress.setRange(0, 1000)
-            self.progress.setValue(int(1000 * fraction))
-        self.progress.setUpdatesEnabled(True)  # schedules the paint (QWidget.update)
+            self._set_bar(1000, int(1000 * fraction))
         self.text.setText(message)
 
     def idle(self) -> None:
-        self.progress.setUpdatesEnabled(False)
-        self.progress.setRange(0, 1000)
-        self.progress.setValue(0)
-        self.progress.setUpdatesEnabled(True)
+        self._set_bar(1000, 0)
         self.progress.setFormat("")
         self.progress.setEnabled(False)
         self.cancel_button.setEnabled(False)
         self.text.setText("ready")
+
+    def _set_bar(self, maximum: int, value: int | None = None) -> None:
+        """Range 0..`maximum` (0: busy) and `value`, painted with the next frame (see the module
+        docstring): with updates off, setValue's repaint waits; turning them on schedules it."""
+        self.progress.setUpdatesEnabled(False)
+        self.progress.setRange(0, maximum)
+        if value is not None:
+            self.progress.setValue(value)
+        self.progress.setUpdatesEnabled(True)
