@@ -9,7 +9,11 @@ is the app's own only where such a reference was on time.
 - `ReferenceBeat`: separate, idle Python processes beating every 10 ms like the GUI heartbeat
   (bench/gui_bench.py), one pinned to each CPU (the GUI thread may be on either when a vCPU is
   paused); `worst_ms(t0, t1)` is their longest stall (gap minus period) in a window of
-  `time.perf_counter()` (CLOCK_MONOTONIC, the same in every process on Linux).
+  `time.perf_counter()` (CLOCK_MONOTONIC, the same in every process on Linux). They write their
+  late beats to files read after a phase: a thread reading them in the measured process would
+  take its GIL exactly when the VM is slowed (a reference reports then), and lengthen the very
+  stalls it measures (seen with perf sched: reader threads waiting 45-78 ms for a CPU inside the
+  GUI's 215 ms gap).
 - `app_stall_ms(late, raw_ms, goal_ms)`: the GUI's longest stall once the time the machine held
   everyone up is taken out of it: each GUI gap past a frame (`late`: (end, seconds)) minus the
   longest stretch within it during which the references on every CPU were overdue at once (the
@@ -23,8 +27,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
+import tempfile
 import time
+from pathlib import Path
 
 BEAT_MS = 10
 REPORT_MS = 20  # gaps this long are reported by the reference process
@@ -32,6 +37,7 @@ REPORT_MS = 20  # gaps this long are reported by the reference process
 _BEATER = (
     "import os, sys, time\n"
     "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+    "sys.stdout = open(sys.argv[2], 'w', buffering=1)\n"
     f"period, report = {BEAT_MS / 1000}, {REPORT_MS / 1000}\n"
     "last = time.perf_counter()\n"
     "while True:\n"
@@ -45,28 +51,40 @@ _BEATER = (
 
 class ReferenceBeat:
     def __init__(self) -> None:
-        self.gaps: list[tuple[int, float, float]] = []  # (cpu, end, seconds)
+        self.gaps: list[tuple[int, float, float]] = []  # (cpu, end, seconds), as read so far
         self.cpus = sorted(os.sched_getaffinity(0))
-        self.procs = [subprocess.Popen([sys.executable, "-c", _BEATER, str(cpu)], stdout=subprocess.PIPE, text=True)
-                      for cpu in self.cpus]
-        for cpu, proc in zip(self.cpus, self.procs):
-            threading.Thread(target=self._read, args=(cpu, proc), daemon=True).start()
+        self._dir = tempfile.TemporaryDirectory(prefix="onnxport-reference-")
+        self.files = [Path(self._dir.name) / f"cpu{cpu}.txt" for cpu in self.cpus]
+        self._read_bytes = [0] * len(self.files)
+        self.procs = [subprocess.Popen([sys.executable, "-c", _BEATER, str(cpu), str(path)])
+                      for cpu, path in zip(self.cpus, self.files)]
 
-    def _read(self, cpu: int, proc: subprocess.Popen) -> None:
-        for line in proc.stdout:
-            end, gap = map(float, line.split())
-            self.gaps.append((cpu, end, gap))
+    def _collect(self) -> None:
+        """Add the gaps the references wrote since the last call (whole lines only)."""
+        time.sleep(0.05)  # a gap that ended in the window may still be on its way
+        for i, (cpu, path) in enumerate(zip(self.cpus, self.files)):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self._read_bytes[i])
+                    text = f.read()
+            except FileNotFoundError:
+                continue
+            whole = text[: text.rfind(b"\n") + 1]
+            self._read_bytes[i] += len(whole)
+            for line in whole.decode().splitlines():
+                end, gap = map(float, line.split())
+                self.gaps.append((cpu, end, gap))
 
     def worst_ms(self, t0: float, t1: float) -> float:
-        time.sleep(0.05)  # a gap that ended in the window may still be on its way
-        gaps = [gap for _cpu, end, gap in list(self.gaps) if t0 <= end <= t1 + 0.05]
+        self._collect()
+        gaps = [gap for _cpu, end, gap in self.gaps if t0 <= end <= t1 + 0.05]
         return round(max(0.0, max(gaps, default=0.0) * 1000 - BEAT_MS), 1)
 
     def paused_during(self, start: float, end: float) -> float:
         """The longest stretch of [start, end] (seconds) during which the references on every CPU
         were overdue at once."""
         overdue: dict[int, list[tuple[float, float]]] = {cpu: [] for cpu in self.cpus}
-        for cpu, ref_end, gap in list(self.gaps):
+        for cpu, ref_end, gap in self.gaps:
             lo, hi = max(start, ref_end - gap + BEAT_MS / 1000), min(end, ref_end)
             if hi > lo:
                 overdue[cpu].append((lo, hi))
@@ -77,7 +95,7 @@ class ReferenceBeat:
 
     def app_stall_ms(self, late: list[tuple[float, float]], raw_ms: float, goal_ms: float) -> float:
         """See the module docstring; gaps not in `late` stalled at most `goal_ms`."""
-        time.sleep(0.05)  # a reference gap that overlaps the last GUI gap may still be on its way
+        self._collect()
         parts = [gap - BEAT_MS / 1000 - self.paused_during(end - gap + BEAT_MS / 1000, end) for end, gap in late]
         return round(max([p * 1000 for p in parts] + [min(raw_ms, goal_ms)]), 1)
 
@@ -85,6 +103,7 @@ class ReferenceBeat:
         for proc in self.procs:
             proc.kill()
             proc.wait()
+        self._dir.cleanup()
 
 
 def steal_ms() -> float:

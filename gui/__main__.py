@@ -1,7 +1,5 @@
 """`python -m onnxport.gui [FILES...]`."""
 
-import sys
+from .app import run
 
-from .app import main
-
-sys.exit(main())
+run()

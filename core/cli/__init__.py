@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from onnxport.core.cli.written_files import WrittenFiles, interrupted_line
 from onnxport.core.util.atomic import remove_live_temps
 from onnxport.core.util.errors import OnnxportError, cannot_read
+from onnxport.core.util.malloc_tuning import reexec_tuned
 
 EXIT_USER_ERROR = 2
 EXIT_SIGINT = 128 + signal.SIGINT
@@ -115,4 +116,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:  # pragma: no cover - console entry point
+    reexec_tuned()  # once, before any work: glibc reads its tunables at start (util/malloc_tuning.py)
     sys.exit(main())

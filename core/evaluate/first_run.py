@@ -44,6 +44,7 @@ from onnxport.core.evaluate.input_values import generate, value_choices
 from onnxport.core.evaluate.runtime import describe_feed, ort_message
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.util.errors import Cancelled, OnnxportError
+from onnxport.core.util.malloc_tuning import tuned_environ
 from onnxport.core.util.progress import CancelToken
 
 CHILD = Path(__file__).with_name("first_run_child.py")
@@ -192,7 +193,7 @@ def _run_child(folder: Path, models: list, trials: list[str], start: int, cancel
                                "report": str(report)}), encoding="utf-8")
     try:
         child = subprocess.Popen([sys.executable, str(CHILD), str(job)], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=tuned_environ())
     except OSError:
         return [], None
     deadline = time.monotonic() + TIMEOUT_SECONDS

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from google.protobuf.message import EncodeError
 
 from onnxport.core.graph.uses import walk_bodies
 from onnxport.core.io.external_data import has_external
@@ -60,6 +61,18 @@ def session_options(threads: int | None = None, optimize: bool = True):
     return so
 
 
+def serialized_within_limit(model: onnx.ModelProto) -> bytes | None:
+    """The model's bytes, or None past SESSION_BYTES_LIMIT (protobuf cannot write 2 GB).
+
+    Serialized once: upb's `ByteSize()` serializes the whole model to measure it, so asking the
+    size first wrote every weight twice (measured: 1.1 s and a transient copy per GB)."""
+    try:
+        data = model.SerializeToString()
+    except EncodeError:
+        return None
+    return data if len(data) <= SESSION_BYTES_LIMIT else None
+
+
 def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, threads: int | None = None,
             workdir: Path | None = None, optimize: bool = True, checked: bool = False,
             external_folder: Path | None = None):
@@ -78,14 +91,13 @@ def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, th
             so.add_session_config_entry(EXTERNAL_FOLDER_KEY, str(external_folder))
         elif has_external(model):
             raise ValueError(f"{label}: a model with external data given without its folder")
-        if model.ByteSize() > SESSION_BYTES_LIMIT:
+        source = serialized_within_limit(model)
+        if source is None:
             if workdir is None:
                 raise OnnxportError(f"{label}: over 2 GB in memory and no work folder to spill it to")
             spill = Path(workdir) / f"{abs(hash(label))}.session.onnx"
             onnx.save_model(model, spill, save_as_external_data=True, location=spill.name + ".data")
             source = str(spill)
-        else:
-            source = model.SerializeToString()
     else:
         label = label or str(model)
         if not Path(model).is_file():

@@ -34,15 +34,15 @@ import onnx
 from onnxport.core.graph.focus_blocks import CollapsedRun, find_runs, placeholder_node, scope_table
 from onnxport.core.graph.focus_units import ContractedCone
 from onnxport.core.graph.graph_table import GraphTable
-from onnxport.core.graph.preview import to_preview
+from onnxport.core.graph.preview import beyond_header, to_preview
 from onnxport.core.graph.prune import check_outputs
-from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.util.progress import CancelToken
 
 FOCUS_BUDGET = 240  # drawn nodes: Netron lays out ~250 in 0.5-1 s here, ~1,000 in 7 s (superlinear)
 FOCUS_DOMAIN = "onnxport"
 CHECK_EVERY = 4096
-HEADER_BYTES = 256  # an initializer bigger than this holds data
+HEADER_BYTES = 256  # an initializer declaring more values than this holds data
 
 
 @dataclass
@@ -106,7 +106,7 @@ class FocusGraph:
         than its nodes."""
         key = file_key(path)
         model = model if model is not None else load_graph(path)
-        if any(t.ByteSize() > HEADER_BYTES for t in model.graph.initializer):
+        if any(tensor_nbytes(t) > HEADER_BYTES and beyond_header(t) for t in model.graph.initializer):
             headers = [onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims) for t in model.graph.initializer]
             del model.graph.initializer[:]
             model.graph.initializer.extend(headers)

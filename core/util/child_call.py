@@ -36,6 +36,7 @@ from typing import Any
 
 from onnxport.core.util.background import make_background
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.malloc_tuning import tuned_environ
 from onnxport.core.util.progress import CancelToken
 
 _HEADER = struct.Struct("<Q")
@@ -52,16 +53,17 @@ def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], N
     request = pickle.dumps((fn.__module__, fn.__qualname__, args, kwargs, list(sys.path)))
     try:
         child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
-                                 stdin=subprocess.PIPE, pass_fds=(write_fd,))
+                                 stdin=subprocess.PIPE, pass_fds=(write_fd,), env=tuned_environ())
         make_background(child)  # the app's GUI thread comes first and keeps a core
     finally:
         os.close(write_fd)
     answers = os.fdopen(read_fd, "rb")
-    watcher = threading.Thread(target=_forward_cancel, args=(child, cancel), daemon=True)
+    stop_forwarding = None
     try:
         child.stdin.write(_HEADER.pack(len(request)) + request)
         child.stdin.flush()
-        watcher.start()
+        if cancel is not None:  # no thread polls the token: it would take the app's GIL 10 times a second
+            stop_forwarding = cancel.on_cancel(lambda: _tell_cancel(child))
         while True:
             frame = _read_frame(answers)
             if frame is None:
@@ -77,6 +79,8 @@ def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], N
             elif kind == "errored":
                 raise body[0]
     finally:
+        if stop_forwarding is not None:
+            stop_forwarding()
         answers.close()
         if child.poll() is None:
             try:
@@ -90,18 +94,14 @@ def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], N
                 child.wait()
 
 
-def _forward_cancel(child: subprocess.Popen, cancel: CancelToken | None) -> None:
-    """Tell the child once the caller cancels (polled: a CancelToken has no callback)."""
-    if cancel is None:
-        return
-    while child.poll() is None:
-        if cancel.wait(0.1):
-            try:
-                child.stdin.write(_CANCEL)
-                child.stdin.flush()
-            except (OSError, ValueError):
-                pass
-            return
+def _tell_cancel(child: subprocess.Popen) -> None:
+    """Send the cancel byte (from the thread that cancels; a child already gone or a closed pipe
+    needs no telling)."""
+    try:
+        child.stdin.write(_CANCEL)
+        child.stdin.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _read_frame(stream) -> tuple | None:

@@ -31,9 +31,31 @@ class CancelToken:
     def __init__(self) -> None:
         self._cancel = threading.Event()
         self._commit = threading.Event()
+        self._hooks: list[Callable[[], None]] = []
+        self._hooks_lock = threading.Lock()
 
     def cancel(self) -> None:
         self._cancel.set()
+        with self._hooks_lock:
+            hooks = list(self._hooks)
+        for hook in hooks:
+            hook()
+
+    def on_cancel(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call `hook()` in the cancelling thread when a cancel comes (at once if one came); returns
+        the function that removes it. Why: what must pass a cancel on (to a child process) need
+        not keep a thread polling the token. `hook` must be quick, never raise, and may run twice."""
+        with self._hooks_lock:
+            self._hooks.append(hook)
+        if self.cancelled:
+            hook()
+
+        def remove() -> None:
+            with self._hooks_lock:
+                if hook in self._hooks:
+                    self._hooks.remove(hook)
+
+        return remove
 
     @property
     def cancelled(self) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import http.server
 import re
+import socket
 import threading
 import urllib.parse
 from pathlib import Path
@@ -79,8 +80,10 @@ class PreviewServer:
 
         self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        self._httpd.timeout = None  # handle_request waits for a connection, however long
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="netron-server", daemon=True)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="netron-server", daemon=True)
         self._thread.start()
 
     @property
@@ -96,10 +99,21 @@ class PreviewServer:
             self.data_url = f"{self.origin}/data/{self._version}/{name}"
             return f"{self.origin}/?v={self._version}"
 
+    def _serve(self) -> None:
+        """Serve until `stop`. Not `serve_forever`: it wakes every 0.5 s to look for a shutdown,
+        and each wake takes the app's GIL, which the GUI thread then waits for when the machine
+        is slow. This thread sleeps until a connection comes; `stop` makes one."""
+        while not self._stopping:
+            self._httpd.handle_request()
+
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._stopping = True
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()  # wakes `_serve`
+        except OSError:
+            pass
         self._thread.join(timeout=5)
+        self._httpd.server_close()
 
     def _answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         path = urllib.parse.unquote(urllib.parse.urlparse(handler.path).path)

@@ -3,6 +3,9 @@ during which an idle reference process was late too is the machine's, the rest i
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 
 from bench.machine_pauses import BEAT_MS, ReferenceBeat, steal_ms
@@ -10,7 +13,7 @@ from bench.machine_pauses import BEAT_MS, ReferenceBeat, steal_ms
 
 def _reference_with(gaps, cpus=(0, 1)):
     ref = ReferenceBeat.__new__(ReferenceBeat)  # the arithmetic alone, no beating processes
-    ref.gaps, ref.cpus, ref.procs = list(gaps), list(cpus), []
+    ref.gaps, ref.cpus, ref.procs, ref.files = list(gaps), list(cpus), [], []
     return ref
 
 
@@ -42,3 +45,22 @@ def test_references_beat_on_every_cpu_and_steal_is_read():
         ref.close()
     assert all(p.poll() is not None for p in ref.procs)
     assert steal_ms() >= 0.0
+
+
+def test_a_held_up_reference_reports_its_gap_without_a_thread_in_this_process():
+    threads = threading.active_count()
+    ref = ReferenceBeat()
+    try:
+        assert threading.active_count() == threads  # nothing here takes the measured process's GIL
+        time.sleep(0.2)
+        t0 = time.perf_counter()
+        os.kill(ref.procs[0].pid, signal.SIGSTOP)  # the reference on the first CPU held up 150 ms
+        time.sleep(0.15)
+        os.kill(ref.procs[0].pid, signal.SIGCONT)
+        time.sleep(0.05)
+        worst = ref.worst_ms(t0, time.perf_counter())
+        assert 140 - BEAT_MS <= worst <= 1000
+        assert ref.cpus[0] in {cpu for cpu, end, _gap in ref.gaps if end >= t0}
+        assert ref.worst_ms(t0, time.perf_counter()) == worst  # read once, kept
+    finally:
+        ref.close()

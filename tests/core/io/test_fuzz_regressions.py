@@ -241,6 +241,36 @@ def test_onnx_name_that_is_not_utf8(tmp_path):
     _refused(load_graph, tmp_path / "m.onnx", r"its name b'/enc/\\xffatMul' is not UTF-8 text")
 
 
+def test_onnx_tensor_name_or_external_data_key_that_is_not_utf8(tmp_path):
+    data = onnx_model().SerializeToString().replace(b"labels", b"l\xffbels")  # an initializer's name
+    (tmp_path / "m.onnx").write_bytes(data)
+    _refused(load_graph, tmp_path / "m.onnx", r"its name b'l\\xffbels' is not UTF-8 text")
+    model = onnx_model()
+    w = next(t for t in model.graph.initializer if t.name == "W")
+    w.data_location = T.EXTERNAL
+    w.external_data.add(key="location", value="w.bin")
+    data = model.SerializeToString().replace(b"location", b"locati\xffn")
+    (tmp_path / "e.onnx").write_bytes(data)
+    _refused(load_graph, tmp_path / "e.onnx", r"its key b'locati\\xffn' is not UTF-8 text")
+
+
+def test_the_text_check_reads_no_tensor_values():
+    """upb's ListFields hands a tensor's raw_data back as a copy; the check must not ask for it."""
+    import tracemalloc
+
+    from onnxport.core.io.model_io import _non_utf8_text
+
+    model = onnx_model()
+    model.graph.initializer.append(numpy_helper.from_array(np.ones(16 << 20, np.float32), "big"))  # 64 MB
+    tracemalloc.start()
+    try:
+        assert _non_utf8_text(model) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+
+
 def test_onnx_typed_values_in_the_field_of_another_type(tmp_path):
     model = onnx_model()
     b = next(t for t in model.graph.initializer if t.name == "b")  # float16: its values are in int32_data

@@ -36,3 +36,7 @@ def commit_then_return(*, progress=None, cancel=None):
 
 def die(*, progress=None, cancel=None):
     os._exit(3)
+
+
+def environment_value(name, *, progress=None, cancel=None):
+    return os.environ.get(name)

@@ -36,6 +36,16 @@ def test_a_cancel_reaches_the_child(tmp_path):
         call_in_child(f.wait_for_cancel, str(marker), cancel=token)
 
 
+def test_the_caller_starts_no_thread_and_forgets_its_cancel_hook_after_the_call(tmp_path):
+    """A cancel reaches the child from the cancelling thread (CancelToken.on_cancel), not from a
+    thread polling the token: in the app such a thread takes the GIL the GUI thread needs."""
+    token, counts, before = CancelToken(), [], threading.active_count()
+    call_in_child(f.add, 1, 2, progress=lambda *_: counts.append(threading.active_count()), cancel=token)
+    assert counts and set(counts) == {before}
+    assert token._hooks == []
+    token.cancel()  # after the call: nothing left to tell, nothing raised
+
+
 def test_a_commit_in_the_child_commits_the_callers_token():
     token = CancelToken()
     assert call_in_child(f.commit_then_return, cancel=token) == "kept"

@@ -44,6 +44,20 @@ def test_commit_point_holds_in_subs_parents_and_nested_reporters():
     assert token.committed and token.cancelled
 
 
+def test_a_cancel_hook_runs_once_per_cancel_at_once_when_late_and_never_once_removed():
+    token, calls = CancelToken(), []
+    remove = token.on_cancel(lambda: calls.append("first"))
+    token.cancel()
+    assert calls == ["first"]
+    token.on_cancel(lambda: calls.append("late"))  # registered after the cancel: called at once
+    assert calls == ["first", "late"]
+    remove()
+    other = CancelToken()
+    other.on_cancel(lambda: calls.append("removed"))()
+    other.cancel()
+    assert calls == ["first", "late"] and other.cancelled
+
+
 def test_a_cancel_before_the_commit_point_still_cancels():
     token = CancelToken()
     report = Reporter(None, token)
