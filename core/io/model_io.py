@@ -100,28 +100,15 @@ def _text_fields(descriptor) -> list[tuple[object, int]]:
     return fields
 
 
-def _tensor_non_utf8_text(tensor) -> tuple[str, bytes] | None:
-    """`_non_utf8_text` of a TensorProto, its text fields read one by one: `ListFields` would hand
-    back its raw_data too, as a copy (upb makes a new object per field: 0.5 s and a transient
-    copy per GB of weights, in every check of a loaded model)."""
-    for fd, kind in _text_fields(tensor.DESCRIPTOR):
-        value = getattr(tensor, fd.name)
-        if kind == 1 and type(value) is not str:
-            return fd.name, value
-        if kind == 2:
-            for text in value:
-                if type(text) is not str:
-                    return fd.name, text
-        elif kind == 3 and tensor.HasField(fd.name):
-            bad = _non_utf8_text(value)
-            if bad is not None:
-                return bad
-        elif kind == 4:
-            for item in value:
-                bad = _non_utf8_text(item)
-                if bad is not None:
-                    return bad
-    return None
+def _set_fields(message) -> list:
+    """(field, value) of `message`'s set fields, as `ListFields` gives them; of a TensorProto only
+    its string and message fields, read one by one: `ListFields` would hand back its raw_data
+    too, as a copy (upb makes a new object per field: 0.5 s and a transient copy per GB of
+    weights, in every check of a loaded model)."""
+    if message.DESCRIPTOR is not _TENSOR:
+        return message.ListFields()
+    return [(fd, getattr(message, fd.name)) for fd, kind in _text_fields(_TENSOR)
+            if kind in (2, 4) or message.HasField(fd.name)]
 
 
 def _non_utf8_text(message) -> tuple[str, bytes] | None:
@@ -130,10 +117,8 @@ def _non_utf8_text(message) -> tuple[str, bytes] | None:
     protobuf hands such a proto2 `string` back as `bytes` instead of failing the parse, and every
     name would then break whatever compares or prints it. Walks the set fields only (~0.2 s per
     100,000 nodes measured here; tensor values are not strings and are not read)."""
-    if message.DESCRIPTOR is _TENSOR:
-        return _tensor_non_utf8_text(message)
     kinds = _TEXT_FIELDS
-    for fd, value in message.ListFields():
+    for fd, value in _set_fields(message):
         kind = kinds.get(fd)
         if kind is None:
             kind = _field_kind(fd)
