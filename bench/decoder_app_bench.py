@@ -99,10 +99,8 @@ class Phases:
 
 
 def main() -> int:
-    from onnxport.core.util.malloc_tuning import reexec_tuned
     from onnxport.gui.app import prepare_environment, tune_process
 
-    reexec_tuned()  # as the app's entry point does: the process measured is the app's
     prepare_environment()
     tune_process()  # as the app's main() runs it
     from PySide6.QtCore import QCoreApplication, QSettings, Qt

@@ -197,10 +197,8 @@ def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int) -
 
 
 def main() -> int:
-    from onnxport.core.util.malloc_tuning import reexec_tuned
     from onnxport.gui.app import prepare_environment, tune_process
 
-    reexec_tuned()  # as the app's entry point does: the process measured is the app's
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     prepare_environment()  # WebEngine (the preview panel) needs --no-sandbox as root
     tune_process()  # the switch interval and GC freezing the app's main() sets: measure the app as run

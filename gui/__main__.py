@@ -1,5 +1,7 @@
 """`python -m onnxport.gui [FILES...]`."""
 
-from .app import run
+import sys
 
-run()
+from .app import main
+
+sys.exit(main())

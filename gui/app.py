@@ -173,15 +173,6 @@ def handle_sigterm(app, window):
     return reader, writer, notifier
 
 
-def run() -> None:
-    """The app's entry point (`onnxport-gui`, `python -m onnxport.gui`): `main` in a process
-    restarted once with glibc's malloc tuned (core/util/malloc_tuning.py)."""
-    from onnxport.core.util.malloc_tuning import reexec_tuned
-
-    reexec_tuned()
-    sys.exit(main())
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     missing = no_display_line()

@@ -115,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_SIGTERM
 
 
+UNTUNED_COMMANDS = {"gui"}  # the app's own process wants latency: its children are tuned instead
+
+
 def run() -> None:  # pragma: no cover - console entry point
-    reexec_tuned()  # once, before any work: glibc reads its tunables at start (util/malloc_tuning.py)
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if command not in UNTUNED_COMMANDS:
+        reexec_tuned()  # once, before any work: glibc reads its tunables at start (util/malloc_tuning.py)
     sys.exit(main())

@@ -12,9 +12,14 @@ app's window (bench/decoder_app_bench.py, quantize phase).
 
 glibc reads its tunables when a process starts, so:
 - `tuned_environ()` is the environment the app's and CLI's children start with;
-- `reexec_tuned()` restarts the current process once with it (the CLI's and the app's entry
-  points call it first thing; a no-op when already tuned, when the user set the tunable
-  themselves, or off glibc).
+- `reexec_tuned()` restarts the current process once with it (the CLI's entry point calls it
+  first thing; a no-op when already tuned, when the user set the tunable themselves, or off
+  glibc).
+
+Not the app's own process: it wants latency, not throughput. A huge page is zeroed (and may be
+compacted for) in the thread that first touches it, under the GIL the GUI thread then waits for:
+gui_bench's after-open stall at 100k nodes was 41-102 ms tuned, 5-43 ms not (two runs each,
+interleaved). `onnxport gui` starts the app untuned; its heavy children start tuned.
 """
 
 from __future__ import annotations

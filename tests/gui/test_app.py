@@ -42,16 +42,3 @@ def test_tune_process_sets_what_main_sets(qtbot):
         freeze_survivors(False)
         gc.unfreeze()
 
-
-def test_the_app_entry_point_restarts_tuned_before_anything_runs(monkeypatch):
-    """`onnxport-gui` and `python -m onnxport.gui` run `run`: glibc's malloc tuned first
-    (core/util/malloc_tuning.py), then `main`."""
-    from onnxport.core.util import malloc_tuning
-    from onnxport.gui import app
-
-    calls = []
-    monkeypatch.setattr(malloc_tuning, "reexec_tuned", lambda: calls.append("reexec"))
-    monkeypatch.setattr(app, "main", lambda: calls.append("main") or 0)
-    with pytest.raises(SystemExit):
-        app.run()
-    assert calls == ["reexec", "main"]

@@ -66,10 +66,15 @@ def test_the_app_s_children_start_tuned(monkeypatch):
     assert call_in_child(f.environment_value, "GLIBC_TUNABLES") == SETTING
 
 
-def test_the_cli_entry_point_restarts_tuned_before_anything_runs(monkeypatch):
+@pytest.mark.parametrize(("argv", "expected"), [(["onnxport", "export", "m.onnx"], ["reexec", "main"]),
+                                              (["onnxport"], ["reexec", "main"]),
+                                              (["onnxport", "gui"], ["main"])])
+def test_the_cli_entry_point_restarts_tuned_before_anything_runs_but_not_for_the_app(monkeypatch, argv, expected):
+    """The app's own process stays untuned (latency: see util/malloc_tuning.py)."""
     calls = []
+    monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.setattr(cli, "reexec_tuned", lambda: calls.append("reexec"))
     monkeypatch.setattr(cli, "main", lambda: calls.append("main") or 0)
     with pytest.raises(SystemExit):
         cli.run()
-    assert calls == ["reexec", "main"]
+    assert calls == expected
