@@ -24,8 +24,9 @@ side job running when it ended; the peak RSS of the app's own process during the
 reset at the phase's start through /proc/self/clear_refs; Chromium's processes are not counted),
 as a ratio to the parameter bytes; the GUI thread's CPU seconds. Reference in the same run
 (bench/machine_pauses.py): idle heartbeats in separate processes pinned to each CPU, and the
-host's steal time. The part of a GUI stall during which a reference was late too is the
-machine's (the VM paused), not the app's: the app's stall is the longest GUI stall less that part.
+host's steal time. The time within a GUI stall during which the reference on the GUI thread's
+CPU was late too is the machine's (the host ran that vCPU in slivers), not the app's: the app's
+stall is the longest GUI stall less that time (bench/machine_pauses.py).
 Bars (issue #16): the app's stall <= 50 ms in every phase (goal 16 ms; the raw stall is printed
 beside it); peak RSS <= 0.25x the parameter bytes while opening, previewing and exporting
 (validation and quantization run ONNX Runtime on the exported layers, reported, not barred). Writes

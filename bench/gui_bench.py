@@ -85,12 +85,13 @@ class Heartbeat:
         self.beats = 0
         self.running = None
         self.by_job: dict[str, float] = {}
-        self.late: list[tuple[float, float]] = []  # (end, gap seconds) of the gaps past one frame
+        self.late: list[tuple[float, float, frozenset[int]]] = []  # (end, gap seconds, CPUs) of the gaps past a frame
+        self.cpu = current_cpu()
         stacks = os.environ.get("ONNXPORT_STALL_STACKS")
         self.stacks = open(stacks, "a") if stacks else None  # noqa: SIM115 - open for the process's life
 
     def start(self, running=None) -> None:
-        self.last = time.perf_counter()
+        self.last, self.cpu = time.perf_counter(), current_cpu()
         self.worst, self.beats, self.running, self.by_job, self.late = 0.0, 0, running, {}, []
         self.timer.start()
 
@@ -103,8 +104,10 @@ class Heartbeat:
         now = time.perf_counter()
         gap = now - self.last
         self.worst = max(self.worst, gap)
-        if gap * 1000 > BEAT_MS + STALL_GOAL_MS:
-            self.late.append((now, gap))
+        cpu = current_cpu()
+        if gap * 1000 > BEAT_MS + STALL_GOAL_MS:  # the CPUs the GUI thread was on at either end
+            self.late.append((now, gap, frozenset(c for c in (self.cpu, cpu) if c is not None)))
+        self.cpu = cpu
         if self.running is not None:
             for name in self.running() or ("none",):
                 self.by_job[name] = max(self.by_job.get(name, 0.0), gap)
@@ -121,6 +124,15 @@ class Heartbeat:
 
     def stalls_by_job(self) -> dict[str, float]:
         return {name: round(max(0.0, gap * 1000 - BEAT_MS), 1) for name, gap in sorted(self.by_job.items())}
+
+
+def current_cpu() -> int | None:
+    """The CPU this thread last ran on (Linux: /proc/thread-self/stat, field 39), else None."""
+    try:
+        with open("/proc/thread-self/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def running_jobs(window) -> set[str]:

@@ -15,10 +15,14 @@ is the app's own only where such a reference was on time.
   stalls it measures (seen with perf sched: reader threads waiting 45-78 ms for a CPU inside the
   GUI's 215 ms gap).
 - `app_stall_ms(late, raw_ms, goal_ms)`: the GUI's longest stall once the time the machine held
-  everyone up is taken out of it: each GUI gap past a frame (`late`: (end, seconds)) minus the
-  longest stretch within it during which the references on every CPU were overdue at once (the
-  whole VM paused). Conservative: a reference reports only its gaps past 20 ms, and a pause of one
-  vCPU alone stays on the app's account.
+  its CPU up is taken out of it: each GUI gap past a frame (`late`: (end, seconds, CPUs the GUI
+  thread was on at either end of the gap)) minus the time within it during which the references
+  on those CPUs were all overdue (on every CPU where the CPUs are not known). Per CPU, and every
+  such stretch of the gap, because that is what a stolen vCPU looks like: perf sched showed the
+  GUI thread alone on cpu0 through a 141 ms gap while cpu0's reference was late 48, 32 and 55 ms in
+  turn and every task on cpu0 (the reference's 20 us loop too) "ran" whole 4 ms ticks: the host
+  ran the vCPU in slivers. Conservative still: a reference reports only its gaps past 20 ms, and
+  the time the app waited for its own GIL held on another CPU stays on its account.
 - `steal_ms()`: the host's steal time so far, summed over the CPUs (/proc/stat; 0 elsewhere).
 """
 
@@ -80,23 +84,28 @@ class ReferenceBeat:
         gaps = [gap for _cpu, end, gap in self.gaps if t0 <= end <= t1 + 0.05]
         return round(max(0.0, max(gaps, default=0.0) * 1000 - BEAT_MS), 1)
 
-    def paused_during(self, start: float, end: float) -> float:
-        """The longest stretch of [start, end] (seconds) during which the references on every CPU
-        were overdue at once."""
-        overdue: dict[int, list[tuple[float, float]]] = {cpu: [] for cpu in self.cpus}
+    def paused_during(self, start: float, end: float, cpus: frozenset[int] | None = None) -> float:
+        """Seconds of [start, end] during which the references on every CPU of `cpus` (default:
+        all) were overdue at once."""
+        cpus = sorted(cpus) if cpus else self.cpus
+        overdue: dict[int, list[tuple[float, float]]] = {cpu: [] for cpu in cpus}
         for cpu, ref_end, gap in self.gaps:
             lo, hi = max(start, ref_end - gap + BEAT_MS / 1000), min(end, ref_end)
-            if hi > lo:
+            if hi > lo and cpu in overdue:
                 overdue[cpu].append((lo, hi))
-        stretches = overdue[self.cpus[0]] if self.cpus else []
-        for cpu in self.cpus[1:]:
+        stretches = overdue[cpus[0]] if cpus else []  # one reference's gaps never overlap
+        for cpu in cpus[1:]:
             stretches = [(max(a, c), min(b, d)) for a, b in stretches for c, d in overdue[cpu] if min(b, d) > max(a, c)]
-        return max((b - a for a, b in stretches), default=0.0)
+        return sum(b - a for a, b in stretches)
 
-    def app_stall_ms(self, late: list[tuple[float, float]], raw_ms: float, goal_ms: float) -> float:
-        """See the module docstring; gaps not in `late` stalled at most `goal_ms`."""
+    def app_stall_ms(self, late: list[tuple], raw_ms: float, goal_ms: float) -> float:
+        """See the module docstring; gaps not in `late` stalled at most `goal_ms`. An item of `late`
+        is (end, seconds, CPUs) or (end, seconds): CPUs not known."""
         self._collect()
-        parts = [gap - BEAT_MS / 1000 - self.paused_during(end - gap + BEAT_MS / 1000, end) for end, gap in late]
+        parts = []
+        for end, gap, *cpus in late:
+            start = end - gap + BEAT_MS / 1000
+            parts.append(gap - BEAT_MS / 1000 - self.paused_during(start, end, cpus[0] if cpus else None))
         return round(max([p * 1000 for p in parts] + [min(raw_ms, goal_ms)]), 1)
 
     def close(self) -> None:

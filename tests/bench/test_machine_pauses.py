@@ -35,6 +35,22 @@ def test_the_machine_s_share_of_a_stall_is_taken_out():
     assert _reference_with([]).app_stall_ms([], 12.5, 16.0) == 12.5
 
 
+def test_the_reference_on_the_gui_thread_s_cpu_counts_and_every_stretch_of_it():
+    on_cpu0 = [(10.210, 0.210, frozenset({0}))]  # the GUI thread was on CPU 0 at both ends of the gap
+    # CPU 0's reference overdue 10.030-10.080 and 10.130-10.200: 120 ms of the 200 are the machine's
+    ref = _reference_with([(0, 10.080, 0.060), (0, 10.200, 0.080)])
+    assert abs(ref.paused_during(10.010, 10.210, frozenset({0})) - 0.120) < 1e-9
+    assert ref.app_stall_ms(on_cpu0, 200.0, 16.0) == 80.0
+    # the other CPU's reference late: nothing taken out
+    assert _reference_with([(1, 10.200, 0.190)]).app_stall_ms(on_cpu0, 200.0, 16.0) == 200.0
+    # the thread moved between CPUs 0 and 1: only where both were overdue (10.130-10.200)
+    moved = [(10.210, 0.210, frozenset({0, 1}))]
+    ref = _reference_with([(0, 10.080, 0.060), (0, 10.200, 0.080), (1, 10.200, 0.080)])
+    assert ref.app_stall_ms(moved, 200.0, 16.0) == 130.0
+    # CPUs unknown (a reference on a CPU it has not): every reference must have been overdue
+    assert _reference_with([(0, 10.200, 0.190)]).app_stall_ms([(10.210, 0.210, frozenset({5}))], 200.0, 16.0) == 200.0
+
+
 def test_references_beat_on_every_cpu_and_steal_is_read():
     ref = ReferenceBeat()
     try:
@@ -64,3 +80,15 @@ def test_a_held_up_reference_reports_its_gap_without_a_thread_in_this_process():
         assert ref.worst_ms(t0, time.perf_counter()) == worst  # read once, kept
     finally:
         ref.close()
+
+
+def test_the_heartbeat_knows_the_cpu_its_thread_runs_on():
+    from bench.gui_bench import current_cpu
+
+    allowed = os.sched_getaffinity(0)
+    try:
+        for cpu in sorted(allowed)[:2]:
+            os.sched_setaffinity(0, {cpu})
+            assert current_cpu() == cpu
+    finally:
+        os.sched_setaffinity(0, allowed)
