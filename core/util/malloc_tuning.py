@@ -1,4 +1,4 @@
-"""glibc's malloc backs its big blocks with transparent huge pages in every onnxport process.
+"""glibc's malloc backs its big blocks with transparent huge pages in the CLI and the app's children.
 
 Why: validating and quantizing allocate and free gigabytes (ONNX Runtime copies every
 initializer into each session it builds, the quantizer copies every weight), and glibc serves

@@ -41,4 +41,3 @@ def test_tune_process_sets_what_main_sets(qtbot):
         sys.setswitchinterval(interval)
         freeze_survivors(False)
         gc.unfreeze()
-
