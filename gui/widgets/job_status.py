@@ -4,7 +4,8 @@ Progress and Cancel stay in place (disabled when idle): showing/hiding them woul
 repaint the whole window at the start of every job; for the same reason a changing message does
 not re-layout the bar (its size policy is Ignored). A new value is painted with the window's next
 frame: `QProgressBar.setValue` repaints the bar at once, in the middle of the progress signal
-(12-29 ms each on the GUI thread while the 1B decoder's quantization reported its steps).
+(12-29 ms each on the GUI thread while the 1B decoder's quantization reported its steps). And a
+progress signal that changes nothing shown paints nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QSizePolicy, QStatusBar
+
+STEPS = 100  # the bar's range: a step is a percent, the most its text shows; finer steps repainted
+# it at every progress signal (20 a second) for changes nobody could see
 
 
 class JobStatus:
@@ -39,11 +43,11 @@ class JobStatus:
         if fraction is None:
             self._set_bar(0)
         else:
-            self._set_bar(1000, int(1000 * fraction))
-        self.text.setText(message)
+            self._set_bar(STEPS, int(STEPS * fraction))
+        self.text.setText(message)  # the same text again changes nothing (QLabel compares)
 
     def idle(self) -> None:
-        self._set_bar(1000, 0)
+        self._set_bar(STEPS, 0)
         self.progress.setFormat("")
         self.progress.setEnabled(False)
         self.cancel_button.setEnabled(False)
@@ -51,7 +55,10 @@ class JobStatus:
 
     def _set_bar(self, maximum: int, value: int | None = None) -> None:
         """Range 0..`maximum` (0: busy) and `value`, painted with the next frame (see the module
-        docstring): with updates off, setValue's repaint waits; turning them on schedules it."""
+        docstring): with updates off, setValue's repaint waits; turning them on schedules it. A
+        bar already there is left alone: turning updates on repaints even an unchanged bar."""
+        if self.progress.maximum() == maximum and (value is None or self.progress.value() == value):
+            return
         self.progress.setUpdatesEnabled(False)
         self.progress.setRange(0, maximum)
         if value is not None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from onnxport.gui.dialogs.export_dialog import ExportChoices
+from onnxport.gui.widgets.job_status import STEPS
 from tests.core.cli.test_cli_progress import check_reports
 from tests.core.model_builders import eval_like_mlp, mlp_weights
 from tests.core.quant_models import save
@@ -20,8 +21,8 @@ def test_status_bar_progress_of_a_real_export_validate_quantize(qtbot, window, t
 
     def record(fraction, message):  # what the status bar shows, right after it shows it
         bar = window.job_status.progress
-        assert bar.maximum() == 1000, f"busy indicator at {message!r}"  # never loses its place
-        shown.append((bar.value() / 1000, window.job_status.text.text()))
+        assert bar.maximum() == STEPS, f"busy indicator at {message!r}"  # never loses its place
+        shown.append((bar.value() / STEPS, window.job_status.text.text()))
 
     window.runner.progress.connect(record)
     out = tmp_path / "out" / "m.onnx"
@@ -56,8 +57,16 @@ def test_a_progress_step_is_painted_with_the_next_frame_not_inside_the_signal(qt
     before = CountPaints.count
     window.job_status.show_progress(0.5, "exporting: writing parameters")
     assert CountPaints.count == before, "painted inside the progress call"
-    assert bar.value() == 500 and window.job_status.text.text() == "exporting: writing parameters"
+    assert bar.value() == STEPS // 2 and window.job_status.text.text() == "exporting: writing parameters"
     qtbot.waitUntil(lambda: CountPaints.count > before, timeout=5000)  # ...and with the next frame
+    qtbot.wait(100)
+    painted = CountPaints.count
+    for fraction in (0.501, 0.503, 0.505):  # the same percent, the same message: nothing to show
+        window.job_status.show_progress(fraction, "exporting: writing parameters")
+    qtbot.wait(100)
+    assert CountPaints.count == painted, "repainted a bar that did not change"
+    window.job_status.show_progress(0.51, "exporting: writing parameters")
+    qtbot.waitUntil(lambda: CountPaints.count > painted, timeout=5000)  # a new percent is painted
     painted = CountPaints.count
     window.job_status.idle()
     assert CountPaints.count == painted and bar.value() == 0
