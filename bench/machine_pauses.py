@@ -98,14 +98,12 @@ class ReferenceBeat:
             stretches = [(max(a, c), min(b, d)) for a, b in stretches for c, d in overdue[cpu] if min(b, d) > max(a, c)]
         return sum(b - a for a, b in stretches)
 
-    def app_stall_ms(self, late: list[tuple], raw_ms: float, goal_ms: float) -> float:
+    def app_stall_ms(self, late: list[tuple[float, float, frozenset[int]]], raw_ms: float, goal_ms: float) -> float:
         """See the module docstring; gaps not in `late` stalled at most `goal_ms`. An item of `late`
-        is (end, seconds, CPUs) or (end, seconds): CPUs not known."""
+        is (end, seconds, CPUs); no CPUs: not known."""
         self._collect()
-        parts = []
-        for end, gap, *cpus in late:
-            start = end - gap + BEAT_MS / 1000
-            parts.append(gap - BEAT_MS / 1000 - self.paused_during(start, end, cpus[0] if cpus else None))
+        parts = [gap - BEAT_MS / 1000 - self.paused_during(end - gap + BEAT_MS / 1000, end, cpus)
+                 for end, gap, cpus in late]
         return round(max([p * 1000 for p in parts] + [min(raw_ms, goal_ms)]), 1)
 
     def close(self) -> None:

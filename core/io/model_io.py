@@ -9,6 +9,7 @@ bytes (for shape inference and previews).
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -80,24 +81,19 @@ def check_loaded(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> N
 
 
 _TEXT_FIELDS: dict[object, int] = {}  # field descriptor -> 0 other, 1 string, 2 strings, 3 message, 4 messages
-_FIELDS_BY_NAME: dict[object, list[tuple[object, int]]] = {}  # message descriptor -> its text/message fields
 _TENSOR = onnx.TensorProto.DESCRIPTOR
 
 
 def _field_kind(fd) -> int:
-    kind = _TEXT_FIELDS.get(fd)
-    if kind is None:
-        base = {FieldDescriptor.TYPE_STRING: 1, FieldDescriptor.TYPE_MESSAGE: 3}.get(fd.type, 0)
-        kind = _TEXT_FIELDS[fd] = base + 1 if base and is_repeated(fd) else base
+    base = {FieldDescriptor.TYPE_STRING: 1, FieldDescriptor.TYPE_MESSAGE: 3}.get(fd.type, 0)
+    kind = _TEXT_FIELDS[fd] = base + 1 if base and is_repeated(fd) else base
     return kind
 
 
-def _text_fields(descriptor) -> list[tuple[object, int]]:
-    """(field, kind) of a message type's string and message fields."""
-    fields = _FIELDS_BY_NAME.get(descriptor)
-    if fields is None:
-        fields = _FIELDS_BY_NAME[descriptor] = [(fd, k) for fd in descriptor.fields if (k := _field_kind(fd))]
-    return fields
+@functools.cache
+def _tensor_text_fields() -> list[tuple[object, int]]:
+    """(field, kind) of TensorProto's string and message fields."""
+    return [(fd, kind) for fd in _TENSOR.fields if (kind := _field_kind(fd))]
 
 
 def _set_fields(message) -> list:
@@ -107,7 +103,7 @@ def _set_fields(message) -> list:
     weights, in every check of a loaded model)."""
     if message.DESCRIPTOR is not _TENSOR:
         return message.ListFields()
-    return [(fd, getattr(message, fd.name)) for fd, kind in _text_fields(_TENSOR)
+    return [(fd, getattr(message, fd.name)) for fd, kind in _tensor_text_fields()
             if kind in (2, 4) or message.HasField(fd.name)]
 
 

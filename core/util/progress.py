@@ -61,10 +61,6 @@ class CancelToken:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
-    def wait(self, timeout: float) -> bool:
-        """Block up to `timeout` seconds for a cancel; whether one was requested."""
-        return self._cancel.wait(timeout)
-
     def commit(self) -> None:
         """The job passed its commit point: cancelling no longer applies."""
         self._commit.set()

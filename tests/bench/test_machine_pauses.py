@@ -19,7 +19,7 @@ def _reference_with(gaps, cpus=(0, 1)):
 
 def test_the_machine_s_share_of_a_stall_is_taken_out():
     beat = BEAT_MS / 1000
-    gui_gap = [(10.210, 0.210)]  # the GUI beat due at 10.010 came at 10.210: a 200 ms stall
+    gui_gap = [(10.210, 0.210, frozenset())]  # the beat due at 10.010 came at 10.210 (a 200 ms stall); CPUs not known
     # the references on both CPUs were overdue together from 10.050 to 10.190: the app's share is 60 ms
     ref = _reference_with([(0, 10.190, 0.150), (1, 10.200, 0.170)])
     assert abs(ref.paused_during(10.0 + beat, 10.210) - 0.140) < 1e-9
