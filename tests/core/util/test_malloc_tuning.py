@@ -1,5 +1,6 @@
-"""Every onnxport process asks glibc's malloc for transparent huge pages (util/malloc_tuning.py):
-the children the app and the CLI start, and the entry points themselves, restarted once."""
+"""Every onnxport process but the app's own asks glibc's malloc for transparent huge pages and to
+keep its big blocks (util/malloc_tuning.py): the children the app and the CLI start, and the CLI's
+entry point itself, restarted once."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from onnxport.core import cli
 from onnxport.core.util import malloc_tuning
 from onnxport.core.util.child_call import call_in_child
-from onnxport.core.util.malloc_tuning import SETTING, is_tuned, tuned_environ
+from onnxport.core.util.malloc_tuning import SETTING, SETTINGS, is_tuned, tuned_environ
 
 from . import child_functions as f
 
@@ -20,12 +21,16 @@ linux_glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or not mal
                                  reason="glibc tunables")
 
 
-def test_the_setting_joins_the_tunables_and_the_users_own_value_stands():
+def test_the_settings_join_the_tunables_and_the_users_own_values_stand():
     assert tuned_environ({})["GLIBC_TUNABLES"] == SETTING
     assert tuned_environ({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})["GLIBC_TUNABLES"] == (
         f"glibc.malloc.arena_max=2:{SETTING}")
-    assert tuned_environ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"})["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=0"
+    users = "glibc.malloc.hugetlb=0:glibc.malloc.mmap_max=4"
+    assert tuned_environ({"GLIBC_TUNABLES": users})["GLIBC_TUNABLES"] == (
+        f"{users}:glibc.malloc.trim_threshold={SETTINGS['glibc.malloc.trim_threshold']}")
+    assert is_tuned(tuned_environ({"GLIBC_TUNABLES": users}))
     assert is_tuned({"GLIBC_TUNABLES": SETTING}) and not is_tuned({"GLIBC_TUNABLES": "glibc.malloc.hugetlbx=1"})
+    assert not is_tuned({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"})  # a process tuned by an older onnxport
 
 
 _PROBE = """
@@ -58,6 +63,31 @@ def test_a_process_restarts_itself_once_tuned_and_malloc_then_asks_for_huge_page
     started = [line for line in lines if line.startswith("started")]
     assert len(started) == 2 and len(set(started)) == 1  # the same process, run again by execve, once
     assert lines[2] == f"tuned {SETTING} {started[0].split()[1]} True"  # glibc madvised the block (VmFlags hg)
+
+
+_REUSE = """
+import resource, numpy as np
+big = np.ones(64 << 20, np.uint8)  # past glibc's default mmap threshold
+del big
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+again = np.ones(64 << 20, np.uint8)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@linux_glibc
+def test_tuned_a_freed_big_block_is_reused_without_faulting_its_pages_in_again():
+    """Untuned, glibc unmaps a freed 64 MB block and the next one is faulted in anew (hundreds of
+    faults even on huge pages); tuned, it comes back from the heap as it was."""
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+
+    def faults(extra: dict[str, str]) -> int:
+        done = subprocess.run([sys.executable, "-c", _REUSE], env={**env, **extra}, capture_output=True, text=True,
+                              timeout=120, check=True)
+        return int(done.stdout)
+
+    assert faults(tuned_environ({})) < 8
+    assert faults({}) >= 32  # the same block faulted in again: at least one fault per 2 MB page
 
 
 @linux_glibc
