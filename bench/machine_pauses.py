@@ -6,23 +6,32 @@ it is busy (steal time on both vCPUs at once; heartbeats in unrelated processes 
 vCPU late by 60-300 ms at the same moments as the window's). A stall measured on the GUI thread
 is the app's own only where such a reference was on time.
 
-- `ReferenceBeat`: separate, idle Python processes beating every 10 ms like the GUI heartbeat
-  (bench/gui_bench.py), one pinned to each CPU (the GUI thread may be on either when a vCPU is
-  paused); `worst_ms(t0, t1)` is their longest stall (gap minus period) in a window of
-  `time.perf_counter()` (CLOCK_MONOTONIC, the same in every process on Linux). They write their
-  late beats to files read after a phase: a thread reading them in the measured process would
-  take its GIL exactly when the VM is slowed (a reference reports then), and lengthen the very
-  stalls it measures (seen with perf sched: reader threads waiting 45-78 ms for a CPU inside the
-  GUI's 215 ms gap).
+- `ReferenceBeat`: separate, idle processes beating every 10 ms like the GUI heartbeat
+  (bench/gui_bench.py): a Python loop pinned to each CPU (the GUI thread may be on either when a
+  vCPU is paused), and the GUI thread's twin, `TWIN`: a Qt application of its own, unpinned at
+  the app's priority, whose 10 ms timer runs a Python slot as the heartbeat does, the app's window
+  and jobs left out. `worst_ms(t0, t1)` is the pinned references' longest stall (gap minus
+  period) in a window of `time.perf_counter()` (CLOCK_MONOTONIC, the same in every process on
+  Linux), `worst_ms(t0, t1, [TWIN])` the twin's. They write their late beats to files read after
+  a phase: a thread reading them in the measured process would take its GIL exactly when the VM is
+  slowed (a reference reports then), and lengthen the very stalls it measures (seen with perf
+  sched: reader threads waiting 45-78 ms for a CPU inside the GUI's 215 ms gap).
 - `app_stall_ms(late, raw_ms, goal_ms)`: the GUI's longest stall once the time the machine held
-  its CPU up is taken out of it: each GUI gap past a frame (`late`: (end, seconds, CPUs the GUI
-  thread was on at either end of the gap)) minus the time within it during which the references
-  on those CPUs were all overdue (on every CPU where the CPUs are not known). Per CPU, and every
-  such stretch of the gap, because that is what a stolen vCPU looks like: perf sched showed the
-  GUI thread alone on cpu0 through a 141 ms gap while cpu0's reference was late 48, 32 and 55 ms in
-  turn and every task on cpu0 (the reference's 20 us loop too) "ran" whole 4 ms ticks: the host
-  ran the vCPU in slivers. Conservative still: a reference reports only its gaps past 20 ms, and
-  the time the app waited for its own GIL held on another CPU stays on its account.
+  a thread like it up is taken out: each GUI gap past a frame (`late`: (end, seconds, CPUs the
+  GUI thread was on at either end of the gap)) minus the time within it during which the twin
+  was overdue, or the pinned references on those CPUs all were (on every CPU where the CPUs are
+  not known). Every such stretch of the gap counts, because that is what a stolen vCPU looks
+  like: perf sched showed the GUI thread alone on cpu0 through a 141 ms gap while cpu0's
+  reference was late 48, 32 and 55 ms in turn and every task on cpu0 (the reference's 20 us loop
+  too) "ran" whole 4 ms ticks: the host ran the vCPU in slivers. The twin is what a pinned
+  reference cannot be: a thread that needs what the GUI thread needs per beat (Qt's event loop, a
+  Python slot), moved between CPUs by the same scheduler. Without it, a GUI thread that moved to
+  the other vCPU during a VM-wide pause kept 60-110 ms of it on the app's account (the pinned
+  reference there was on time part of the gap: it was not queued behind the stolen one). Both
+  stay conservative: a reference reports only its gaps past 20 ms, and the time the app waited
+  for its own GIL, or behind its own threads, stays on its account (the twin is late only where
+  the machine is: not once in the open, preview and export phases, where the app's worker is
+  busiest).
 - `steal_ms()`: the host's steal time so far, summed over the CPUs (/proc/stat; 0 elsewhere).
 """
 
@@ -37,6 +46,8 @@ from pathlib import Path
 
 BEAT_MS = 10
 REPORT_MS = 20  # gaps this long are reported by the reference process
+TWIN = -1  # the "CPU" of the twin's gaps: any
+STARTUP_S = 60  # the longest a reference may take to start beating
 
 _BEATER = (
     "import os, sys, time\n"
@@ -53,20 +64,55 @@ _BEATER = (
 )
 
 
+_TWIN = (
+    "import sys, time\n"
+    "from PySide6.QtCore import QTimer\n"
+    "from PySide6.QtWidgets import QApplication\n"
+    "app = QApplication([])\n"
+    f"period, report = {BEAT_MS}, {REPORT_MS / 1000}\n"
+    "last = time.perf_counter()\n"
+    "def beat():\n"
+    "    global last\n"
+    "    now = time.perf_counter()\n"
+    "    if now - last > report:\n"
+    "        print(f'{now:.4f} {now - last:.4f}', flush=True)\n"
+    "    last = now\n"
+    "timer = QTimer(interval=period, timeout=beat)\n"
+    "timer.start()\n"
+    "sys.stdout = open(sys.argv[2], 'w', buffering=1)  # the file appears once the loop is about to beat\n"
+    "last = time.perf_counter()\n"
+    "app.exec()\n"
+)
+
+
 class ReferenceBeat:
     def __init__(self) -> None:
-        self.gaps: list[tuple[int, float, float]] = []  # (cpu, end, seconds), as read so far
+        self.gaps: list[tuple[int, float, float]] = []  # (cpu or TWIN, end, seconds), as read so far
         self.cpus = sorted(os.sched_getaffinity(0))
         self._dir = tempfile.TemporaryDirectory(prefix="onnxport-reference-")
-        self.files = [Path(self._dir.name) / f"cpu{cpu}.txt" for cpu in self.cpus]
+        self.sources = [*self.cpus, TWIN]
+        self.files = [Path(self._dir.name) / f"ref{source}.txt" for source in self.sources]
         self._read_bytes = [0] * len(self.files)
         self.procs = [subprocess.Popen([sys.executable, "-c", _BEATER, str(cpu), str(path)])
                       for cpu, path in zip(self.cpus, self.files)]
+        twin_env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+        self.procs.append(subprocess.Popen([sys.executable, "-c", _TWIN, "", str(self.files[-1])], env=twin_env))
+        self._wait_started()
+
+    def _wait_started(self) -> None:
+        """Until every reference beats (its file is there): starting Qt takes a CPU for a while,
+        which must not fall into the first phase."""
+        end = time.monotonic() + STARTUP_S
+        while not all(path.exists() for path in self.files):
+            if time.monotonic() > end or any(proc.poll() is not None for proc in self.procs):
+                self.close()
+                raise RuntimeError("a reference heartbeat did not start")
+            time.sleep(0.02)
 
     def _collect(self) -> None:
         """Add the gaps the references wrote since the last call (whole lines only)."""
         time.sleep(0.05)  # a gap that ended in the window may still be on its way
-        for i, (cpu, path) in enumerate(zip(self.cpus, self.files)):
+        for i, (source, path) in enumerate(zip(self.sources, self.files)):
             try:
                 with open(path, "rb") as f:
                     f.seek(self._read_bytes[i])
@@ -77,26 +123,35 @@ class ReferenceBeat:
             self._read_bytes[i] += len(whole)
             for line in whole.decode().splitlines():
                 end, gap = map(float, line.split())
-                self.gaps.append((cpu, end, gap))
+                self.gaps.append((source, end, gap))
 
-    def worst_ms(self, t0: float, t1: float) -> float:
+    def worst_ms(self, t0: float, t1: float, sources=None) -> float:
+        """The longest stall of the references in `sources` (default: the pinned ones) that
+        ended in [t0, t1]."""
         self._collect()
-        gaps = [gap for _cpu, end, gap in self.gaps if t0 <= end <= t1 + 0.05]
+        sources = set(self.cpus if sources is None else sources)
+        gaps = [gap for source, end, gap in self.gaps if source in sources and t0 <= end <= t1 + 0.05]
         return round(max(0.0, max(gaps, default=0.0) * 1000 - BEAT_MS), 1)
 
-    def paused_during(self, start: float, end: float, cpus: frozenset[int] | None = None) -> float:
-        """Seconds of [start, end] during which the references on every CPU of `cpus` (default:
-        all) were overdue at once."""
-        cpus = sorted(cpus) if cpus else self.cpus
-        overdue: dict[int, list[tuple[float, float]]] = {cpu: [] for cpu in cpus}
-        for cpu, ref_end, gap in self.gaps:
+    def _overdue(self, start: float, end: float) -> dict[int, list[tuple[float, float]]]:
+        """Per reference, the stretches of [start, end] during which it was overdue."""
+        overdue: dict[int, list[tuple[float, float]]] = {}
+        for source, ref_end, gap in self.gaps:
             lo, hi = max(start, ref_end - gap + BEAT_MS / 1000), min(end, ref_end)
-            if hi > lo and cpu in overdue:
-                overdue[cpu].append((lo, hi))
-        stretches = overdue[cpus[0]] if cpus else []  # one reference's gaps never overlap
+            if hi > lo:
+                overdue.setdefault(source, []).append((lo, hi))
+        return overdue
+
+    def paused_during(self, start: float, end: float, cpus: frozenset[int] | None = None) -> float:
+        """Seconds of [start, end] during which the twin was overdue, or the pinned references
+        on every CPU of `cpus` (default: all) were at once."""
+        overdue = self._overdue(start, end)
+        cpus = sorted(cpus) if cpus else self.cpus
+        stretches = overdue.get(cpus[0], [])  # one reference's gaps never overlap
         for cpu in cpus[1:]:
-            stretches = [(max(a, c), min(b, d)) for a, b in stretches for c, d in overdue[cpu] if min(b, d) > max(a, c)]
-        return sum(b - a for a, b in stretches)
+            stretches = [(max(a, c), min(b, d)) for a, b in stretches for c, d in overdue.get(cpu, [])
+                         if min(b, d) > max(a, c)]
+        return _covered(stretches + overdue.get(TWIN, []))
 
     def app_stall_ms(self, late: list[tuple[float, float, frozenset[int]]], raw_ms: float, goal_ms: float) -> float:
         """See the module docstring; gaps not in `late` stalled at most `goal_ms`. An item of `late`
@@ -111,6 +166,16 @@ class ReferenceBeat:
             proc.kill()
             proc.wait()
         self._dir.cleanup()
+
+
+def _covered(stretches: list[tuple[float, float]]) -> float:
+    """The length of the union of `stretches`."""
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(stretches):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
 
 
 def steal_ms() -> float:

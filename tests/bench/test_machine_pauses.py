@@ -1,5 +1,6 @@
 """The benchmark's reference for GUI stalls (bench/machine_pauses.py): the part of a GUI stall
-during which an idle reference process was late too is the machine's, the rest is the app's."""
+during which an idle reference process (pinned to the GUI thread's CPU, or the GUI thread's Qt
+twin) was late too is the machine's, the rest is the app's."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import signal
 import threading
 import time
 
-from bench.machine_pauses import BEAT_MS, ReferenceBeat, steal_ms
+from bench.machine_pauses import BEAT_MS, TWIN, ReferenceBeat, steal_ms
 
 
 def _reference_with(gaps, cpus=(0, 1)):
     ref = ReferenceBeat.__new__(ReferenceBeat)  # the arithmetic alone, no beating processes
-    ref.gaps, ref.cpus, ref.procs, ref.files = list(gaps), list(cpus), [], []
+    ref.gaps, ref.cpus, ref.procs, ref.files, ref.sources = list(gaps), list(cpus), [], [], []
     return ref
 
 
@@ -51,9 +52,24 @@ def test_the_reference_on_the_gui_thread_s_cpu_counts_and_every_stretch_of_it():
     assert _reference_with([(0, 10.200, 0.190)]).app_stall_ms([(10.210, 0.210, frozenset({5}))], 200.0, 16.0) == 200.0
 
 
-def test_references_beat_on_every_cpu_and_steal_is_read():
+def test_the_twin_s_lateness_counts_wherever_the_gui_thread_was_and_no_stretch_twice():
+    moved = [(10.210, 0.210, frozenset({0, 1}))]  # the GUI thread moved between CPUs 0 and 1
+    # a VM-wide pause: CPU 0's reference overdue 10.010-10.190, CPU 1's only 10.130-10.190 (it ran
+    # in between), the twin 10.030-10.190: 160 ms are the machine's, not 60
+    ref = _reference_with([(0, 10.190, 0.190), (1, 10.190, 0.070), (TWIN, 10.190, 0.170)])
+    assert abs(ref.paused_during(10.010, 10.210, frozenset({0, 1})) - 0.160) < 1e-9
+    assert ref.app_stall_ms(moved, 200.0, 16.0) == 40.0
+    assert _reference_with([(0, 10.190, 0.190), (1, 10.190, 0.070)]).app_stall_ms(moved, 200.0, 16.0) == 140.0
+    # the twin late at another time takes nothing out, and is not a pinned reference
+    ref = _reference_with([(TWIN, 20.5, 0.3)])
+    assert ref.app_stall_ms(moved, 200.0, 16.0) == 200.0
+    assert ref.worst_ms(20.0, 21.0) == 0.0 and ref.worst_ms(20.0, 21.0, [TWIN]) == 290.0
+
+
+def test_references_beat_on_every_cpu_with_the_twin_and_steal_is_read():
     ref = ReferenceBeat()
     try:
+        assert len(ref.procs) == len(ref.cpus) + 1 and all(path.exists() for path in ref.files)  # all beating
         time.sleep(0.3)
         assert all(p.poll() is None for p in ref.procs) and ref.procs
         assert ref.worst_ms(time.perf_counter() - 0.3, time.perf_counter()) >= 0.0
@@ -70,13 +86,16 @@ def test_a_held_up_reference_reports_its_gap_without_a_thread_in_this_process():
         assert threading.active_count() == threads  # nothing here takes the measured process's GIL
         time.sleep(0.2)
         t0 = time.perf_counter()
-        os.kill(ref.procs[0].pid, signal.SIGSTOP)  # the reference on the first CPU held up 150 ms
+        for proc in (ref.procs[0], ref.procs[-1]):  # the reference on the first CPU and the twin held up 150 ms
+            os.kill(proc.pid, signal.SIGSTOP)
         time.sleep(0.15)
-        os.kill(ref.procs[0].pid, signal.SIGCONT)
+        for proc in (ref.procs[0], ref.procs[-1]):
+            os.kill(proc.pid, signal.SIGCONT)
         time.sleep(0.05)
         worst = ref.worst_ms(t0, time.perf_counter())
         assert 140 - BEAT_MS <= worst <= 1000
-        assert ref.cpus[0] in {cpu for cpu, end, _gap in ref.gaps if end >= t0}
+        assert 140 - BEAT_MS <= ref.worst_ms(t0, time.perf_counter(), [TWIN]) <= 1000
+        assert {ref.cpus[0], TWIN} <= {source for source, end, _gap in ref.gaps if end >= t0}
         assert ref.worst_ms(t0, time.perf_counter()) == worst  # read once, kept
     finally:
         ref.close()
