@@ -23,7 +23,7 @@ import onnx
 
 from onnxport.core import __version__
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
-from onnxport.core.export.inference_graph import build_inference_graph, written_bytes
+from onnxport.core.export.inference_graph import KnownTypes, build_inference_graph, written_bytes
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.graph_table import GraphTable, plan_prune_on
@@ -83,7 +83,7 @@ class ExportResult:
 
 
 PLAN_EXACT_MAX_NODES = 20_000  # above this the plan skips the passes and says "estimate"
-PLAN_TYPED_MAX_NODES = 2_000  # above this the plan does not type intermediate outputs (tens of bytes)
+PLAN_TYPED_MAX_NODES = 2_000  # above this the plan does not infer intermediate outputs' types (tens of bytes)
 
 
 def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: ParameterSet | None,
@@ -96,7 +96,8 @@ def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: Param
     protobuf walk, cancel checked as it goes); cancel is also checked between passes. Above
     PLAN_EXACT_MAX_NODES kept nodes the passes are skipped: the counts are the pruned graph's and
     the size its parameters' bytes (`exact` False); above PLAN_TYPED_MAX_NODES the size leaves out
-    the types of intermediate outputs (shape inference holds the GIL: the app would stall)."""
+    the types of intermediate outputs the index does not know (shape inference holds the GIL: the
+    app would stall)."""
     param_names = set(params) if params else set()
     plan = plan_prune_on(model, index.table if index is not None else None, outputs, param_names, cancel)
     report = Reporter(None, cancel)
@@ -116,7 +117,8 @@ def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: Param
         return result
     path = Path(model_path) if model_path is not None else None
     built = build_inference_graph(model, path, outputs, params, plan=plan, check=report.check,
-                                  type_outputs=len(plan.node_indices) <= PLAN_TYPED_MAX_NODES)
+                                  type_outputs=len(plan.node_indices) <= PLAN_TYPED_MAX_NODES,
+                                  known_types=index.tensor_type if index is not None else None)
     _set_metadata(built.skeleton, _provenance(path, params, plan.outputs))
     result.kept_nodes = len(built.skeleton.graph.node)
     result.folded_nodes = len(built.folded)
@@ -160,12 +162,15 @@ def export_model(
     fold: bool = True,
     model: onnx.ModelProto | None = None,
     table: GraphTable | None = None,
+    known_types: KnownTypes | None = None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
 ) -> ExportResult:
     """Write the inference model for `outputs` to `out_path`. See the module docstring.
-    `table`: `model`'s `GraphTable` when the caller read one (the plan is computed on it)."""
+    `table`: `model`'s `GraphTable` when the caller read one (the plan is computed on it);
+    `known_types`: the types its index has (`TensorIndex.tensor_type`), given to outputs instead
+    of inferring them."""
     started = time.perf_counter()
     if external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
@@ -192,7 +197,7 @@ def export_model(
             # started above only fills a temp file, removed with the rest)
             check_graph(model.graph, str(model_path))
             built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
-                                          check=report.check)
+                                          check=report.check, known_types=known_types)
             skeleton, consts = built.skeleton, built.consts
             _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
             estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()

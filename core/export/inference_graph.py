@@ -29,6 +29,8 @@ from onnxport.core.io.external_data import inline_nested_external
 from onnxport.core.io.model_io import add_light_initializers, copy_without_initializers
 from onnxport.core.io.parameter_set import ParameterSet
 
+KnownTypes = Callable[[str], "onnx.TypeProto | None"]  # a tensor's name -> its type where known
+
 
 @dataclass
 class InferenceGraph:
@@ -41,18 +43,20 @@ class InferenceGraph:
 
 def build_inference_graph(model: onnx.ModelProto, model_path: Path | None, outputs: list[str],
                           params: ParameterSet | None, *, fold: bool = True, plan: PrunePlan | None = None,
-                          type_outputs: bool = True, check: Callable[[], None] = lambda: None) -> InferenceGraph:
+                          type_outputs: bool = True, check: Callable[[], None] = lambda: None,
+                          known_types: KnownTypes | None = None) -> InferenceGraph:
     """See the module docstring. `model` stays as given; `plan`: the prune plan for `outputs`, when
-    the caller has it; `type_outputs` False skips the shape inference that types intermediate
-    outputs (it holds the GIL; a plan of a big graph does without: tens of bytes); `check` is
-    called between passes (cancel)."""
+    the caller has it; `known_types` (name -> type or None): the types an index already has, which
+    outputs take instead of being inferred (`TensorIndex.tensor_type`); `type_outputs` False skips
+    the shape inference that types the other intermediate outputs (it holds the GIL; a plan of a
+    big graph does without: tens of bytes); `check` is called between passes (cancel)."""
     if plan is None:
         plan = plan_prune(model, outputs, set(params) if params is not None else set())
     skeleton = copy_without_initializers(model)  # the passes edit this copy; `model` stays as given
     prune(skeleton, plan)
     check()
-    if type_outputs:
-        _type_outputs(skeleton, model, plan)  # outputs that were intermediate tensors
+    if type_outputs or known_types is not None:  # outputs that were intermediate tensors
+        _type_outputs(skeleton, model, plan, known_types, infer=type_outputs)
         check()
     folder = model_path.parent if model_path is not None else None
     inline_nested_external(skeleton, folder or Path("."))  # sub-graph/attribute tensors: confined reads
@@ -85,13 +89,21 @@ def written_bytes(skeleton: onnx.ModelProto, consts: list[ConstTensor]) -> int:
     return graph + sum(initializer_record_bytes(c) for c in consts)
 
 
-def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: PrunePlan) -> None:
-    """Give the pruned graph's untyped outputs their types, by shape inference of the pruned graph
-    (an early exit of a 23k-node decoder infers ~3k nodes, not all of them) with its weights'
-    headers (and the small ones whole: shape arguments) and the declarations of the parameter
-    inputs a checkpoint fills."""
+def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: PrunePlan,
+                  known_types: KnownTypes | None = None, infer: bool = True) -> None:
+    """Give the pruned graph's untyped outputs their types: the known ones (`known_types`), the
+    rest by shape inference of the pruned graph (an early exit of a 23k-node decoder infers ~3k
+    nodes, not all of them) with its weights' headers (and the small ones whole: shape arguments)
+    and the declarations of the parameter inputs a checkpoint fills. Known types spare the app's
+    worker that inference: it holds the GIL (31-42 ms for that early exit, the window frozen as
+    long). `infer` False: the known types only."""
     untyped = [i for i, vi in enumerate(skeleton.graph.output) if not vi.HasField("type")]
-    if not untyped:
+    for i in list(untyped) if known_types is not None else ():
+        known = known_types(skeleton.graph.output[i].name)
+        if known is not None:
+            skeleton.graph.output[i].type.CopyFrom(known)
+            untyped.remove(i)
+    if not untyped or not infer:
         return
     light = onnx.ModelProto()
     light.CopyFrom(skeleton)  # weight-free: the pruned graph only

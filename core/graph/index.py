@@ -22,7 +22,7 @@ from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.index_bodies import SubgraphInfo, index_bodies
 from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES, inferred_value_infos
 from onnxport.core.graph.shape_types import PendingTypes, TypeInference
-from onnxport.core.graph.tensor_info import TensorInfo, TensorKind, scope_of, shape_of
+from onnxport.core.graph.tensor_info import TensorInfo, TensorKind, scope_of, shape_of, tensor_type
 from onnxport.core.io.external_data import element_bits
 from onnxport.core.io.model_io import strip_weights, tensor_nbytes
 from onnxport.core.io.parameter_set import dtype_name
@@ -58,6 +58,11 @@ class TensorIndex:
 
     def __len__(self) -> int:
         return len(self.tensors)
+
+    def tensor_type(self, name: str) -> onnx.TypeProto | None:
+        """`name`'s type as the index knows it (None: not known, or types still pending)."""
+        info = self.tensors.get(name)
+        return tensor_type(info) if info is not None and self.pending_types is None else None
 
     def selectable(self) -> list[TensorInfo]:
         """Tensors that can be exported as outputs: node outputs (graph outputs first)."""

@@ -10,7 +10,7 @@ from enum import Enum
 
 import onnx
 
-from onnxport.core.io.parameter_set import dtype_name
+from onnxport.core.io.parameter_set import dtype_name, elem_type_of
 
 Dim = int | str | None
 
@@ -68,3 +68,23 @@ def shape_of(vtype: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]
         else:
             dims.append(None)
     return dtype, tuple(dims)
+
+
+def tensor_type(info: TensorInfo) -> onnx.TypeProto | None:
+    """The tensor type `shape_of` read `info`'s dtype and shape from; None when its dtype is not
+    known (or not a tensor's)."""
+    elem_type = elem_type_of(info.dtype) if info.dtype is not None else None
+    if elem_type is None:
+        return None
+    vtype = onnx.TypeProto()
+    vtype.tensor_type.elem_type = elem_type
+    if info.shape is not None:
+        shape = vtype.tensor_type.shape
+        shape.SetInParent()  # rank 0 is a shape too
+        for d in info.shape:
+            dim = shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, str):
+                dim.dim_param = d
+    return vtype

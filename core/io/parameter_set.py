@@ -44,6 +44,18 @@ _DTYPE_NAMES = {
 }
 
 
+def elem_type_of(name: str) -> int | None:
+    """The ONNX element type `dtype_name` calls `name`; None for a name it did not give."""
+    for elem_type, known in _DTYPE_NAMES.items():
+        if known == name:
+            return elem_type
+    try:
+        elem_type = onnx.TensorProto.DataType.Value(name.upper())
+    except ValueError:
+        return None
+    return elem_type if elem_type != onnx.TensorProto.UNDEFINED and dtype_name(elem_type) == name else None
+
+
 @dataclass(frozen=True)
 class FileSpan:
     """Bytes `[offset, offset + length)` of `path`: lets a writer copy without loading."""

@@ -82,6 +82,7 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
         result = export_model(sources.model_path, choices.path, outputs, sources.params,
                               external_data=choices.external_data, model=sources.model,
                               table=sources.index.table if sources.index is not None else None,
+                              known_types=sources.index.tensor_type if sources.index is not None else None,
                               progress=steps.begin("exporting"), cancel=cancel, verify=gate)
         post = None
         if post_needed:

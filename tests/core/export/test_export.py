@@ -235,3 +235,43 @@ def test_big_tensors_land_page_aligned_like_their_source(tmp_path):
     init = {t.name: t for t in loaded.graph.initializer}
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(init["fc1.weight"]), weights["fc1.weight"])
     ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+
+
+def test_an_intermediate_output_takes_the_type_the_index_knows_instead_of_inference(eval_model, tmp_path, monkeypatch):
+    """Shape inference holds the GIL (31-42 ms for the 1B decoder's early exit): the app's export
+    gives an output the type its index already has and infers none."""
+    from onnxport.core.graph.index import build_index
+
+    model = onnx.load(eval_model)
+    index = build_index(model, parameter_names=set(param_set(mlp_weights())))
+    middle = next(t for t in index.selectable() if not t.is_graph_output and t.dtype is not None)
+    inferred = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: inferred.append(1) or real(*a, **k))
+
+    def export(name, **kwargs):
+        inferred.clear()
+        export_model(eval_model, tmp_path / name, [middle.name], param_set(mlp_weights()), **kwargs)
+        return onnx.load(tmp_path / name).graph.output[0].type, len(inferred)
+
+    by_inference, calls = export("inferred.onnx")
+    by_index, calls_known = export("known.onnx", known_types=index.tensor_type)
+    assert calls_known == calls - 1  # the output's inference, and only it, is gone
+    assert by_index == by_inference == index.tensor_type(middle.name)
+    # a type the index does not know (types pending, or none found) is inferred as before
+    _, calls_unknown = export("unknown.onnx", known_types=lambda name: None)
+    assert calls_unknown == calls
+
+
+def test_a_plan_too_big_to_infer_still_counts_the_types_the_index_knows(eval_model, monkeypatch):
+    from onnxport.core.export import export as export_module
+    from onnxport.core.graph.index import build_index
+
+    model, params = onnx.load(eval_model), param_set(mlp_weights())
+    index = build_index(model, parameter_names=set(params))
+    middle = next(t for t in index.selectable() if not t.is_graph_output and t.dtype is not None)
+    inferred = plan_export(model, None, params, [middle.name]).estimated_bytes  # small: inferred
+    monkeypatch.setattr(export_module, "PLAN_TYPED_MAX_NODES", 0)  # as if too big to infer
+    untyped = plan_export(model, None, params, [middle.name]).estimated_bytes
+    known = plan_export(model, index, params, [middle.name]).estimated_bytes
+    assert untyped < inferred == known  # the written output's type, without inference

@@ -110,3 +110,28 @@ def test_training_only_from_the_table_is_what_the_index_marks():
     index = build_index(model, parameter_names=params)
     marked = {name for name, info in index.tensors.items() if info.training_only}
     assert marked and training_only(model, GraphTable.read(model.graph), params) == marked
+
+
+def test_the_index_gives_back_the_types_it_read_and_none_while_they_are_pending():
+    from onnx import TensorProto, helper
+
+    from onnxport.core.graph.index import build_index
+    from onnxport.core.graph.tensor_info import TensorInfo, TensorKind, shape_of, tensor_type
+    from onnxport.core.io.parameter_set import dtype_name, elem_type_of
+
+    vtype = helper.make_tensor_type_proto(TensorProto.FLOAT16, ["batch", 3, None])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Cast", ["y"], ["z"], to=7)],
+                              "g", [helper.make_value_info("x", vtype)],
+                              [helper.make_tensor_value_info("z", TensorProto.INT64, None)])
+    index = build_index(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert shape_of(index.tensor_type("y")) == (index["y"].dtype, index["y"].shape)
+    assert index["y"].dtype == "float16" and index["y"].shape[:2] == ("batch", 3)
+    unknown_dim = TensorInfo("t", TensorKind.OUTPUT, "float32", ("b", 2, None))
+    assert shape_of(tensor_type(unknown_dim)) == ("float32", ("b", 2, None))
+    assert shape_of(tensor_type(TensorInfo("s", TensorKind.OUTPUT, "int64", ()))) == ("int64", ())  # a scalar
+    assert shape_of(index.tensor_type("z"))[0] == "int64" and index.tensor_type("nothing") is None
+    index.pending_types = object()  # types still coming: none is given out
+    assert index.tensor_type("y") is None
+    for elem_type in (TensorProto.FLOAT, TensorProto.BFLOAT16, TensorProto.INT4, TensorProto.STRING):
+        assert elem_type_of(dtype_name(elem_type)) == elem_type
+    assert elem_type_of("sequence_type") is None and elem_type_of("undefined") is None
