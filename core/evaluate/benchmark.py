@@ -31,7 +31,8 @@ from onnxport.core.evaluate.runtime import (
     run,
     session,
 )
-from onnxport.core.io.model_io import check_model_file, load_graph
+from onnxport.core.io.light_read import load_light_graph
+from onnxport.core.io.model_io import check_model_file
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import human_size
@@ -115,7 +116,7 @@ def benchmark(
     if not 1 <= len(paths) <= 2:
         raise OnnxportError("bench takes one or two models")
     report = Reporter(progress, cancel)
-    graph = load_graph(paths[0])
+    graph = load_light_graph(paths[0])  # its weights are ORT's to read
     specs = input_specs(graph)
     for path in paths[1:]:
         check_model_file(path)  # before ORT reads its external data (and outside the timed load)

@@ -39,7 +39,7 @@ from onnxport.core.evaluate.sensitivity import (
     ranking_lines,
 )
 from onnxport.core.evaluate.tensor_errors import TensorErrors, from_measured
-from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.light_read import load_light_graph
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
@@ -118,7 +118,7 @@ def validate(
     model_path, reference_path = Path(model_path), Path(reference_path)
     report.check()
     report(0.0, f"loading {model_path.name}")
-    graph = load_graph(model_path)
+    graph = load_light_graph(model_path)  # its weights are ORT's to read
     precision = precision_of(graph)
     out_names = [o.name for o in graph.graph.output]
     # the reference pruned to the model's outputs, its weights left where they are: only the ones
@@ -128,7 +128,7 @@ def validate(
     feeds = fitted_feeds(model_path, inputs, model=graph,
                          references=[] if params is not None else [(ref_model, ref_folder)],
                          batch_size=VALIDATION_BATCH, dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)
-    sess = session(model_path, checked=True)  # load_graph checked its references
+    sess = session(model_path, checked=True)  # load_light_graph checked its references
     report.check()
     report(0.05, f"loading reference {reference_path.name}")
     ref_sess = session(ref_model, label=str(reference_path), external_folder=ref_folder)

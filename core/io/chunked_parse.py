@@ -24,7 +24,7 @@ GRAPH_FIELD = 7  # ModelProto.graph
 LENGTH_DELIMITED = 2
 
 
-class _Unknown(Exception):
+class Unknown(Exception):
     """The walk met something it does not handle: parse the usual way."""
 
 
@@ -35,16 +35,16 @@ def parse_model(data: bytes) -> onnx.ModelProto:
         try:
             _parse_in_slices(model, data)
             return model
-        except (_Unknown, IndexError, DecodeError):  # the one-shot parse says what is wrong
+        except (Unknown, IndexError, DecodeError):  # the one-shot parse says what is wrong
             model = onnx.ModelProto()
     model.ParseFromString(data)
     return model
 
 
 def _parse_in_slices(model: onnx.ModelProto, data: bytes) -> None:
-    fields = _fields(data, 0, len(data))
+    found = fields(data, 0, len(data))
     view = memoryview(data)  # slices without copies (a big initializer is one slice)
-    for number, wire, start, value_start, end in fields:
+    for number, wire, start, value_start, end in found:
         if number == GRAPH_FIELD and wire == LENGTH_DELIMITED:
             for a, b in graph_slices(data, value_start, end):
                 model.graph.MergeFromString(view[a:b])
@@ -60,7 +60,7 @@ def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
     while pos < end:
         tag = data[pos]
         if tag >= 0x80 or tag & 7 != LENGTH_DELIMITED:
-            raise _Unknown()
+            raise Unknown()
         pos += 1
         length = data[pos]
         pos += 1
@@ -76,7 +76,7 @@ def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
                 shift += 7
         pos += length
         if pos > end:
-            raise _Unknown()
+            raise Unknown()
         if pos - chunk >= CHUNK_BYTES:
             slices.append((chunk, pos))
             chunk = pos
@@ -85,7 +85,7 @@ def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
     return slices
 
 
-def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
+def fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
     """(field number, wire type, field start, value start, field end) of each top-level field."""
     found = []
     pos = start
@@ -106,12 +106,12 @@ def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int,
             elif wire == 5:
                 pos += 4
             else:
-                raise _Unknown()
+                raise Unknown()
             if pos > end or number == 0:
-                raise _Unknown()
+                raise Unknown()
             found.append((number, wire, field_start, value_start, pos))
     except IndexError:
-        raise _Unknown() from None
+        raise Unknown() from None
     return found
 
 
@@ -125,4 +125,4 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             return result, pos
         shift += 7
         if shift > 63:
-            raise _Unknown()
+            raise Unknown()

@@ -74,7 +74,7 @@ def read_graph(path: str | Path) -> tuple[onnx.ModelProto, FileIdentity]:
 def check_loaded(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> None:
     """What `load_graph` checks once the file is parsed: every text field is UTF-8 and every
     tensor is sound (external_data.check_model_tensors). ~0.5 s at 100,000 nodes."""
-    bad = _non_utf8_text(model)
+    bad = non_utf8_text(model)
     if bad is not None:
         raise CorruptFileError(f"{path}: not a readable ONNX model (its {bad[0]} {bad[1][:60]!r} is not UTF-8 text)")
     check_model_tensors(model, path, file_bytes=file_bytes)
@@ -107,7 +107,7 @@ def _set_fields(message) -> list:
             if kind in (2, 4) or message.HasField(fd.name)]
 
 
-def _non_utf8_text(message) -> tuple[str, bytes] | None:
+def non_utf8_text(message) -> tuple[str, bytes] | None:
     """(field name, value) of the first string field that is not UTF-8, else None.
 
     protobuf hands such a proto2 `string` back as `bytes` instead of failing the parse, and every
@@ -125,12 +125,12 @@ def _non_utf8_text(message) -> tuple[str, bytes] | None:
                 if type(text) is not str:
                     return fd.name, text
         elif kind == 3:
-            bad = _non_utf8_text(value)
+            bad = non_utf8_text(value)
             if bad is not None:
                 return bad
         elif kind == 4:
             for item in value:
-                bad = _non_utf8_text(item)
+                bad = non_utf8_text(item)
                 if bad is not None:
                     return bad
     return None

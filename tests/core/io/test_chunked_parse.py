@@ -48,7 +48,7 @@ def test_sliced_parse_equals_one_call(small_slices):
 
 def test_a_graph_in_many_slices(small_slices):
     data = model_bytes()
-    (_, _, _, start, end), = [f for f in chunked_parse._fields(data, 0, len(data)) if f[0] == 7]
+    (_, _, _, start, end), = [f for f in chunked_parse.fields(data, 0, len(data)) if f[0] == 7]
     slices = chunked_parse.graph_slices(data, start, end)
     assert len(slices) > 20  # ~4 KB each (the 1.2 MB initializer is one slice of its own)
     assert slices[0][0] == start and slices[-1][1] == end

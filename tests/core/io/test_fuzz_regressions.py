@@ -258,13 +258,13 @@ def test_the_text_check_reads_no_tensor_values():
     """upb's ListFields hands a tensor's raw_data back as a copy; the check must not ask for it."""
     import tracemalloc
 
-    from onnxport.core.io.model_io import _non_utf8_text
+    from onnxport.core.io.model_io import non_utf8_text
 
     model = onnx_model()
     model.graph.initializer.append(numpy_helper.from_array(np.ones(16 << 20, np.float32), "big"))  # 64 MB
     tracemalloc.start()
     try:
-        assert _non_utf8_text(model) is None
+        assert non_utf8_text(model) is None
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -1,0 +1,131 @@
+"""A model's graph without its big inline weights, read through a memory map.
+
+Why: validation and the benchmark need a model's graph (its inputs, outputs, ops and initializer
+types), not its weights: ONNX Runtime reads those itself. `load_graph` copies every inline weight
+twice (the file's bytes, then protobuf's copy of each raw_data): for the 1B decoder's 0.67 GB early
+exit written as one file, 3.2 s of its ~10 s validation, most of it the kernel faulting in 1.3 GB
+of fresh memory (and, on a VM, the host backing it: the app's window paused with it).
+
+Contract: `load_light_graph(path, keep_bytes)` returns what `load_graph(path)` does, without reading
+the values it strips: every main-graph initializer whose values are inline raw_data of more than
+`keep_bytes` is its header (every field but raw_data), in its place, as `strip_weights` leaves it. The
+checks `load_graph` makes hold: the rest of the model passes `check_loaded`, and a stripped
+tensor's text is UTF-8 and its raw_data holds exactly the bytes its dims and type declare (one
+that does not stays whole, and is checked as `load_graph` checks it). A file the walk does not
+understand is loaded the usual way, then stripped.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from onnxport.core.io.chunked_parse import GRAPH_FIELD, LENGTH_DELIMITED, Unknown, fields, graph_slices
+from onnxport.core.io.external_data import declared_nbytes, element_bits
+from onnxport.core.io.model_io import (
+    SMALL_TENSOR_BYTES,
+    check_loaded,
+    copy_without_initializers,
+    load_graph,
+    non_utf8_text,
+)
+from onnxport.core.util.errors import CorruptFileError
+
+INITIALIZER_FIELD = 5  # GraphProto.initializer
+RAW_DATA_FIELD = 9  # TensorProto.raw_data
+
+
+def load_light_graph(path: str | Path, keep_bytes: int = SMALL_TENSOR_BYTES) -> onnx.ModelProto:
+    """See the module docstring."""
+    path = Path(path)
+    walked = None
+    if path.is_file():  # anything else: load_graph refuses it, in its words
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                try:
+                    walked = _walk(data, keep_bytes)
+                except (Unknown, DecodeError, IndexError, ValueError):
+                    walked = None
+                finally:
+                    data.close()
+    if walked is None or not walked[0].HasField("graph"):
+        return _stripped(load_graph(path), keep_bytes)
+    model, stripped = walked
+    checkable = copy_without_initializers(model)
+    checkable.graph.initializer.extend(t for t in model.graph.initializer if t.name not in stripped)
+    check_loaded(checkable, path, size)  # also refuses what read_graph refuses once parsed
+    for t in model.graph.initializer:
+        bad = non_utf8_text(t) if t.name in stripped else None
+        if bad is not None:
+            raise CorruptFileError(f"{path}: not a readable ONNX model (its {bad[0]} {bad[1][:60]!r} is not UTF-8 text)")
+    return model
+
+
+def _stripped(model: onnx.ModelProto, keep_bytes: int) -> onnx.ModelProto:
+    """`model` (loaded whole) with its big inline initializers made headers, as the walk makes them."""
+    for t in model.graph.initializer:
+        if t.HasField("raw_data") and t.data_location != onnx.TensorProto.EXTERNAL and declared_nbytes(t) > keep_bytes:
+            t.ClearField("raw_data")
+    return model
+
+
+def _walk(data, keep_bytes: int) -> tuple[onnx.ModelProto, set[str]]:
+    """The model with its big inline initializers as headers, and their names."""
+    model, stripped = onnx.ModelProto(), set()
+    view = memoryview(data)
+    try:
+        for number, wire, start, value_start, end in fields(data, 0, len(data)):
+            if number == GRAPH_FIELD and wire == LENGTH_DELIMITED:
+                _walk_graph(model.graph, data, view, value_start, end, keep_bytes, stripped)
+            else:
+                model.MergeFromString(view[start:end])
+    finally:
+        view.release()
+    return model, stripped
+
+
+def _walk_graph(graph: onnx.GraphProto, data, view, start: int, end: int, keep_bytes: int,
+                stripped: set[str]) -> None:
+    """Merge the graph's fields in ~1 MB slices (chunked_parse), each big inline initializer as
+    its header."""
+    done = start
+    for number, wire, field_start, value_start, field_end in fields(data, start, end):
+        if number != INITIALIZER_FIELD or wire != LENGTH_DELIMITED or field_end - value_start <= keep_bytes:
+            continue
+        header = _header(data, view, value_start, field_end, keep_bytes)
+        if header is None:
+            continue
+        for a, b in graph_slices(data, done, field_start):
+            graph.MergeFromString(view[a:b])
+        graph.initializer.append(header)
+        stripped.add(header.name)
+        done = field_end
+    for a, b in graph_slices(data, done, end):
+        graph.MergeFromString(view[a:b])
+
+
+def _header(data, view, start: int, end: int, keep_bytes: int) -> onnx.TensorProto | None:
+    """The tensor at `data[start:end]` without its raw_data, if it is one to strip: inline raw
+    values of more than `keep_bytes`, exactly as many as its dims and type declare."""
+    parts, raw = [], []
+    for number, wire, field_start, value_start, field_end in fields(data, start, end):
+        if number == RAW_DATA_FIELD and wire == LENGTH_DELIMITED:
+            raw.append(field_end - value_start)
+        else:
+            parts.append(bytes(view[field_start:field_end]))
+            if sum(map(len, parts)) > keep_bytes:  # values in typed fields: not ours to strip
+                return None
+    if len(raw) != 1:
+        return None
+    header = onnx.TensorProto.FromString(b"".join(parts))
+    if (header.data_location == onnx.TensorProto.EXTERNAL or len(header.external_data)
+            or header.data_type == onnx.TensorProto.STRING or not element_bits(header.data_type)):
+        return None
+    declared = declared_nbytes(header)
+    return header if declared == raw[0] and declared > keep_bytes else None
