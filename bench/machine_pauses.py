@@ -70,7 +70,6 @@ _TWIN = (
     "from PySide6.QtWidgets import QApplication\n"
     "app = QApplication([])\n"
     f"period, report = {BEAT_MS}, {REPORT_MS / 1000}\n"
-    "last = time.perf_counter()\n"
     "def beat():\n"
     "    global last\n"
     "    now = time.perf_counter()\n"
@@ -109,9 +108,10 @@ class ReferenceBeat:
                 raise RuntimeError("a reference heartbeat did not start")
             time.sleep(0.02)
 
-    def _collect(self) -> None:
-        """Add the gaps the references wrote since the last call (whole lines only)."""
-        time.sleep(0.05)  # a gap that ended in the window may still be on its way
+    def _collect(self, until: float) -> None:
+        """Add the gaps the references wrote since the last call (whole lines only), once those
+        that ended by `until` (perf_counter) have had 50 ms to arrive."""
+        time.sleep(max(0.0, until + 0.05 - time.perf_counter()))
         for i, (source, path) in enumerate(zip(self.sources, self.files)):
             try:
                 with open(path, "rb") as f:
@@ -128,7 +128,7 @@ class ReferenceBeat:
     def worst_ms(self, t0: float, t1: float, sources=None) -> float:
         """The longest stall of the references in `sources` (default: the pinned ones) that
         ended in [t0, t1]."""
-        self._collect()
+        self._collect(t1)
         sources = set(self.cpus if sources is None else sources)
         gaps = [gap for source, end, gap in self.gaps if source in sources and t0 <= end <= t1 + 0.05]
         return round(max(0.0, max(gaps, default=0.0) * 1000 - BEAT_MS), 1)
@@ -156,7 +156,7 @@ class ReferenceBeat:
     def app_stall_ms(self, late: list[tuple[float, float, frozenset[int]]], raw_ms: float, goal_ms: float) -> float:
         """See the module docstring; gaps not in `late` stalled at most `goal_ms`. An item of `late`
         is (end, seconds, CPUs); no CPUs: not known."""
-        self._collect()
+        self._collect(max((end for end, _gap, _cpus in late), default=0.0))
         parts = [gap - BEAT_MS / 1000 - self.paused_during(end - gap + BEAT_MS / 1000, end, cpus)
                  for end, gap, cpus in late]
         return round(max([p * 1000 for p in parts] + [min(raw_ms, goal_ms)]), 1)

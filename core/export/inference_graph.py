@@ -97,12 +97,11 @@ def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: Prune
     and the declarations of the parameter inputs a checkpoint fills. Known types spare the app's
     worker that inference: it holds the GIL (31-42 ms for that early exit, the window frozen as
     long). `infer` False: the known types only."""
-    untyped = [i for i, vi in enumerate(skeleton.graph.output) if not vi.HasField("type")]
-    for i in list(untyped) if known_types is not None else ():
-        known = known_types(skeleton.graph.output[i].name)
+    for vi in skeleton.graph.output if known_types is not None else ():
+        known = None if vi.HasField("type") else known_types(vi.name)
         if known is not None:
-            skeleton.graph.output[i].type.CopyFrom(known)
-            untyped.remove(i)
+            vi.type.CopyFrom(known)
+    untyped = [i for i, vi in enumerate(skeleton.graph.output) if not vi.HasField("type")]
     if not untyped or not infer:
         return
     light = onnx.ModelProto()

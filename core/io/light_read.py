@@ -29,11 +29,10 @@ from onnxport.core.io.external_data import declared_nbytes, element_bits
 from onnxport.core.io.model_io import (
     SMALL_TENSOR_BYTES,
     check_loaded,
+    check_text,
     copy_without_initializers,
     load_graph,
-    non_utf8_text,
 )
-from onnxport.core.util.errors import CorruptFileError
 
 INITIALIZER_FIELD = 5  # GraphProto.initializer
 RAW_DATA_FIELD = 9  # TensorProto.raw_data
@@ -42,29 +41,34 @@ RAW_DATA_FIELD = 9  # TensorProto.raw_data
 def load_light_graph(path: str | Path, keep_bytes: int = SMALL_TENSOR_BYTES) -> onnx.ModelProto:
     """See the module docstring."""
     path = Path(path)
-    walked = None
-    if path.is_file():  # anything else: load_graph refuses it, in its words
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size:
-                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                try:
-                    walked = _walk(data, keep_bytes)
-                except (Unknown, DecodeError, IndexError, ValueError):
-                    walked = None
-                finally:
-                    data.close()
-    if walked is None or not walked[0].HasField("graph"):
+    walked = _walk_file(path, keep_bytes) if path.is_file() else None  # else load_graph says what is wrong
+    if walked is None:
         return _stripped(load_graph(path), keep_bytes)
-    model, stripped = walked
+    model, stripped, size = walked
     checkable = copy_without_initializers(model)
-    checkable.graph.initializer.extend(t for t in model.graph.initializer if t.name not in stripped)
-    check_loaded(checkable, path, size)  # also refuses what read_graph refuses once parsed
+    headers = []
     for t in model.graph.initializer:
-        bad = non_utf8_text(t) if t.name in stripped else None
-        if bad is not None:
-            raise CorruptFileError(f"{path}: not a readable ONNX model (its {bad[0]} {bad[1][:60]!r} is not UTF-8 text)")
+        (headers if t.name in stripped else checkable.graph.initializer).append(t)
+    check_loaded(checkable, path, size)  # also refuses what read_graph refuses once parsed
+    for t in headers:
+        check_text(t, path)
     return model
+
+
+def _walk_file(path: Path, keep_bytes: int) -> tuple[onnx.ModelProto, set[str], int] | None:
+    """`_walk` over the file memory-mapped, and the file's size; None where the walk gives up."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if not size:
+            return None
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        model, stripped = _walk(data, keep_bytes)
+    except (Unknown, DecodeError, IndexError, ValueError):
+        return None
+    finally:
+        data.close()
+    return (model, stripped, size) if model.HasField("graph") else None
 
 
 def _stripped(model: onnx.ModelProto, keep_bytes: int) -> onnx.ModelProto:
@@ -113,14 +117,15 @@ def _walk_graph(graph: onnx.GraphProto, data, view, start: int, end: int, keep_b
 def _header(data, view, start: int, end: int, keep_bytes: int) -> onnx.TensorProto | None:
     """The tensor at `data[start:end]` without its raw_data, if it is one to strip: inline raw
     values of more than `keep_bytes`, exactly as many as its dims and type declare."""
-    parts, raw = [], []
+    parts, raw, kept = [], [], 0
     for number, wire, field_start, value_start, field_end in fields(data, start, end):
         if number == RAW_DATA_FIELD and wire == LENGTH_DELIMITED:
             raw.append(field_end - value_start)
-        else:
-            parts.append(bytes(view[field_start:field_end]))
-            if sum(map(len, parts)) > keep_bytes:  # values in typed fields: not ours to strip
-                return None
+            continue
+        kept += field_end - field_start
+        if kept > keep_bytes:  # values in typed fields: not ours to strip
+            return None
+        parts.append(bytes(view[field_start:field_end]))
     if len(raw) != 1:
         return None
     header = onnx.TensorProto.FromString(b"".join(parts))

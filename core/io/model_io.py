@@ -74,10 +74,15 @@ def read_graph(path: str | Path) -> tuple[onnx.ModelProto, FileIdentity]:
 def check_loaded(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> None:
     """What `load_graph` checks once the file is parsed: every text field is UTF-8 and every
     tensor is sound (external_data.check_model_tensors). ~0.5 s at 100,000 nodes."""
-    bad = non_utf8_text(model)
+    check_text(model, path)
+    check_model_tensors(model, path, file_bytes=file_bytes)
+
+
+def check_text(message, path: str | Path) -> None:
+    """Refuse `message` (a model, or one of its tensors) if a string field in it is not UTF-8."""
+    bad = non_utf8_text(message)
     if bad is not None:
         raise CorruptFileError(f"{path}: not a readable ONNX model (its {bad[0]} {bad[1][:60]!r} is not UTF-8 text)")
-    check_model_tensors(model, path, file_bytes=file_bytes)
 
 
 _TEXT_FIELDS: dict[object, int] = {}  # field descriptor -> 0 other, 1 string, 2 strings, 3 message, 4 messages
