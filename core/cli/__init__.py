@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from onnxport.core.cli.written_files import WrittenFiles, interrupted_line
+from onnxport.core.util import signal_shield
 from onnxport.core.util.atomic import remove_live_temps
 from onnxport.core.util.errors import OnnxportError, cannot_read
 from onnxport.core.util.malloc_tuning import reexec_tuned
@@ -62,6 +63,9 @@ class Terminated(BaseException):
 
 
 def _raise_on_signal(signum, frame) -> None:
+    if signal_shield.shielded():  # raised later, at a safe point (util/signal_shield.py)
+        signal_shield.hold(signum)
+        return
     for sig in (signal.SIGINT, signal.SIGTERM):  # one signal is enough: let the cleanup finish
         signal.signal(sig, signal.SIG_IGN)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
