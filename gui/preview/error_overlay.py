@@ -10,7 +10,9 @@ export's source graph and the exported model share node names.
 
 `ErrorOverlay(preview, report_view)`:
 - repaints after every drawing of the preview (`rendered`) and for every report shown
-  (`report_view.reportChanged`), so a requantization's new report brings the new colours;
+  (`report_view.reportChanged`; built and painted in event-loop turns of their own, never in the
+  report's), so a requantization's new report brings the new colours; `painted(n)` answers only
+  for the newest report and drawing (an older apply's answer is dropped);
 - a node picked in the report's list is focused in the preview (`NetronView.focus`); a
   double-click also asks for the Preview tab (`previewWanted`);
 - a node clicked in the page is polled for (`POLL_MS`, only while a map is shown), selected in the
@@ -104,6 +106,10 @@ class ErrorOverlay(QObject):
         self.payload: dict = payload(None)
         self.last_painted = -1
         self._poll = QTimer(self, interval=POLL_MS, timeout=self._take_clicks)
+        self._report: dict = {}
+        self._build_timer = QTimer(self, singleShot=True, interval=0, timeout=self._build)
+        self._apply_timer = QTimer(self, singleShot=True, interval=0, timeout=self.apply)
+        self._applies = 0  # the newest apply's number: only its answer is reported
         if hasattr(preview, "rendered"):
             preview.rendered.connect(lambda _count: self.apply())
         report_view.reportChanged.connect(self.set_report)
@@ -115,21 +121,31 @@ class ErrorOverlay(QObject):
         return getattr(self.preview, "view", None)
 
     def set_report(self, report: dict | None) -> None:
-        self.payload = payload(accuracy_map(report or {}))
+        """Take the report shown; the map is built and painted in event-loop turns of their own
+        (`_build`, then `apply`): for the 1B decoder's quantized early exit (480 nodes, a 146 KB
+        payload) each is a few ms, and together with the report's widgets they froze the window for
+        a frame or more at the export's end. The newest report of a quick succession wins."""
+        self._report = report or {}
+        self._build_timer.start()
+
+    def _build(self) -> None:
+        self.payload = payload(accuracy_map(self._report))
         self._mark_list()
-        self.apply()
+        self._apply_timer.start()
 
     def apply(self) -> None:
         """Paint the current map on the drawn graph (or clear it); `painted` says how many nodes."""
         view = self.view
         if view is None or getattr(self.preview, "last_node_count", 0) <= 0:
             return
+        self._applies += 1
+        number = self._applies
         if self.payload["nodes"]:
-            view.run(APPLY_JS % json.dumps(self.payload), self._applied)
+            view.run(APPLY_JS % json.dumps(self.payload), lambda count: self._applied(number, count))
             self._poll.start()
         else:
             self._poll.stop()
-            view.run(CLEAR_JS, self._applied)
+            view.run(CLEAR_JS, lambda count: self._applied(number, count))
 
     def focus(self, node: str) -> None:
         if self.view is not None and getattr(self.preview, "last_node_count", 0) > 0:
@@ -138,7 +154,11 @@ class ErrorOverlay(QObject):
     def stop(self) -> None:
         self._poll.stop()
 
-    def _applied(self, count) -> None:
+    def _applied(self, number: int, count) -> None:
+        """The page's answer to an apply; an older apply's, or one that came while a newer report
+        was still on its way to the page, is not what the page will show: not reported."""
+        if number != self._applies or self._build_timer.isActive() or self._apply_timer.isActive():
+            return
         self.last_painted = int(count or 0)
         self.painted.emit(self.last_painted)
 

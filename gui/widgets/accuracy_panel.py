@@ -30,6 +30,8 @@ from PySide6.QtWidgets import (
 from onnxport.core.evaluate.model_diff import DiffRow
 from onnxport.core.evaluate.report import accuracy_map
 
+from .layout_pass import one_layout_pass
+
 GOOD = QColor("#3a9a4a")
 BAD = QColor("#c8423b")
 SMALLER_IS_BETTER = {"size", "latency"}  # per-dtype bytes move between dtypes: no colour
@@ -109,7 +111,10 @@ class AccuracyPanel(QWidget):
         self.set_report(None)
 
     def set_report(self, report: dict | None) -> None:
-        report = report or {}
+        with one_layout_pass(self):  # laid out once, later (layout_pass.py)
+            self._show(report or {})
+
+    def _show(self, report: dict) -> None:
         self._map = accuracy_map(report) or {}
         self.jump.setText(_jump_text(self._map))
         self.jump.setVisible(bool(self._map))

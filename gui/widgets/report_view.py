@@ -38,6 +38,7 @@ from onnxport.core.evaluate.sensitivity import MEASURABLE
 from onnxport.core.util.text import human_size
 
 from .accuracy_panel import AccuracyPanel
+from .layout_pass import one_layout_pass
 
 BEFORE = QColor("#8a98a8")
 AFTER = QColor("#2f7fd1")
@@ -209,6 +210,13 @@ class ReportView(QWidget):
         self.set_report(None)
 
     def set_report(self, report: dict | None) -> None:
+        """Show `report`; laid out once, in a later turn (layout_pass.py: each part shown or
+        hidden would otherwise lay out the whole window again at once)."""
+        with one_layout_pass(self, self.accuracy):
+            self._show(report)
+        self.reportChanged.emit(self.report)
+
+    def _show(self, report: dict | None) -> None:
         self.report = report
         report = report or {}
         passed = report.get("passed")
@@ -224,7 +232,6 @@ class ReportView(QWidget):
         self.details.setText(_details_html(report))
         self._fill_nodes(report)
         self.accuracy.set_report(report)
-        self.reportChanged.emit(self.report)
 
     def _fill_nodes(self, report: dict) -> None:
         self.nodes.clear()

@@ -37,3 +37,14 @@ def test_log_tables_line_up(window):
     from PySide6.QtGui import QFontInfo
 
     assert QFontInfo(window.log.font()).fixedPitch()
+
+
+def test_a_report_s_lines_go_in_at_once_and_the_log_follows(qtbot, window):
+    bar = window.log.verticalScrollBar()
+    window.log_lines([f"line {i}" for i in range(300)])
+    qtbot.waitUntil(lambda: bar.maximum() > 0)
+    assert bar.value() == bar.maximum()
+    lines = window.log.toPlainText().splitlines()
+    assert lines[-300].endswith("  line 0") and lines[-1].endswith("  line 299")
+    window.log_lines([])  # nothing to add: no empty line
+    assert window.log.toPlainText().splitlines()[-1].endswith("  line 299")

@@ -106,6 +106,26 @@ def test_nodes_are_painted_with_the_colours_of_the_error_they_add(qtbot, overlay
     assert all(fill != rgb(expected[n]["fill"]) for n, fill in state["fills"].items())
 
 
+def test_the_map_is_built_after_the_report_s_turn_and_only_the_newest_report_answers(qtbot, overlay, quantized):
+    """The map (payload, page script) is not built in the turn that shows the report (it froze
+    the window with it), and of two reports in one turn only the newest is painted and reported."""
+    fp32, report = quantized
+    panel = overlay.preview
+    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+        panel.set_model(str(fp32), ["logits"])
+    payload, state = paint_and_read(qtbot, overlay, report)
+    assert state["painted"] > 0
+    answers: list[int] = []
+    overlay.painted.connect(answers.append)
+    overlay.report_view.set_report(build_report(export={"path": str(fp32)}))  # no map: would clear
+    assert overlay.payload is payload  # not built in the report's own turn
+    with qtbot.waitSignal(overlay.painted, timeout=10_000):
+        overlay.report_view.set_report(report)  # the newest, in the same turn
+    qtbot.wait(300)  # a stale answer (the clear) would come by now
+    assert answers == [state["painted"]]
+    assert page_state(qtbot, panel.view, list(payload["nodes"]))["painted"] == state["painted"]
+
+
 def test_the_report_list_and_the_graph_pick_each_others_nodes(qtbot, overlay, quantized):
     from PySide6.QtCore import Qt
 
