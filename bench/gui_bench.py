@@ -88,6 +88,8 @@ class Heartbeat:
         self.running = None
         self.by_job: dict[str, float] = {}
         self.late: list[tuple[float, float, frozenset[int]]] = []  # (end, gap seconds, CPUs) of the gaps past a frame
+        self.late_cpu: dict[float, float] = {}  # end of a gap in `late` -> the GUI thread's CPU seconds in it
+        self.thread_cpu = time.thread_time()
         self.probe = CpuProbe()  # made on the GUI thread, like the heartbeat's timer
         self.cpu = self.probe()
         stacks = os.environ.get("ONNXPORT_STALL_STACKS")
@@ -96,6 +98,7 @@ class Heartbeat:
     def start(self, running=None) -> None:
         self.last, self.cpu = time.perf_counter(), self.probe()
         self.worst, self.beats, self.running, self.by_job, self.late = 0.0, 0, running, {}, []
+        self.late_cpu, self.thread_cpu = {}, time.thread_time()
         self.timer.start()
 
     def _watch(self) -> None:
@@ -108,8 +111,11 @@ class Heartbeat:
         gap = now - self.last
         self.worst = max(self.worst, gap)
         cpu = self.probe()
+        thread_cpu = time.thread_time()
         if gap * 1000 > BEAT_MS + STALL_GOAL_MS:  # the CPUs the GUI thread was on at either end
             self.late.append((now, gap, frozenset(c for c in (self.cpu, cpu) if c is not None)))
+            self.late_cpu[now] = thread_cpu - self.thread_cpu
+        self.thread_cpu = thread_cpu
         self.cpu = cpu
         if self.running is not None:
             for name in self.running() or ("none",):

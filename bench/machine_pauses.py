@@ -32,6 +32,13 @@ is the app's own only where such a reference was on time.
   for its own GIL, or behind its own threads, stays on its account (the twin is late only where
   the machine is: not once in the open, preview and export phases, where the app's worker is
   busiest).
+- `slowdown(start, end)`: what a pause reference cannot see. The same Python work costs this VM
+  1x-2x its usual CPU time from one second to the next, and 3x-5x now and then after a big child
+  process exits (measured: a 13 ms unit of dict and string work, repeated every 10 ms in a
+  process pinned to cpu0, took up to 34-119 ms of CPU within 3 s of a 4 GB child's exit on
+  cpu1, against at most 21-28 ms before; its steal was not reported). A work reference pinned to
+  each CPU (a ~0.3 ms unit every 20 ms, its CPU time per unit written) gives the factor on the
+  GUI thread's CPUs during a gap: reported beside the app's share, not taken out of it.
 - `steal_ms()`: the host's steal time so far, summed over the CPUs (/proc/stat; 0 elsewhere).
 """
 
@@ -47,6 +54,8 @@ from pathlib import Path
 BEAT_MS = 10
 REPORT_MS = 20  # gaps this long are reported by the reference process
 TWIN = -1  # the "CPU" of the twin's gaps: any
+WORK = -10  # the work reference pinned to CPU c writes its units as source WORK - c (not gaps)
+WORK_PERIOD_MS = 20
 STARTUP_S = 60  # the longest a reference may take to start beating
 
 _BEATER = (
@@ -84,18 +93,37 @@ _TWIN = (
 )
 
 
+_WORKER = (
+    "import os, sys, time\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+    "sys.stdout = open(sys.argv[2], 'w', buffering=1)\n"
+    f"period = {WORK_PERIOD_MS / 1000}\n"
+    "def unit():  # dicts and strings, as a GUI slot's Python makes them: ~0.3 ms here\n"
+    "    return len({f'n{i}': {'v': i, 's': str(i) * 3} for i in range(400)})\n"
+    "while True:\n"
+    "    time.sleep(period)\n"
+    "    t = time.thread_time()\n"
+    "    unit()\n"
+    "    print(f'{time.perf_counter():.4f} {time.thread_time() - t:.6f}', flush=True)\n"
+)
+
+
 class ReferenceBeat:
     def __init__(self) -> None:
         self.gaps: list[tuple[int, float, float]] = []  # (cpu or TWIN, end, seconds), as read so far
         self.cpus = sorted(os.sched_getaffinity(0))
         self._dir = tempfile.TemporaryDirectory(prefix="onnxport-reference-")
-        self.sources = [*self.cpus, TWIN]
+        self.units: dict[int, list[tuple[float, float]]] = {}  # CPU -> (end, CPU seconds) of its work units
+        self.sources = [*self.cpus, TWIN, *(WORK - cpu for cpu in self.cpus)]
         self.files = [Path(self._dir.name) / f"ref{source}.txt" for source in self.sources]
         self._read_bytes = [0] * len(self.files)
         self.procs = [subprocess.Popen([sys.executable, "-c", _BEATER, str(cpu), str(path)])
                       for cpu, path in zip(self.cpus, self.files)]
         twin_env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-        self.procs.append(subprocess.Popen([sys.executable, "-c", _TWIN, "", str(self.files[-1])], env=twin_env))
+        twin = self.sources.index(TWIN)
+        self.procs.append(subprocess.Popen([sys.executable, "-c", _TWIN, "", str(self.files[twin])], env=twin_env))
+        self.procs += [subprocess.Popen([sys.executable, "-c", _WORKER, str(cpu), str(path)])
+                       for cpu, path in zip(self.cpus, self.files[twin + 1:])]
         self._wait_started()
 
     def _wait_started(self) -> None:
@@ -122,8 +150,11 @@ class ReferenceBeat:
             whole = text[: text.rfind(b"\n") + 1]
             self._read_bytes[i] += len(whole)
             for line in whole.decode().splitlines():
-                end, gap = map(float, line.split())
-                self.gaps.append((source, end, gap))
+                end, value = map(float, line.split())
+                if source <= WORK:
+                    self.units.setdefault(WORK - source, []).append((end, value))
+                else:
+                    self.gaps.append((source, end, value))
 
     def worst_ms(self, t0: float, t1: float, sources=None) -> float:
         """The longest stall of the references in `sources` (default: the pinned ones) that
@@ -156,10 +187,29 @@ class ReferenceBeat:
     def app_stall_ms(self, late: list[tuple[float, float, frozenset[int]]], raw_ms: float, goal_ms: float) -> float:
         """See the module docstring; gaps not in `late` stalled at most `goal_ms`. An item of `late`
         is (end, seconds, CPUs); no CPUs: not known."""
+        parts = [p * 1000 for _end, p in self.app_parts(late)]
+        return round(max(parts + [min(raw_ms, goal_ms)]), 1)
+
+    def app_parts(self, late: list[tuple[float, float, frozenset[int]]]) -> list[tuple[float, float]]:
+        """(end, the app's seconds) of each gap in `late`: its length past a beat, less the
+        machine's time in it."""
         self._collect(max((end for end, _gap, _cpus in late), default=0.0))
-        parts = [gap - BEAT_MS / 1000 - self.paused_during(end - gap + BEAT_MS / 1000, end, cpus)
-                 for end, gap, cpus in late]
-        return round(max([p * 1000 for p in parts] + [min(raw_ms, goal_ms)]), 1)
+        return [(end, gap - BEAT_MS / 1000 - self.paused_during(end - gap + BEAT_MS / 1000, end, cpus))
+                for end, gap, cpus in late]
+
+    def slowdown(self, start: float, end: float, cpus: frozenset[int] | None = None) -> float | None:
+        """How many times its usual CPU time work took during [start, end] on the CPUs of `cpus`
+        (default: all): per CPU, the mean of its work reference's units then over the median of
+        all its units so far; the largest of those. None: no unit ended then."""
+        self._collect(end)
+        factors = []
+        for cpu in sorted(cpus) if cpus else self.cpus:
+            units = self.units.get(cpu, [])
+            near = [c for t, c in units if start <= t <= end + WORK_PERIOD_MS / 1000]
+            usual = sorted(c for _t, c in units)
+            if near and usual[len(usual) // 2] > 0:
+                factors.append(sum(near) / len(near) / usual[len(usual) // 2])
+        return max(factors, default=None)
 
     def close(self) -> None:
         for proc in self.procs:

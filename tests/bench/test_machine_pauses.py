@@ -14,7 +14,7 @@ from bench.machine_pauses import BEAT_MS, TWIN, ReferenceBeat, steal_ms
 
 def _reference_with(gaps, cpus=(0, 1)):
     ref = ReferenceBeat.__new__(ReferenceBeat)  # the arithmetic alone, no beating processes
-    ref.gaps, ref.cpus, ref.procs, ref.files, ref.sources = list(gaps), list(cpus), [], [], []
+    ref.gaps, ref.cpus, ref.procs, ref.files, ref.sources, ref.units = list(gaps), list(cpus), [], [], [], {}
     return ref
 
 
@@ -34,6 +34,18 @@ def test_the_machine_s_share_of_a_stall_is_taken_out():
     assert _reference_with([(0, 20.5, 0.3), (1, 20.5, 0.3)]).app_stall_ms(gui_gap, 200.0, 16.0) == 200.0
     # no gap past a frame: the raw stall stands
     assert _reference_with([]).app_stall_ms([], 12.5, 16.0) == 12.5
+
+
+def test_each_gap_s_app_part_is_given_with_its_end():
+    """What decoder_app_bench uses to find the gap that holds the app's share (and the GUI
+    thread's CPU time in it)."""
+    gaps = [(10.210, 0.210, frozenset()), (12.050, 0.050, frozenset())]
+    ref = _reference_with([(0, 10.190, 0.150), (1, 10.200, 0.170)])  # both overdue 10.050-10.190
+    (end1, app1), (end2, app2) = ref.app_parts(gaps)
+    assert (end1, end2) == (10.210, 12.050)
+    assert abs(app1 - 0.060) < 1e-9 and abs(app2 - 0.040) < 1e-9
+    assert ref.app_stall_ms(gaps, 200.0, 16.0) == 60.0
+    assert ref.app_parts([]) == []
 
 
 def test_the_reference_on_the_gui_thread_s_cpu_counts_and_every_stretch_of_it():
@@ -66,13 +78,26 @@ def test_the_twin_s_lateness_counts_wherever_the_gui_thread_was_and_no_stretch_t
     assert ref.worst_ms(20.0, 21.0) == 0.0 and ref.worst_ms(20.0, 21.0, [TWIN]) == 290.0
 
 
+def test_the_slowdown_is_the_work_units_cost_in_a_gap_over_their_usual_cost():
+    ref = _reference_with([])
+    usual = [(10.0 + 0.02 * i, 0.0003) for i in range(50)]
+    ref.units = {0: usual + [(11.05, 0.0012), (11.07, 0.0009)], 1: usual + [(11.05, 0.0003)]}
+    assert abs(ref.slowdown(11.03, 11.06, frozenset({0})) - 3.5) < 1e-9  # (1.2 + 0.9) / 2 ms over the usual 0.3
+    assert abs(ref.slowdown(11.03, 11.06, frozenset({1})) - 1.0) < 1e-9  # the other CPU ran at its usual speed
+    assert abs(ref.slowdown(11.03, 11.06) - 3.5) < 1e-9  # CPUs not known: the slower
+    assert abs(ref.slowdown(10.1, 10.15) - 1.0) < 1e-9
+    assert ref.slowdown(30.0, 30.1) is None  # no unit then: not known
+
+
 def test_references_beat_on_every_cpu_with_the_twin_and_steal_is_read():
     ref = ReferenceBeat()
     try:
-        assert len(ref.procs) == len(ref.cpus) + 1 and all(path.exists() for path in ref.files)  # all beating
+        assert len(ref.procs) == 2 * len(ref.cpus) + 1 and all(path.exists() for path in ref.files)  # all beating
         time.sleep(0.3)
         assert all(p.poll() is None for p in ref.procs) and ref.procs
         assert ref.worst_ms(time.perf_counter() - 0.3, time.perf_counter()) >= 0.0
+        ref.slowdown(0.0, time.perf_counter())  # reads the files
+        assert set(ref.units) == set(ref.cpus) and all(len(u) >= 3 and all(c > 0 for _e, c in u) for u in ref.units.values())
     finally:
         ref.close()
     assert all(p.poll() is not None for p in ref.procs)
@@ -86,10 +111,11 @@ def test_a_held_up_reference_reports_its_gap_without_a_thread_in_this_process():
         assert threading.active_count() == threads  # nothing here takes the measured process's GIL
         time.sleep(0.2)
         t0 = time.perf_counter()
-        for proc in (ref.procs[0], ref.procs[-1]):  # the reference on the first CPU and the twin held up 150 ms
+        twin = ref.procs[ref.sources.index(TWIN)]
+        for proc in (ref.procs[0], twin):  # the reference on the first CPU and the twin held up 150 ms
             os.kill(proc.pid, signal.SIGSTOP)
         time.sleep(0.15)
-        for proc in (ref.procs[0], ref.procs[-1]):
+        for proc in (ref.procs[0], twin):
             os.kill(proc.pid, signal.SIGCONT)
         time.sleep(0.05)
         worst = ref.worst_ms(t0, time.perf_counter())
