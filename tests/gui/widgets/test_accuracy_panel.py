@@ -46,3 +46,32 @@ def test_the_report_view_shows_the_diff_table_and_the_jump(qtbot, report):
     assert "no measurable error" in panel.node_info.text()
     view.set_report(build_report(export={"path": report["export"]["path"]}))  # nothing to compare
     assert not panel.diff.isVisible() and not panel.jump.isVisible() and panel.diff.rowCount() == 0
+
+
+def test_a_shown_diff_table_measures_its_columns_once_per_fill(qtbot):
+    """A cell set in a table whose header sizes columns to their contents measured its whole
+    column again: filling 40 rows of 5 columns on a shown table measured a column 56 times."""
+    from onnxport.gui.widgets.accuracy_panel import DiffTable
+
+    measured: list[int] = []
+
+    class CountingTable(DiffTable):
+        def sizeHintForColumn(self, column: int) -> int:  # noqa: N802 - Qt override
+            measured.append(column)
+            return super().sizeHintForColumn(column)
+
+    table = CountingTable()
+    qtbot.addWidget(table)
+    table.resize(600, 400)
+    table.show()
+    qtbot.waitExposed(table)
+    rows = [{"section": "ops", "name": f"MatMul_{i}_" + "x" * (i % 7), "before": i, "after": i + 1} for i in range(40)]
+    diff = {"before": "a.onnx", "after": "b.onnx", "rows": rows}
+    for _ in range(2):  # the second fill: the same table, shown and full
+        measured.clear()
+        table.set_diff(diff)
+        qtbot.wait(50)  # the header's one resize pass
+        assert len(measured) <= 3 * table.columnCount()
+    longest = max(range(40), key=lambda i: len(rows[i]["name"]))
+    assert table.columnWidth(1) >= table.fontMetrics().horizontalAdvance(rows[longest]["name"])  # sized to fit
+    assert table.rows()[0][1] == "MatMul_0_" and len(table.rows()) == 40
