@@ -19,9 +19,9 @@ it, each phase timed until what the user waits for is there:
    generated token ids);
 6. quantize: Model > Quantize, dynamic int8, validated (the default the export dialog offers).
 
-Per phase: wall seconds; the longest GUI-thread stall (until gui_bench's `TAIL_S` after the phase's end, so
-the GUI work the end sets off in later event-loop turns counts too) (gui_bench's 10 ms heartbeat), also by the
-side job running when it ended; the peak RSS of the app's own process during the phase (VmHWM,
+Per phase: wall seconds; the longest GUI-thread stall (gui_bench's 10 ms heartbeat, beating until
+`TAIL_S` past the phase's end, so the GUI work the end sets off in later turns counts too), also by
+the side job running when it ended; the peak RSS of the app's own process during the phase (VmHWM,
 reset at the phase's start through /proc/self/clear_refs; Chromium's processes are not counted),
 as a ratio to the parameter bytes; the GUI thread's CPU seconds. Reference in the same run
 (bench/machine_pauses.py): idle heartbeats in separate processes, one pinned to each CPU and the
@@ -118,15 +118,13 @@ class Phases:
               f"({row['rss_vs_params']:.3f}x params)", flush=True)
         return row
 
-
     def _app_gap(self) -> dict:
         """The gap that holds the app's largest share: the GUI thread's CPU time in it and the
         machine's slowdown then (None: no gap past a frame); see the module docstring."""
-        parts = self.reference.app_parts(self.beat.late)
-        if not parts:
+        late = self.beat.late
+        if not late:
             return {"app_gap_cpu_ms": None, "app_gap_slowdown": None}
-        end, _app = max(parts, key=lambda part: part[1])
-        gap, cpus = next((seconds, cpus) for e, seconds, cpus in self.beat.late if e == end)
+        (end, gap, cpus), _part = max(zip(late, self.reference.app_parts(late)), key=lambda pair: pair[1][1])
         slowdown = self.reference.slowdown(end - gap, end, cpus)
         return {"app_gap_cpu_ms": round(self.beat.late_cpu.get(end, 0.0) * 1000, 1),
                 "app_gap_slowdown": None if slowdown is None else round(slowdown, 1)}

@@ -188,16 +188,16 @@ def side_jobs_idle(window) -> bool:
     return not window.runner.side_jobs and not window._plan_timer.isActive() and preview_idle
 
 
-def wait_tail(app) -> None:
-    """Keep the event loop (and the heartbeat) going `TAIL_S` past a step's end: the GUI work its
-    end sets off in later turns (a tab shown, its first paint) belongs to the step."""
-    end = time.perf_counter() + TAIL_S
+def wait_tail(app, seconds: float = TAIL_S) -> None:
+    """Keep the event loop (and the heartbeat) going `seconds` (a sleep here would be a stall); by
+    default `TAIL_S` past a step's end: the GUI work its end sets off in later turns (a tab shown,
+    its first paint) belongs to the step."""
+    end = time.perf_counter() + seconds
     wait(app, lambda: time.perf_counter() > end)
 
 
 def wait_side_jobs(app, window, timeout: float = 600) -> None:
-    settle = time.perf_counter() + 0.2  # the plan and preview timers fire 150-ish ms after a change
-    wait(app, lambda: time.perf_counter() > settle)  # in the event loop: a sleep here would be a stall
+    wait_tail(app, 0.2)  # the plan and preview timers fire 150-ish ms after a change
     wait(app, lambda: side_jobs_idle(window), timeout)
 
 

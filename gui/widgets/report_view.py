@@ -212,7 +212,7 @@ class ReportView(QWidget):
     def set_report(self, report: dict | None) -> None:
         """Show `report`; laid out once, in a later turn (layout_pass.py: each part shown or
         hidden would otherwise lay out the whole window again at once)."""
-        with one_layout_pass(self, self.accuracy):
+        with one_layout_pass(self):  # the accuracy panel's own set_report holds its layout
             self._show(report)
         self.reportChanged.emit(self.report)
 
