@@ -39,6 +39,7 @@ from .widgets.outputs_pane import OutputsPane
 from .widgets.panels import export_html, plan_html, sources_html, tensor_html
 from .widgets.tabs import OverviewTab, ReportTab
 from .widgets.tree_model import OutputsTreeModel, Tree
+from .widgets.turns import later
 
 PLAN_DEBOUNCE_MS = 150
 
@@ -286,20 +287,25 @@ class MainWindow(QMainWindow):
         self.runner.run("export", core_calls.export_job(self.sources, outputs, choices), self._exported)
 
     def _exported(self, result) -> None:
-        """Show the export's result. The Report tab is brought forward in the next event-loop turn:
-        its first layout and paint (10-30 ms) and the report's own widgets (a few ms) then land in
-        separate turns, each well under a frame, instead of one 40-60 ms freeze at the job's end
-        (measured with the 1B decoder's quantized early exit). `exportFinished` says it is shown."""
+        """Take the export's result and show it in stages, each in an event-loop turn of its own
+        (widgets/turns.py `later`): the report's widgets, then the Report tab brought forward,
+        each with its own layout and paint. In one turn, or chained with posted events, they froze
+        the window for 45-60 ms at the 1B decoder's quantized early exit (decoder_app_bench).
+        `exportFinished` says it is shown."""
         export, post = result  # ExportResult, PostExportResult | None
         self.last_export = export.path
         self.last_quantized = post.quantize.path if post is not None and post.quantize is not None else None
         self.log_lines([f"wrote {export.path} ({human_size(export.size_bytes)}, {export.nodes} nodes, "
                         f"{export.folded} folded, {export.seconds:.2f} s)",
                         *(post.summary_lines if post is not None else ())])
+        self._update_actions()
+        later(self, lambda: self._show_export(result))
+
+    def _show_export(self, result) -> None:
+        export, post = result
         self.result_panel.set_html(export_html(export, post))
         self.report_view.set_report(post.report if post is not None else core_calls.export_only_report(export))
-        self._update_actions()
-        QTimer.singleShot(0, self, lambda: (self._show_report_tab(), self.exportFinished.emit(result)))
+        later(self, lambda: (self._show_report_tab(), self.exportFinished.emit(result)))
 
     def _show_report_tab(self) -> None:
         self.tabs.setCurrentWidget(self.report_tab)
@@ -312,10 +318,9 @@ class MainWindow(QMainWindow):
         self.runner.run("validate", core_calls.validate_job(self.sources, self.last_export), self._validated)
 
     def _validated(self, report: dict) -> None:
-        self.report_view.set_report(report)
         passed = report.get("passed")
         self.log_line("validation " + ("PASSED" if passed else "FAILED" if passed is False else "not run"))
-        QTimer.singleShot(0, self, self._show_report_tab)  # in a turn of its own, as in `_exported`
+        later(self, lambda: (self.report_view.set_report(report), later(self, self._show_report_tab)))  # as `_exported`
 
     def requantize(self, nodes: list[str]) -> None:
         """The report's "keep these in float and quantize again"."""

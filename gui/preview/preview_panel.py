@@ -32,6 +32,7 @@ from onnxport.core.util.text import human_size
 
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner
+from ..widgets.wrapped_label import WrappedLabel
 from .netron_server import PreviewServer
 
 DEBOUNCE_MS = 250
@@ -84,13 +85,12 @@ class PreviewPanel(QWidget):
         self.browser_button = QPushButton("Open in browser", clicked=self.open_in_browser)
         self.more_button = QPushButton("Show more", clicked=self.show_more, visible=False)
         self.more_button.setToolTip("Draw twice as many nodes around the selection")
-        self.status = QLabel("Nothing to preview yet.")
+        self.status = WrappedLabel("Nothing to preview yet.")
         bar = QHBoxLayout()
         for w in (self.pruned_button, self.original_button, self.browser_button):
             bar.addWidget(w)
         bar.addWidget(self.status, 1)
         bar.addWidget(self.more_button)
-        self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)

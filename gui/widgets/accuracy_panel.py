@@ -19,8 +19,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QAbstractScrollArea,
     QHeaderView,
-    QLabel,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -31,6 +32,7 @@ from onnxport.core.evaluate.model_diff import DiffRow
 from onnxport.core.evaluate.report import accuracy_map
 
 from .layout_pass import one_layout_pass
+from .wrapped_label import WrappedLabel
 
 GOOD = QColor("#3a9a4a")
 BAD = QColor("#c8423b")
@@ -38,7 +40,8 @@ SMALLER_IS_BETTER = {"size", "latency"}  # per-dtype bytes move between dtypes: 
 
 
 class DiffTable(QTableWidget):
-    """The before/after table of a report's `diff`."""
+    """The before/after table of a report's `diff`. It is as tall as its rows (the Report tab
+    scrolls as one page, gui/widgets/tabs.py); it scrolls sideways on its own when narrow."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, 5, parent)
@@ -47,23 +50,29 @@ class DiffTable(QTableWidget):
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.setAlternatingRowColors(True)
-        header = self.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
-        self.setMinimumHeight(140)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a long tensor name (its tooltip has it whole)
+        self._size_columns()
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def set_diff(self, diff: dict | None) -> None:
         """Fill the table. The columns are sized to their contents once, after the fill: with the
         header sizing them as it goes, cells set in a shown table measured their whole column
         again and again (a quantize report shown over one: 67 ms of GUI CPU, two thirds of it
         measuring text; 24 ms with this)."""
-        header = self.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         try:
             self._fill(diff)
         finally:
-            header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-            header.setStretchLastSection(True)
+            self._size_columns()
+
+    def _size_columns(self) -> None:
+        """The figures fit their text; the name column takes the room left (elided in the middle
+        when narrow), so the figures stay in sight without scrolling sideways."""
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
 
     def _fill(self, diff: dict | None) -> None:
         rows = [DiffRow(**r) for r in (diff or {}).get("rows", [])]
@@ -81,6 +90,8 @@ class DiffTable(QTableWidget):
                 item = QTableWidgetItem(text)
                 if j == 0:
                     item.setFont(bold)
+                if j == 1:
+                    item.setToolTip(text)
                 if j >= 2:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if j == 4:
@@ -107,20 +118,18 @@ def _change_colour(row: DiffRow) -> QColor | None:
 class AccuracyPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.jump = QLabel()
-        self.jump.setWordWrap(True)
+        self.jump = WrappedLabel()
         self.jump.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.node_info = QLabel()
-        self.node_info.setWordWrap(True)
+        self.node_info = WrappedLabel()
         self.node_info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.diff_label = QLabel("Before / after:")
+        self.diff_label = WrappedLabel("Before / after:")  # two file names: long; wraps in a narrow tab
         self.diff = DiffTable()
         self._map: dict = {}
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         for w in (self.jump, self.node_info, self.diff_label):
             layout.addWidget(w)
-        layout.addWidget(self.diff, 2)
+        layout.addWidget(self.diff)
         self.set_report(None)
 
     def set_report(self, report: dict | None) -> None:

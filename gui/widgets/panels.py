@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
+from PySide6.QtWidgets import QGroupBox, QVBoxLayout
 
 from onnxport.core.export.export import ExportPlan, ExportResult
 from onnxport.core.graph.index import TensorInfo
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
+
+from .wrapped_label import WrappedLabel
 
 if TYPE_CHECKING:  # the quantize/validate stack loads with the first export that uses it, not at startup
     from onnxport.core.workflow.post_export import PostExportResult
@@ -168,8 +170,7 @@ class TextPanel(QGroupBox):
 
     def __init__(self, title: str, text: str = "") -> None:
         super().__init__(title)
-        self.label = QLabel(text)
-        self.label.setWordWrap(True)
+        self.label = WrappedLabel(text)
         self.label.setTextFormat(Qt.RichText)
         self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.label.setAlignment(Qt.AlignTop | Qt.AlignLeft)

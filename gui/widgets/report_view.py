@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -39,6 +39,7 @@ from onnxport.core.util.text import human_size
 
 from .accuracy_panel import AccuracyPanel
 from .layout_pass import one_layout_pass
+from .wrapped_label import WrappedLabel
 
 BEFORE = QColor("#8a98a8")
 AFTER = QColor("#2f7fd1")
@@ -53,7 +54,7 @@ class ReportChart(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._chart: dict = {}
-        self.setMinimumSize(420, 180)
+        self.setMinimumSize(280, 180)  # fits the Report tab of a 1000x600 window (labels elide)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
     def set_chart(self, chart: dict | None) -> None:
@@ -143,6 +144,7 @@ class ReportChart(QWidget):
         small = self._small_font()
         for ((title, bars, x0, width, top, bottom, line_y), rects, _), labels in zip(layout, self.label_rects()):
             painter.setPen(self.palette().text().color())
+            title = painter.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, int(width))
             painter.drawText(QRectF(x0, 0, width, top), Qt.AlignmentFlag.AlignCenter, title)
             painter.drawLine(int(x0), int(bottom), int(x0 + width), int(bottom))
             painter.setFont(small)
@@ -185,13 +187,16 @@ class ReportView(QWidget):
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.2)
         self.verdict.setFont(font)
-        self.details = QLabel()
+        self.details = WrappedLabel()
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.details.setWordWrap(True)
         self.chart = ReportChart()
-        self.nodes = QListWidget()
-        self.nodes.setMaximumHeight(120)
+        self.nodes = QListWidget()  # at most ten rows, all shown: the tab scrolls as one page
+        self.nodes.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.nodes.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.nodes.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a long node name; its tooltip has it whole
+        self.nodes.setSizeAdjustPolicy(QListWidget.SizeAdjustPolicy.AdjustToContents)
+        self.nodes.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.requantize_button = QPushButton("Keep checked nodes in float and quantize again")
         self.requantize_button.clicked.connect(self._emit_requantize)
         layout = QVBoxLayout(self)
@@ -199,7 +204,7 @@ class ReportView(QWidget):
         layout.addWidget(self.chart, 1)
         layout.addWidget(self.details)
         self.accuracy = AccuracyPanel()  # where the error jumps, before/after table (accuracy_panel.py)
-        layout.addWidget(self.accuracy, 2)
+        layout.addWidget(self.accuracy)
         self.nodes_label = QLabel("Nodes adding the most error:")
         layout.addWidget(self.nodes_label)
         layout.addWidget(self.nodes)
@@ -227,7 +232,9 @@ class ReportView(QWidget):
         else:
             self.verdict.setText("Validation passed" if passed else "Validation FAILED")
         color = GOOD if passed else BAD if passed is False else self.palette().text().color()
-        self.verdict.setStyleSheet(f"color: {color.name()}")
+        palette = self.verdict.palette()  # not a style sheet: parsing one and re-polishing costs ms
+        palette.setColor(QPalette.ColorRole.WindowText, color)
+        self.verdict.setPalette(palette)
         self.chart.set_chart(report.get("chart"))
         self.details.setText(_details_html(report))
         self._fill_nodes(report)
@@ -240,6 +247,7 @@ class ReportView(QWidget):
         for e in layers:
             item = QListWidgetItem(f"{e['node']} ({e['op_type']}): +{e['added']:.4f} relative error")
             item.setData(Qt.ItemDataRole.UserRole, e["node"])
+            item.setToolTip(item.text())
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)
             self.nodes.addItem(item)

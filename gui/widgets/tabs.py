@@ -5,7 +5,7 @@ Each holds panels the window fills from core results; the window keeps no layout
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from .panels import TextPanel, plan_html, sources_html, tensor_html
 from .report_view import ReportView
@@ -25,13 +25,24 @@ class OverviewTab(QWidget):
         layout.addStretch(1)
 
 
-class ReportTab(QWidget):
-    """What the last export wrote, over the report of its validation/quantization."""
+class ReportTab(QScrollArea):
+    """What the last export wrote, over the report of its validation/quantization.
+
+    The tab scrolls as one page, like a document: a quantization's report (chart, numbers, the
+    before/after table, the nodes list) is taller than the room a 1400x860 window leaves it. As a
+    plain widget its minimum height grew past that room, and Qt grew the whole window (860 -> 925
+    px, off a laptop's screen) and laid it all out and painted it again. In a scroll area a report's
+    size stays inside the tab; the table and list show all their rows, so no scroll bar nests in
+    another."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.result_panel = TextPanel("Last export", "<i>Nothing exported yet.</i>")
         self.report_view = ReportView()
-        layout = QVBoxLayout(self)
+        page = QWidget()
+        layout = QVBoxLayout(page)
         layout.addWidget(self.result_panel)
         layout.addWidget(self.report_view, 1)
+        self.setWidget(page)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)

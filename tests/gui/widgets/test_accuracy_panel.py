@@ -75,3 +75,23 @@ def test_a_shown_diff_table_measures_its_columns_once_per_fill(qtbot):
     longest = max(range(40), key=lambda i: len(rows[i]["name"]))
     assert table.columnWidth(1) >= table.fontMetrics().horizontalAdvance(rows[longest]["name"])  # sized to fit
     assert table.rows()[0][1] == "MatMul_0_" and len(table.rows()) == 40
+
+
+def test_a_narrow_table_keeps_the_figures_whole_and_elides_the_names(qtbot):
+    """The name column takes the room the figures leave (the Report tab of a small window)."""
+    from onnxport.gui.widgets.accuracy_panel import DiffTable
+
+    table = DiffTable()
+    qtbot.addWidget(table)
+    table.resize(420, 200)
+    table.show()
+    qtbot.waitExposed(table)
+    name = "/model/layers.1/self_attn/o_proj/MatMul_output_0 (cosine)"
+    table.set_diff({"before": "a.onnx", "after": "b.onnx",
+                    "rows": [{"section": "accuracy", "name": name, "before": 1.0, "after": 0.995688}]})
+    qtbot.wait(50)  # the header's resize pass
+    metrics = table.fontMetrics()
+    for column in (2, 3, 4):
+        assert table.columnWidth(column) >= metrics.horizontalAdvance(table.item(0, column).text())
+    assert table.columnWidth(1) < metrics.horizontalAdvance(name)  # elided ...
+    assert table.item(0, 1).toolTip() == name  # ... and whole in its tooltip
