@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QFontDatabase, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QPlainTextEdit, QSplitter, QTabWidget
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QTabWidget
 
 from onnxport.core.evaluate.report import keepable_nodes
 from onnxport.core.util.errors import OnnxportError
@@ -35,6 +34,8 @@ from .preview import make_preview
 from .preview.error_overlay import ErrorOverlay
 from .widgets.app_state import AppState
 from .widgets.job_status import JobStatus
+from .widgets.log_dock import LogDock
+from .widgets.main_actions import build_actions
 from .widgets.outputs_pane import OutputsPane
 from .widgets.panels import export_html, plan_html, sources_html, tensor_html
 from .widgets.tabs import OverviewTab, ReportTab
@@ -63,9 +64,11 @@ class MainWindow(QMainWindow):
         self.last_quantized: Path | None = None
         self.last_tree_seconds = 0.0
         self.runner = JobRunner(self)
+        self.log_dock = LogDock(self)  # the log (gui/widgets/log_dock.py); first: everything logs
+        self.log, self.log_line, self.log_lines = self.log_dock.view, self.log_dock.log_line, self.log_dock.log_lines
         self.import_flow = ImportFlow(self, self.runner, self.log_line, self.open_paths)
         self._build_widgets()
-        self._build_actions()
+        build_actions(self)  # gui/widgets/main_actions.py
         self._connect_runner()
         self._plan_timer = QTimer(self, singleShot=True, interval=PLAN_DEBOUNCE_MS, timeout=self._plan)
         self.state.restore_window(self)
@@ -97,48 +100,10 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(1, 2)
         self.setCentralWidget(self.splitter)
 
-        self.log = QPlainTextEdit(readOnly=True)
-        self.log.setMaximumBlockCount(5000)
-        self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))  # tables line up
-        dock = QDockWidget("Log", self)
-        dock.setObjectName("logDock")
-        dock.setWidget(self.log)
-        self.addDockWidget(Qt.BottomDockWidgetArea, dock)
-        self.resizeDocks([dock], [150], Qt.Vertical)
+        self.addDockWidget(Qt.BottomDockWidgetArea, self.log_dock)
+        self.resizeDocks([self.log_dock], [150], Qt.Vertical)
         self.job_status = JobStatus(self.statusBar(), self.cancel_job)
         self.resize(1400, 860)
-
-    def _build_actions(self) -> None:
-        def action(text, slot, shortcut=None, tip=""):
-            act = QAction(text, self, triggered=slot, statusTip=tip)
-            if shortcut:
-                act.setShortcut(shortcut)
-            return act
-
-        self.open_action = action("&Open…", self.open_dialog, QKeySequence.Open, "Open a model and checkpoint")
-        self.export_action = action("&Export…", self.export_dialog, "Ctrl+E", "Export the checked outputs")
-        self.quantize_action = action("&Quantize…", lambda: self.export_dialog("dynamic"), "Ctrl+Shift+Q",
-                                      "Export and quantize")
-        self.validate_action = action("&Validate", self.validate_last, "Ctrl+Shift+V",
-                                      "Validate the last export against the eval graph + checkpoint")
-        self.cancel_action = action("&Cancel", self.cancel_job, "Esc", "Stop the running job")
-        self.import_action = action("&Import from PyTorch…", self.import_flow.choose, "Ctrl+I",
-                                    "TorchScript .pt, torch.export .pt2 or a Hugging Face folder")
-        self.quit_action = action("&Quit", self.close, QKeySequence.Quit)
-        menu = self.menuBar().addMenu("&File")
-        menu.addAction(self.open_action)
-        menu.addAction(self.import_action)
-        self.recent_menu = menu.addMenu("Open &Recent")
-        self.state.fill_recent_menu(self.recent_menu, self.open_paths)
-        menu.addSeparator()
-        menu.addAction(self.quit_action)
-        model_menu = self.menuBar().addMenu("&Model")
-        for act in (self.export_action, self.quantize_action, self.validate_action, self.cancel_action):
-            model_menu.addAction(act)
-        toolbar = self.addToolBar("Main")
-        toolbar.setObjectName("mainToolbar")
-        for act in (self.open_action, self.export_action, self.quantize_action, self.validate_action):
-            toolbar.addAction(act)
 
     def _connect_runner(self) -> None:
         self.runner.started.connect(lambda name: (self.job_status.busy(name), self._update_actions()))
@@ -367,21 +332,6 @@ class MainWindow(QMainWindow):
         self.open_action.setEnabled(not self.busy)
         self.import_action.setEnabled(not self.busy)
         self.cancel_action.setEnabled(self.busy)
-
-    def log_line(self, text: str) -> None:
-        self.log_lines([text])
-
-    def log_lines(self, lines: list[str]) -> None:
-        """Append lines in one go (a report's 40-odd lines one by one took 3-4 ms of GUI time); the
-        log follows new lines unless the user scrolled up to read."""
-        if not lines:
-            return
-        bar = self.log.verticalScrollBar()
-        following = bar.value() >= bar.maximum() - 1
-        stamp = time.strftime("%H:%M:%S")
-        self.log.appendPlainText("\n".join(f"{stamp}  {text}" for text in lines))
-        if following:
-            bar.setValue(bar.maximum())
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         """Once shown, start the preview's page while nothing else runs (gui/preview/preview_panel.py)."""
