@@ -278,7 +278,7 @@ def _generate(training: TrainingProcess, model: onnx.ModelProto, tmp: Path, trai
     out = tmp / "artifacts"
     out.mkdir()
     training.call("artifacts", {
-        "forward": str(forward), "out_dir": str(out), "requires_grad": list(trainable), "frozen": list(frozen),
+        "forward": forward, "out_dir": out, "requires_grad": list(trainable), "frozen": list(frozen),
         "loss": LOSSES[loss], "optimizer": OPTIMIZERS[optimizer],
         "loss_input": loss_input, "nominal": nominal,
     }, progress=report, cancel=cancel)

@@ -29,8 +29,8 @@ class TrainingFiles:
     eval_model: Path | None = None
 
     def args(self) -> dict:
-        return {"training_model": str(self.training_model), "optimizer_model": str(self.optimizer_model),
-                "eval_model": str(self.eval_model) if self.eval_model else None}
+        return {"training_model": Path(self.training_model), "optimizer_model": Path(self.optimizer_model),
+                "eval_model": Path(self.eval_model) if self.eval_model else None}
 
 
 @dataclass
@@ -58,8 +58,8 @@ def train_steps(training: TrainingProcess, files: TrainingFiles, checkpoint: str
         np.savez(data, **{f"b{i}_{j}": np.asarray(a) for i, batch in enumerate(batches)
                           for j, a in enumerate(batch)})
         result = training.call("train", {
-            **files.args(), "checkpoint": str(checkpoint), "out_checkpoint": str(out_checkpoint),
-            "batches": str(data), "steps": len(batches), "learning_rate": learning_rate,
+            **files.args(), "checkpoint": Path(checkpoint), "out_checkpoint": Path(out_checkpoint),
+            "batches": data, "steps": len(batches), "learning_rate": learning_rate,
             "properties": dict(properties or {}), "include_optimizer_state": include_optimizer_state,
         }, progress=progress, cancel=cancel)
     return list(result["losses"])
@@ -68,8 +68,8 @@ def train_steps(training: TrainingProcess, files: TrainingFiles, checkpoint: str
 def ort_export(training: TrainingProcess, files: TrainingFiles, checkpoint: str | Path,
                outputs: Sequence[str], out: str | Path) -> Path:
     """ORT's `Module.export_model_for_inferencing` of `checkpoint`'s state into `out`."""
-    training.call("export", {**files.args(), "checkpoint": str(checkpoint), "outputs": list(outputs),
-                             "out": str(out)})
+    training.call("export", {**files.args(), "checkpoint": Path(checkpoint), "outputs": list(outputs),
+                             "out": Path(out)})
     return Path(out)
 
 
@@ -77,7 +77,7 @@ def read_ort_checkpoint(training: TrainingProcess, checkpoint: str | Path) -> Or
     """Names, requires_grad, properties and values as ORT's CheckpointState loads them."""
     with tempfile.TemporaryDirectory(prefix="onnxport-ckpt-") as tmp:
         values_path = Path(tmp) / "values.npz"
-        result = training.call("checkpoint", {"checkpoint": str(checkpoint), "values": str(values_path)})
+        result = training.call("checkpoint", {"checkpoint": Path(checkpoint), "values": values_path})
         values = {}
         if "value_keys" in result:
             with np.load(values_path) as data:

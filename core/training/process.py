@@ -7,6 +7,8 @@ Each call carries progress across (`progress(fraction, message)`) and honours a 
 on cancel the child's whole process group is killed and `Cancelled` is raised; the caller, who
 handed the child only temp paths, removes them. A child that dies (a native crash, out of
 memory) ends the call with one line naming its exit status and its last stderr line.
+Paths go to the child as `Path` values in `args` (top level or in lists): `call` makes them
+absolute against the caller's current folder, since the child runs in another one.
 
     with TrainingProcess() as training:
         training.call("artifacts", {...}, progress=..., cancel=...)
@@ -77,7 +79,8 @@ class TrainingProcess:
         self.start()
         assert self._child is not None and self._child.stdin is not None
         try:
-            self._child.stdin.write((json.dumps({"op": op, "args": args}) + "\n").encode())
+            request = {"op": op, "args": wire_args(args)}
+            self._child.stdin.write((json.dumps(request) + "\n").encode())
             self._child.stdin.flush()
         except BrokenPipeError:
             self._died()
@@ -169,6 +172,18 @@ class TrainingProcess:
         deadline = time.monotonic() + 10
         while child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
+
+
+def wire_args(args: dict) -> dict:
+    """`args` as the child reads them: every `Path` (top level or in a list) made absolute here, in
+    the caller's current folder (the child's is another); other values as they are."""
+    def wire(value):
+        if isinstance(value, Path):
+            return os.path.abspath(value)
+        if isinstance(value, list | tuple):
+            return [wire(v) for v in value]
+        return value
+    return {key: wire(value) for key, value in args.items()}
 
 
 def run_training_op(op: str, args: dict, *, progress: ProgressFn | None = None,

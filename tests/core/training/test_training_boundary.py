@@ -148,3 +148,28 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat")
     return status.exists() and status.read_text().split()[2] != "Z"
+
+
+@pytest.mark.training
+@pytest.mark.parametrize("out", ["arts", "./arts", "sub/arts"])
+def test_cli_artifacts_to_a_relative_folder(tmp_path, trainable_forward, monkeypatch, capsys, out):
+    """The child runs in another folder: paths are made absolute at the boundary, not read there."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    assert main(["artifacts", "forward.onnx", "-o", out, "-q"]) == 0, capsys.readouterr().err
+    assert (tmp_path / out / "checkpoint").is_file() and (tmp_path / out / "eval_model.onnx").is_file()
+    assert [p.name for p in tmp_path.rglob(".*")] == []  # no temp left
+
+
+@pytest.mark.training
+@pytest.mark.torch
+def test_torch_export_artifacts_to_a_relative_folder(tmp_path, monkeypatch, capsys):
+    torch = pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)).eval()
+    program = torch.export.export(module, (torch.randn(2, 8),))
+    torch.export.save(program, "mlp.pt2")
+    argv = ["torch-export", "mlp.pt2", "-o", "fwd.onnx", "--mode", "training", "--artifacts", "arts",
+            "--trust-model-code", "-q"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert (tmp_path / "arts" / "checkpoint").is_file()
