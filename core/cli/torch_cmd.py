@@ -4,7 +4,7 @@
             [--input NAME:DTYPE:DIMS ...] [--output-names A,B] [--quantize] [--artifacts DIR]
             [--trust-model-code]
     onnxport artifacts FORWARD.onnx -o DIR [--trainable ...] [--frozen ...] [--loss L] [--optimizer O]
-    onnxport embed GRAPH_OR_ORTMODULE_FOLDER STATE_DICT -o OUT [--outputs A,B] [--prefix P]
+    onnxport embed GRAPH_OR_ORTMODULE_FOLDER STATE_DICT -o OUT [--outputs A,B] [--prefix P] [--allow-partial]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from onnxport.core.cli.export_cmd import split_names
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.pytorch.presets import POOLING_MODES, TASKS
-from onnxport.core.training.artifacts import LOSSES, OPTIMIZERS
+from onnxport.core.training.choices import LOSSES, OPTIMIZERS
 
 TRUST_HINT = "pass --trust-model-code if you trust where it came from"
 
@@ -59,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--prefix", help="ORTModule onnx_prefix, when the folder holds several models")
     e.add_argument("--external-data", choices=("auto", "always", "never"), default="auto")
     e.add_argument("--no-fold", action="store_true", help="do not fold parameter-only sub-graphs")
+    e.add_argument("--allow-partial", action="store_true",
+                   help="embed what matches even when the file does not fit the graph (lists what stayed)")
     _common(e)
     e.set_defaults(func=run_embed)
 
@@ -146,14 +148,18 @@ def run_embed(args: argparse.Namespace) -> int:
 
     result = embed_state_dict(args.graph, args.state, args.out, _names(args.outputs), prefix=args.prefix,
                               external_data=args.external_data, fold=not args.no_fold,
-                              progress=StderrProgress(quiet=args.quiet))
+                              allow_partial=args.allow_partial, progress=StderrProgress(quiet=args.quiet))
     match = result.alignment.match
     report = {"embed": {"graph": str(result.graph), "alignment": result.alignment.summary(),
-                        "unused": result.alignment.unused, "missing": match.missing if match else []},
+                        "unused": result.alignment.unused, "missing": match.missing if match else [],
+                        "stayed": result.stayed},
               "export": result.export.to_dict()}
     lines = [f"wrote {result.export.path}: graph {result.graph.name}, outputs {', '.join(result.export.outputs)}",
              f"parameters: {result.alignment.summary()}"]
     if result.alignment.unused:
         lines.append(f"not used by the graph: {', '.join(result.alignment.unused)}")
+    if result.stayed:
+        lines.append(f"partial embed: {len(result.stayed)} graph weights kept their own values: "
+                     f"{', '.join(result.stayed)}")
     _print(report, args, lines)
     return 0

@@ -16,7 +16,9 @@ Contract (the pieces live in small modules so `sources` can use them without an 
 - `align_parameter_names(model, params)` renames a state_dict's entries to the graph's names when
   they differ by a wrapper prefix (`_original_module.`, DDP's `module.`, torch.compile's
   `_orig_mod.`...), and reports what matched and what did not. See `name_alignment`.
-- `embed_state_dict(graph, state_dict, out)` does both, then `export.export_model`.
+- `embed_state_dict(graph, state_dict, out)` does both, then `export.export_model`. A file that
+  does not fit (weights the graph does not take while the graph keeps weights of its own) is
+  refused unless `allow_partial`; then what stayed is listed in `EmbedResult.stayed`.
 
 ORTModule itself is not run here: onnxruntime-training 1.19.2's ORTModule cannot be imported with
 torch >= 2.9 (`torch.onnx._internal.jit_utils` moved), and this package does not need it; the
@@ -25,8 +27,10 @@ tests build graphs the way ORTModule's exporter does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import onnx
 
 from onnxport.core.export.export import ExportResult, export_model
 from onnxport.core.io.model_io import load_graph
@@ -42,7 +46,7 @@ from onnxport.core.io.ortmodule_files import (
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.io.readers import read_parameters
 from onnxport.core.params.name_alignment import WRAPPER_PREFIXES, NameAlignment, align_parameter_names
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import CheckpointMismatchError, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn
 
 __all__ = [
@@ -56,6 +60,23 @@ class EmbedResult:
     graph: Path
     export: ExportResult
     alignment: NameAlignment
+    stayed: list[str] = field(default_factory=list)  # graph weights the file did not replace (allow_partial)
+
+
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+NEVER_USED = (".num_batches_tracked", "num_batches_tracked")  # a BatchNorm counter no graph reads
+
+
+def partial_fit(model: onnx.ModelProto, params: ParameterSet, alignment: NameAlignment) -> tuple[list[str], list[str]]:
+    """(unused, stayed): the file's weights the graph does not take (BatchNorm counters aside) and
+    the graph's own float initializers the file does not replace. Both non-empty: it does not fit."""
+    unused = [n for n in alignment.unused if not n.endswith(NEVER_USED)]
+    stayed = [t.name for t in model.graph.initializer if t.data_type in FLOAT_TYPES and t.name not in params]
+    return unused, stayed
+
+
+def _examples(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
 
 
 def embed_state_dict(
@@ -67,6 +88,7 @@ def embed_state_dict(
     prefix: str | None = None,
     external_data: str = "auto",
     fold: bool = True,
+    allow_partial: bool = False,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
 ) -> EmbedResult:
@@ -75,7 +97,9 @@ def embed_state_dict(
     `graph` is an .onnx file or a folder of ORTModule-saved graphs (`prefix` picks one model);
     `outputs` defaults to the graph's outputs. Missing or mismatched parameters stop the export
     with a clear error; entries the graph does not use (e.g. `num_batches_tracked`) are reported
-    in `alignment.unused`.
+    in `alignment.unused`. Weights the graph does not take while it keeps float initializers of
+    its own (a file for another model) stop it too, unless `allow_partial`: then the graph's own
+    values stay for those, listed in `stayed`.
     """
     path = pick_graph(graph, prefix)
     params = state if isinstance(state, ParameterSet) else read_parameters(state)
@@ -84,7 +108,14 @@ def embed_state_dict(
     if not alignment.match.matched:
         sample = ", ".join(list(params)[:3])
         raise OnnxportError(f"{path}: none of the parameter file's names ({sample} ...) is a parameter of this graph")
+    unused, stayed = partial_fit(model, params, alignment)
+    if unused and stayed and not allow_partial:
+        raise CheckpointMismatchError(
+            f"{path.name}: the parameter file does not fit the graph: {len(alignment.match.matched)} matched, "
+            f"{len(unused)} not used by the graph ({_examples(unused)}), {len(stayed)} graph weights would keep "
+            f"their own values ({_examples(stayed)})",
+            hint="a partial embed (--allow-partial) embeds only what matches")
     outputs = list(outputs) if outputs else [o.name for o in model.graph.output]
     result = export_model(path, out_path, outputs, params, external_data=external_data, fold=fold, model=model,
                           progress=progress, cancel=cancel)
-    return EmbedResult(path, result, alignment)
+    return EmbedResult(path, result, alignment, stayed if unused else [])

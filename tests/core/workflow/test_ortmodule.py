@@ -347,3 +347,49 @@ def test_cli_export_and_inspect_with_a_state_dict(bn_folder, tmp_path, capsys):
     assert main(["inspect", str(folder), "--checkpoint", str(state)]) == 0
     text = capsys.readouterr().out
     assert "ORTModule graphs net:" in text and "names prefixed with '_original_module.'" in text
+
+
+# ---- a parameter file that does not fit ---------------------------------------------------------
+
+def graph_with_weights(tmp_path: Path) -> Path:
+    """y = (x @ fc1.weight + fc1.bias) @ fc2.weight + fc2.bias, weights held as initializers."""
+    rng = np.random.default_rng(0)
+    weights = {"fc1.weight": (4, 4), "fc1.bias": (4,), "fc2.weight": (4, 3), "fc2.bias": (3,)}
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in weights.items()]
+    nodes = [helper.make_node("MatMul", ["x", "fc1.weight"], ["a"]), helper.make_node("Add", ["a", "fc1.bias"], ["b"]),
+             helper.make_node("MatMul", ["b", "fc2.weight"], ["c"]), helper.make_node("Add", ["c", "fc2.bias"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 4])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 3])], inits)
+    path = tmp_path / "graph.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_embed_refuses_a_file_for_another_model_unless_partial_is_allowed(tmp_path, capsys):
+    graph = graph_with_weights(tmp_path)
+    state = tmp_path / "other.npz"
+    other = {f"head.{i}.weight": np.ones((4, 4), np.float32) for i in range(7)}
+    np.savez(state, **{"fc1.weight": np.ones((4, 4), np.float32), "fc1.bias": np.ones(4, np.float32), **other})
+    out = tmp_path / "out.onnx"
+    out.write_bytes(b"keep me")
+    assert main(["embed", str(graph), str(state), "-o", str(out), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not fit" in err[0] and "2 matched" in err[0] and "7 not used" in err[0]
+    assert "head.0.weight" in err[0] and "2 graph weights" in err[0] and "fc2.weight" in err[0]
+    assert "--allow-partial" in err[0]
+    assert out.read_bytes() == b"keep me"
+
+    assert main(["embed", str(graph), str(state), "-o", str(out), "-q", "--allow-partial", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["embed"]["stayed"] == ["fc2.weight", "fc2.bias"]
+    written = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}
+    assert (written["fc1.weight"] == 1).all() and not (written["fc2.weight"] == 1).all()
+
+
+def test_embed_takes_a_file_whose_extra_entries_are_unused_when_every_weight_is_replaced(tmp_path):
+    graph = graph_with_weights(tmp_path)
+    state = tmp_path / "state.npz"
+    shapes = {"fc1.weight": (4, 4), "fc1.bias": (4,), "fc2.weight": (4, 3), "fc2.bias": (3,), "head.weight": (2, 2)}
+    np.savez(state, **{n: np.ones(s, np.float32) for n, s in shapes.items()})
+    result = embed_state_dict(graph, state, tmp_path / "out.onnx")
+    assert result.alignment.unused == ["head.weight"] and result.stayed == []
