@@ -23,9 +23,7 @@ from contextlib import contextmanager
 
 from onnxport.core.cli.written_files import WrittenFiles, interrupted_line
 from onnxport.core.util import signal_shield
-from onnxport.core.util.atomic import remove_live_temps
 from onnxport.core.util.errors import OnnxportError, cannot_read
-from onnxport.core.util.malloc_tuning import reexec_tuned
 
 EXIT_USER_ERROR = 2
 EXIT_SIGINT = 128 + signal.SIGINT
@@ -110,20 +108,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"onnxport: error: {where}{exc.strerror or exc}", file=sys.stderr)
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
+            from onnxport.core.util.atomic import remove_live_temps  # imported when needed: a quick start
+
             remove_live_temps()  # the core's `finally` blocks did it; this is a safety net
             print(interrupted_line("interrupted", watcher), file=sys.stderr)
             return EXIT_SIGINT
         except Terminated:
+            from onnxport.core.util.atomic import remove_live_temps
+
             remove_live_temps()
             print(interrupted_line("terminated by SIGTERM", watcher), file=sys.stderr)
             return EXIT_SIGTERM
 
 
-UNTUNED_COMMANDS = {"gui"}  # the app's own process wants latency: its children are tuned instead
-
-
 def run() -> None:  # pragma: no cover - console entry point
-    command = sys.argv[1] if len(sys.argv) > 1 else None
-    if command not in UNTUNED_COMMANDS:
-        reexec_tuned()  # once, before any work: glibc reads its tunables at start (util/malloc_tuning.py)
     sys.exit(main())

@@ -24,6 +24,7 @@ import onnx
 from onnxport.core import __version__
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.inference_graph import KnownTypes, build_inference_graph, written_bytes
+from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.graph_table import GraphTable, plan_prune_on
@@ -37,7 +38,6 @@ from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
-EXTERNAL_DATA_CHOICES = ("auto", "always", "never")
 AUTO_EXTERNAL_MARGIN = 64 << 20  # leave room for the graph itself under protobuf's 2 GiB
 
 

@@ -12,6 +12,7 @@ float nodes named in `exclude` in float, and nothing else. What each mode does:
 - static: QDQ form (QuantizeLinear/DequantizeLinear pairs ORT fuses into integer kernels), uint8
   activations, int8 weights, with ranges from `calibration.calibrate` computed once and reused.
   ORT's QDQ quantizer rewrites the main graph only: If/Loop/Scan bodies stay float (gain.static_reach).
+  Gemm biases are written 1-D first (gemm_bias.py: ORT 1.32 crashes on a [1, N] one).
 - fp16: our converter (fp16.py: Constant-held weights of float32 nodes untouched, weights beyond
   float16's range keep their readers float32, topological order), plus the nodes `fp16_beyond`
   measured past float16's range on the validation inputs, optional float I/O, op and node block
@@ -35,6 +36,7 @@ from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.graph.uses import has_bodies
 from onnxport.core.quantize.domains import declare_used_domains, drop_unused_domains
 from onnxport.core.quantize.fp16 import to_float16
+from onnxport.core.quantize.gemm_bias import flatten_gemm_biases
 from onnxport.core.quantize.int4 import int4  # noqa: F401 - the int4 mode, called as modes.int4
 from onnxport.core.util.errors import OnnxportError
 
@@ -102,8 +104,10 @@ def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, 
     if per_channel and _opset(model) < AXIS_OPSET:
         raise OnnxportError(f"{src.name}: per-channel static quantization needs opset {AXIS_OPSET} "
                             f"(this model has {_opset(model)}): convert it first (modes.with_axis_opset)")
+    _, other_biases = flatten_gemm_biases(model)  # ORT 1.32's int32-bias check reads biases as 1-D
+    options = {**STATIC_OPTIONS, **({"QDQDisableWeightAdjustForInt32Bias": True} if other_biases else {})}
     quantizer = QDQQuantizer(model, per_channel, reduce_range, QuantType.QInt8, QuantType.QUInt8, tensors_range,
-                             [], list(exclude), static_op_types(op_types), dict(STATIC_OPTIONS))
+                             [], list(exclude), static_op_types(op_types), options)
     quantizer.quantize_model()
     quantizer.model.save_model_to_file(str(dst), big)
     tidy_written(dst)
