@@ -12,11 +12,9 @@ import argparse
 import json
 import sys
 
-from onnxport.core.api import export_for_inference
-from onnxport.core.cli.export_review import review_outputs
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
-from onnxport.core.export.export import EXTERNAL_DATA_CHOICES
+from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
 from onnxport.core.util.progress import Steps
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.export_steps import export_steps, post_steps
@@ -69,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from onnxport.core.api import export_for_inference
+    from onnxport.core.cli.export_review import review_outputs
+
     review, notes = review_outputs(args, split_names(args.outputs or []))
     outputs = review.outputs
     # one monotonic bar over export, validation, quantization, benchmark (workflow.export_steps)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from onnxport.core.evaluate.input_shapes import parse_sizes
 from onnxport.core.util.errors import OnnxportError
 
 
@@ -33,6 +32,8 @@ def parse_dims(values: list[str]) -> dict[str, int]:
 
 
 def parse_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
+    from onnxport.core.evaluate.input_shapes import parse_sizes  # imports onnx: not at parser build
+
     shapes = {}
     for item in values:
         name, sep, text = item.rpartition("=")

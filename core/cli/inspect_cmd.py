@@ -12,14 +12,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from onnxport.core.graph.index import TensorIndex, TensorInfo
-from onnxport.core.io.kinds import TORCH_PROGRAM_KINDS
-from onnxport.core.io.parameter_set import ParameterSet
-from onnxport.core.params.match import ParamMatch
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
-from onnxport.core.workflow.sources import LoadedSources, open_sources
+
+if TYPE_CHECKING:  # the modules behind them import onnx and numpy: not at parser build
+    from onnxport.core.graph.index import TensorIndex, TensorInfo
+    from onnxport.core.io.parameter_set import ParameterSet
+    from onnxport.core.params.match import ParamMatch
+    from onnxport.core.workflow.sources import LoadedSources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.core.workflow.sources import open_sources
+
     loaded = open_sources([args.source, *args.checkpoint])
     if loaded.index is None and loaded.params is None:
         raise nothing_readable(args.source, loaded)
@@ -48,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 def nothing_readable(source: str, loaded: LoadedSources) -> OnnxportError:
     """The error for a source holding no model and no parameters (a folder of other files...)."""
+    from onnxport.core.io.kinds import TORCH_PROGRAM_KINDS
+
     kinds = {k for _, k in loaded.others}
     shown = ", ".join(f"{Path(p).name} ({k.value})" for p, k in loaded.others[:5])
     more = f" and {len(loaded.others) - 5} more" if len(loaded.others) > 5 else ""

@@ -16,8 +16,6 @@ import sys
 
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
-from onnxport.core.io.parameter_set import merge_parameter_sets
-from onnxport.core.io.readers import read_parameters
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.evaluate.compare import Thresholds
     from onnxport.core.evaluate.report import build_report, write_report
     from onnxport.core.evaluate.validate import validate
+    from onnxport.core.io.parameter_set import merge_parameter_sets
+    from onnxport.core.io.readers import read_parameters
 
     progress = StderrProgress(quiet=args.quiet)
     params = merge_parameter_sets([read_parameters(c) for c in args.checkpoint]) if args.checkpoint else None

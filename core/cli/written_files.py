@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from onnxport.core.util.atomic import is_temp_name
-
 
 def _family(out: Path) -> dict[str, tuple[int, int]]:
+    from onnxport.core.util.atomic import is_temp_name  # not at start: `--version` stays quick
+
     folder = out.parent if str(out.parent) else Path(".")
     prefix = out.stem + "."
     found: dict[str, tuple[int, int]] = {}

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.training.choices import LOSSES, OPTIMIZERS
 from onnxport.core.training.process import TrainingProcess
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError, cannot_write, no_such_file
@@ -51,9 +52,6 @@ from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 TRAINING_MAX_IR = 10
 BIG_MODEL_BYTES = 1536 << 20  # above this, the forward graph goes to the child with external data
 
-LOSSES = {"crossentropy": "CrossEntropyLoss", "mse": "MSELoss", "bcewithlogits": "BCEWithLogitsLoss",
-          "l1": "L1Loss", "none": None}
-OPTIMIZERS = {"adamw": "AdamW", "sgd": "SGD", "none": None}
 FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint", "nominal_checkpoint")
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 

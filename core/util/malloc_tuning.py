@@ -1,40 +1,20 @@
-"""glibc's malloc keeps its big blocks, on transparent huge pages, in the CLI and the app's children.
+"""The environment onnxport's heavy children start with: glibc's malloc on huge pages, keeping big blocks.
 
-Why: validating and quantizing allocate and free gigabytes (ONNX Runtime copies every
-initializer into each session it builds, the quantizer copies every weight), and glibc serves
-blocks over 32 MB with fresh `mmap`s that the kernel faults in and zeroes 4 KB at a time, and
-unmaps again on free: on the 1B decoder's early exit, system time was 55 of the 81 s of
-`onnxport export --quantize dynamic --validate`, mostly page faults. Two settings (`SETTINGS`):
+Why: validating and quantizing allocate and free gigabytes (ONNX Runtime copies every initializer
+into each session, the quantizer copies every weight); glibc serves blocks over 32 MB with fresh
+`mmap`s faulted in 4 KB at a time, and unmaps them again on free. `SETTINGS` asks for 2 MB pages
+(`glibc.malloc.hugetlb=1`) and keeps freed big blocks in the heap (`mmap_max=0`, no trim);
+measured figures are in docs/performance.md.
 
-- `glibc.malloc.hugetlb=1`: glibc asks for 2 MB pages (transparent huge pages in `madvise` mode,
-  Debian's default and these VMs', give them only to memory that asks). The command took 52 s
-  (system time 29 s), the same peak RSS.
-- `glibc.malloc.mmap_max=0` and a trim threshold past any heap: big blocks come from the heap
-  and a freed one is reused as it is, instead of being unmapped and faulted in anew. Run pinned to
-  one core at nice 10, as the app runs its children, five interleaved pairs: 45-48 s against
-  52-61 s (system time 19-22 s against 27-34 s); peak RSS 5.89-6.49 GB against 5.76 GB. The host
-  stole 20-70 ms of the VM's CPU time during a run against 70-340 ms, and an idle reference
-  process on the app's core was late by 0-81 ms in all against 46-605 ms (bench/machine_pauses.py).
-  On a VM, a page the guest frees is handed back to the host (free page reporting, on here) and
-  faulted in by it again when reused: less churn is fewer host pauses of the app's window
-  (bench/decoder_app_bench.py, quantize phase).
-
-glibc reads its tunables when a process starts, so:
-- `tuned_environ()` is the environment the app's and CLI's children start with;
-- `reexec_tuned()` restarts the current process once with it (the CLI's entry point calls it
-  first thing; a no-op when already tuned, or off glibc).
-A user's own value of any of these tunables stands.
-
-Not the app's own process: it wants latency, not throughput. A huge page is zeroed (and may be
-compacted for) in the thread that first touches it, under the GIL the GUI thread then waits for:
-gui_bench's after-open stall at 100k nodes was 41-102 ms tuned, 5-43 ms not (two runs each,
-interleaved). `onnxport gui` starts the app untuned; its heavy children start tuned.
+Contract: `tuned_environ()` is an environment for a child process (glibc reads its tunables only at
+start); a user's own value of any of these tunables stands. Nothing here changes the current
+process: the app's own process and the CLI run untuned (a huge page is zeroed in the thread that
+first touches it, which the GUI thread would wait for).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 
 SETTINGS = {
@@ -62,24 +42,3 @@ def tuned_environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
     if ours:
         env["GLIBC_TUNABLES"] = ":".join(p for p in (env.get("GLIBC_TUNABLES", ""), *ours) if p)
     return env
-
-
-def _on_glibc() -> bool:
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-def reexec_tuned() -> None:
-    """Start this process again, the same command line, with `tuned_environ()`; returns only when
-    there is nothing to do. Call it before anything else runs (nothing is undone by the exec)."""
-    if sys.platform != "linux" or is_tuned(os.environ) or not _on_glibc():
-        return
-    argv = [sys.executable, *sys.orig_argv[1:]]
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execve(sys.executable, argv, tuned_environ())
-    except OSError:
-        pass  # carry on untuned: slower, never wrong
