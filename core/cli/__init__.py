@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from onnxport.core.cli.error_output import EXIT_BROKEN_PIPE, report_error, silence_stdout, stdout_closed
 from onnxport.core.cli.written_files import WrittenFiles, interrupted_line
 from onnxport.core.util import signal_shield
 from onnxport.core.util.errors import OnnxportError, cannot_read
@@ -92,20 +93,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USER_ERROR
     watcher = WrittenFiles(args.out) if getattr(args, "out", None) else None  # what an interrupt leaves
+    as_json = bool(getattr(args, "json", False))  # errors are JSON on stdout too (error_output.py)
     with signals_raise():
         try:
             return int(args.func(args) or 0)
         except OnnxportError as exc:
             done = watcher.written() if watcher is not None else []  # e.g. the export, before its quantization failed
             kept = f"; already written: {', '.join(str(p) for p in done)}" if done else ""
-            print(f"onnxport: error: {exc.one_line()}{kept}", file=sys.stderr)
+            report_error(f"{exc.one_line()}{kept}", type(exc).__name__, as_json)
+            return EXIT_USER_ERROR
+        except BrokenPipeError as exc:  # `onnxport inspect --json | head`: the reader is gone
+            if stdout_closed():
+                return EXIT_BROKEN_PIPE
+            report_error(str(exc.strerror or exc), "OSError", as_json)
             return EXIT_USER_ERROR
         except OSError as exc:  # disk full, permission denied... outside what the core anticipated
             if isinstance(exc, FileNotFoundError) and exc.filename:
-                print(f"onnxport: error: {cannot_read(exc.filename, exc)}", file=sys.stderr)
+                report_error(str(cannot_read(exc.filename, exc)), "OSError", as_json)
                 return EXIT_USER_ERROR
             where = f"{exc.filename}: " if exc.filename else ""
-            print(f"onnxport: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            report_error(f"{where}{exc.strerror or exc}", "OSError", as_json)
             return EXIT_USER_ERROR
         except KeyboardInterrupt:
             from onnxport.core.util.atomic import remove_live_temps  # imported when needed: a quick start
@@ -122,4 +129,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:  # pragma: no cover - console entry point
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()  # what is still buffered: the reader may have gone meanwhile
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    if code == EXIT_BROKEN_PIPE:
+        silence_stdout()  # the interpreter's own last flush would print a BrokenPipeError
+    sys.exit(code)

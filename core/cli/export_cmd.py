@@ -89,6 +89,11 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     for line in notes:  # the outputs defaulted to, training-only outputs: about what was written
         print(line, file=sys.stderr)
+    if result.fixed_outputs:  # a Dropout mask, a Constant: the same value on every run
+        from onnxport.core.graph.fixed_outputs import fixed_output_line
+
+        for name, why in result.fixed_outputs.items():
+            print(f"onnxport: warning: {fixed_output_line(name, why)}", file=sys.stderr)
     report = {"export": result.to_dict()}
     if args.quantize or args.validate:
         from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline

@@ -26,6 +26,7 @@ from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.inference_graph import KnownTypes, build_inference_graph, written_bytes
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
+from onnxport.core.graph.fixed_outputs import fixed_outputs
 from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.graph_table import GraphTable, plan_prune_on
 from onnxport.core.graph.index import TensorIndex
@@ -72,6 +73,7 @@ class ExportResult:
     seconds: float
     eval_mode_changes: list[str] = field(default_factory=list)
     skipped: str | None = None  # set when a distributed rank did not write
+    fixed_outputs: dict[str, str] = field(default_factory=dict)  # outputs no input changes: why (graph.fixed_outputs)
 
     def to_dict(self) -> dict:
         return {
@@ -79,6 +81,7 @@ class ExportResult:
             "size_bytes": self.size_bytes, "outputs": self.outputs, "inputs": self.inputs,
             "nodes": self.nodes, "folded": self.folded, "parameters": self.parameters,
             "seconds": round(self.seconds, 3), "eval_mode_changes": self.eval_mode_changes,
+            "fixed_outputs": self.fixed_outputs,
         }
 
 
@@ -219,6 +222,7 @@ def export_model(
         parameters=len(consts),
         seconds=time.perf_counter() - started,
         eval_mode_changes=built.inference.names(REMOVED, REWRITTEN),
+        fixed_outputs=fixed_outputs(skeleton.graph),
     )
 
 

@@ -10,7 +10,6 @@ bodies' own tensors are listed apart, under their node (`subgraphs`, see `index_
 
 from __future__ import annotations
 
-import difflib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from onnxport.core.io.model_io import strip_weights, tensor_nbytes
 from onnxport.core.io.parameter_set import dtype_name
 from onnxport.core.util.progress import CancelToken
 from onnxport.core.util.shapes import numel
+from onnxport.core.util.suggest import close_names
 
 LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
 LABEL_WORDS = ("label", "target")
@@ -76,12 +76,7 @@ class TensorIndex:
 
     def suggest(self, name: str, limit: int = 3) -> list[str]:
         """Names close to `name` (for 'unknown output' messages)."""
-        candidates = [t.name for t in self.selectable()]
-        close = difflib.get_close_matches(name, candidates, n=limit, cutoff=0.5)
-        if not close:
-            low = name.lower()
-            close = [c for c in candidates if low in c.lower()][:limit]
-        return close
+        return close_names(name, (t.name for t in self.selectable()), limit)
 
 
 def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None,

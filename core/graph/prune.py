@@ -15,7 +15,6 @@ keeps.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +24,7 @@ from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_lab
 from onnxport.core.graph.uses import node_uses, used_names
 from onnxport.core.util.errors import UnknownOutputError
 from onnxport.core.util.progress import CancelToken
+from onnxport.core.util.suggest import did_you_mean
 
 CHECK_EVERY = 4096  # nodes between two cancel checks
 
@@ -57,12 +57,10 @@ def check_outputs(model: onnx.ModelProto, outputs: Iterable[str]) -> list[str]:
         if name in result:
             raise UnknownOutputError(f"output '{name}' is listed twice")
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(produced), n=3, cutoff=0.5)
-            if not close:
-                close = [p for p in sorted(produced) if name.lower() in p.lower()][:3]
-            hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else \
-                "run 'onnxport inspect MODEL' to list the tensors"
-            raise UnknownOutputError(f"unknown output '{name}': no tensor of that name in the graph", hint=hint)
+            guess = did_you_mean(name, produced)  # in the message: the API's exception text says it too
+            raise UnknownOutputError(f"unknown output '{name}': no tensor of that name in the graph"
+                                     + (f"; {guess}" if guess else ""),
+                                     hint=None if guess else "run 'onnxport inspect MODEL' to list the tensors")
         result.append(name)
     if not result:
         raise UnknownOutputError("no outputs chosen", hint="name at least one tensor to keep")

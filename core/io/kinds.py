@@ -93,3 +93,27 @@ def _sniff_zip(path: Path) -> SourceKind:
     if any(n.endswith("data.pkl") for n in names):
         return SourceKind.TORCH_STATE_DICT
     return SourceKind.UNKNOWN
+
+
+_NOT_A_MODEL = {
+    SourceKind.ORT_CHECKPOINT: "a training checkpoint",
+    SourceKind.ORT_CHECKPOINT_LEGACY: "a training checkpoint",
+    SourceKind.CHECKPOINT_DATA: "a checkpoint's data file",
+    SourceKind.NPZ: "a parameter file (.npz)",
+    SourceKind.SAFETENSORS: "a parameter file (safetensors)",
+    SourceKind.TORCH_STATE_DICT: "a PyTorch state_dict",
+}
+
+
+def not_a_model(path: str | Path) -> str | None:
+    """Where `path` is not an ONNX model but a file another option takes, the one line that says
+    so (`PATH is a training checkpoint, not a model: pass it with --checkpoint`); else None."""
+    try:
+        kind = sniff(path)
+    except Exception:  # noqa: BLE001 - only advice: the caller's own error stands
+        return None
+    if kind in _NOT_A_MODEL:
+        return f"{path} is {_NOT_A_MODEL[kind]}, not a model: pass it with --checkpoint, beside the model"
+    if kind in TORCH_PROGRAM_KINDS:
+        return f"{path} is a PyTorch program, not an ONNX model: turn it into one with 'onnxport torch-export'"
+    return None

@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from onnxport.core.io.chunked_parse import parse_model
 from onnxport.core.io.external_data import check_model_tensors, declared_nbytes
+from onnxport.core.io.kinds import not_a_model
 from onnxport.core.io.regular_files import regular_file
 from onnxport.core.util.errors import CorruptFileError, OnnxportError, no_such_file
 
@@ -63,9 +64,10 @@ def read_graph(path: str | Path) -> tuple[onnx.ModelProto, FileIdentity]:
             st = os.fstat(f.fileno())
             model = parse_model(f.read())  # in slices: a big graph never holds the GIL long (chunked_parse)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
-        raise CorruptFileError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+        raise CorruptFileError(not_a_model(path) or
+                               f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
-        raise CorruptFileError(f"{path}: not an ONNX model (no graph)")
+        raise CorruptFileError(not_a_model(path) or f"{path}: not an ONNX model (no graph)")
     if model.ir_version >= FIRST_IR_WITH_OPSETS and not model.opset_import:
         raise CorruptFileError(f"{path}: not a complete ONNX model (no opset imports; truncated?)")
     return model, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

@@ -1,0 +1,58 @@
+"""How a command's end reaches its reader when something goes wrong.
+
+- A user error is one line on stderr (`onnxport: error: ...`); with `--json` the same error is
+  also a JSON object on stdout (`{"error": {"message": ..., "kind": ...}}`), so a script that parses
+  stdout always gets JSON, never an empty string.
+- A reader that closed stdout early (`onnxport inspect --json | head`) ends the run quietly, as
+  Unix tools do: exit 141 (128 + SIGPIPE), no message, no traceback. `stdout_closed()` tells a
+  closed stdout from another broken pipe (e.g. a child process's), which stays an error.
+- `silence_stdout()` points fd 1 at /dev/null so the interpreter's last flush of what was still
+  buffered does not print "Exception ignored ... BrokenPipeError" (the console entry calls it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+def report_error(line: str, kind: str, as_json: bool) -> None:
+    """The error's one line on stderr; with `as_json` its JSON object on stdout too."""
+    print(f"onnxport: error: {line}", file=sys.stderr)
+    if as_json:
+        try:
+            json.dump({"error": {"message": line, "kind": kind}}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):  # nobody reads stdout (any more): stderr said it
+            pass
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone: poll reports an error on it."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an in-memory stream: not a pipe
+        return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        events = poller.poll(0)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in events)
+
+
+def silence_stdout() -> None:
+    """Point fd 1 at /dev/null (see the module docstring); best effort."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
