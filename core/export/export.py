@@ -34,9 +34,11 @@ from onnxport.core.graph.passes import REMOVED, REWRITTEN
 from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.io.run_reads import model_reads, param_reads
 from onnxport.core.params.match import match_parameters
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 AUTO_EXTERNAL_MARGIN = 64 << 20  # leave room for the graph itself under protobuf's 2 GiB
@@ -180,13 +182,13 @@ def export_model(
     report = Reporter(progress, cancel)
     model_path = Path(model_path)
     out_path = Path(out_path)
-    if out_path.resolve() == model_path.resolve():
-        raise OnnxportError(f"{out_path}: the output would overwrite the source model; choose another name")
     check_destination(out_path)
+    check_output(out_path, {**model_reads(model_path, model), **param_reads(params)})
     report.check()
     report(0.0, f"loading {model_path.name}")
     if model is None:
         model = load_graph(model_path)
+        check_output(out_path, model_reads(model_path, model))  # its external data, now known
     if params is not None:
         match_parameters(model, params).raise_if_unusable()
     report.check()

@@ -51,6 +51,7 @@ from onnxport.core.io.parameter_set import FileSpan, c_contiguous
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.data_files import previous_data_files
 from onnxport.core.util.errors import CorruptFileError, OnnxportError, cannot_write
+from onnxport.core.util.out_paths import check_kind
 from onnxport.core.util.progress import Reporter
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -132,6 +133,7 @@ def check_destination(out_path: Path) -> Path:
     folder = out_path.parent if str(out_path.parent) else Path(".")
     if out_path.is_dir():
         raise cannot_write(out_path, "it is a folder; give a file name such as model.onnx")
+    check_kind(out_path)  # a device or a pipe: the rename would replace the node itself
     if not folder.is_dir():
         raise cannot_write(out_path, f"folder {folder} does not exist")
     if not os.access(folder, os.W_OK):

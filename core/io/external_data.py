@@ -152,6 +152,12 @@ def has_external(model: onnx.ModelProto) -> bool:
     return any(t.data_location == _T.EXTERNAL for t, _, _ in _all_tensors(model))
 
 
+def external_locations(model: onnx.ModelProto) -> set[str]:
+    """The external-data locations named anywhere in `model` (as written, not resolved)."""
+    return {e.value for t, _, _ in _all_tensors(model) if t.data_location == _T.EXTERNAL
+            for e in t.external_data if e.key == "location"}
+
+
 # --- one tensor's external data ----------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from onnxport.core.pytorch.trust import require_trust
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError, cannot_write
 from onnxport.core.util.logs import quiet_onnxruntime_records
+from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import first_line
 
@@ -112,6 +113,10 @@ def export_torch(
     require_trust(source, program_kind(source), trust_code)  # before any progress is shown
     out_path = Path(out_path)
     check_destination(out_path)
+    reads = {Path(source): "the source this run reads"}  # a folder: every file in it
+    check_output(out_path, reads)
+    if quantize:
+        check_output(out_path.with_name(out_path.stem + ".int8.onnx"), reads)
     if quantize and mode == "training":
         raise OnnxportError("quantization applies to inference exports; a training-mode graph is for training")
     torch = import_torch()

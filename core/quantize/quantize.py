@@ -28,6 +28,7 @@ returns a `QuantizeResult`. Steps:
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -40,6 +41,7 @@ from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.run_reads import model_reads
 from onnxport.core.quantize import MODES, cpu_int8, gain, modes, search
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
@@ -48,6 +50,7 @@ from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.quantize.search_static import search_notes, static_loop
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.logs import with_quiet_onnxruntime
+from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import first_line
 
@@ -92,14 +95,16 @@ def quantize(
     op_types = list(op_types) if op_types else None
     modes.check_op_types(mode, op_types)
     model_path, out_path = Path(model_path), Path(out_path)
-    if out_path.resolve() == model_path.resolve():
-        raise OnnxportError(f"{out_path}: the output would overwrite the source model; choose another name")
     check_destination(out_path)
+    data_reads = {p: "a data file this run reads" for p in (calibration, validation_inputs, tokenizer)
+                  if isinstance(p, (str, os.PathLike))}
+    check_output(out_path, {**model_reads(model_path, None), **data_reads})
     report = Reporter(progress, cancel)
     _quiet_onnxruntime()
     report.check()
     report(0.0, f"loading {model_path.name}")
     source = load_graph(model_path)
+    check_output(out_path, model_reads(model_path, source))  # and its external data
     specs = input_specs(source)
     session(model_path, checked=True)  # a model ORT cannot run cannot be quantized meaningfully: say so first
     calibration, validation_inputs = (calibration_data(d, specs, model_path, tokenizer)

@@ -42,10 +42,12 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.io.run_reads import model_reads
 from onnxport.core.training.choices import LOSSES, OPTIMIZERS
 from onnxport.core.training.process import TrainingProcess
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError, cannot_write, no_such_file
+from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 # onnxruntime-training 1.19.2 ships with onnx < 1.18, which refuses IR versions above 10.
@@ -215,6 +217,9 @@ def generate_training_artifacts(
     report.check()
     report(0.02, "reading the forward graph")
     model = _load_forward(forward)
+    reads = model_reads(forward, model)
+    for name in FILES:  # an existing folder keeps its other files; these are replaced
+        check_output(out_dir / name, reads)
     train_names, frozen_names = split_parameters(model, trainable, frozen)
     outputs = [o.name for o in model.graph.output]
     if loss_input is not None and loss_input not in outputs:

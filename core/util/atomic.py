@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from onnxport.core.util.errors import cannot_write
+from onnxport.core.util.out_paths import check_kind
 
 TEMP_SUFFIX = ".onnxport-tmp"
 _NAME_KEEP = 180  # destination name characters kept in a temp name (file names are <= 255 bytes)
@@ -220,7 +221,10 @@ class AtomicWrite:
         self.committed = False
 
     def start(self) -> AtomicWrite:
-        """Begin the write: remove the stale temps of dest (what entering the `with` does)."""
+        """Begin the write: refuse a dest that is a device, a pipe... (`out_paths.check_kind`: a
+        rename would replace the node itself), remove the stale temps of dest (what entering the
+        `with` does)."""
+        check_kind(self.dest, folder_ok=True)
         remove_stale_temps(self.folder, self.dest.name)
         return self
 
@@ -290,6 +294,8 @@ class AtomicWrite:
         """Rename each temp (or a file inside a temp folder) onto its destination, the last one
         being the commit itself; see the module docstring. Returns the destinations."""
         moves = [(Path(src), Path(dst)) for src, dst in moves]
+        for _, dst in moves:  # it may have become a pipe or a device since `start`
+            check_kind(dst, folder_ok=True)
         folders = list(dict.fromkeys(folder_of(dst) for _, dst in moves))  # to fsync after renames
         placed: list[Path] = []
         done, inode = False, None

@@ -1,0 +1,95 @@
+"""Where a run may write: a regular file (or nothing yet), never a file the run reads.
+
+Why: a write renames a complete temp onto its destination. Onto a device or a named pipe that
+rename replaces the node itself (as root, `-o /dev/null` replaced the system's /dev/null with a
+regular file); onto a file the run reads (the checkpoint, the model's external data, the
+calibration data) it destroys the input, with exit 0.
+
+Contract:
+- `check_kind(dest, folder_ok=False)`: `dest` does not exist, or is a regular file (a symlink to
+  one counts), or with `folder_ok` a folder; else `cannot write DEST: it is a named pipe ...`.
+  The atomic writer calls it before it makes a temp and again before its renames; commands call
+  it (through `check_output`) before any work.
+- `check_output(dest, reads)`: `check_kind`, then refuse `dest` when it is the same file (same
+  device and inode, any path or link leading to it) as one of `reads` (paths, or a mapping of
+  path -> what it is, "the source model", named in the message); a folder in `reads` stands for
+  the regular files directly in it (a legacy checkpoint folder, a Hugging Face folder).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from onnxport.core.util.errors import OnnxportError, cannot_write
+
+FOLDER_ENTRIES_MAX = 10_000  # entries of a folder in `reads` compared with the destination
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def check_kind(dest: str | os.PathLike, folder_ok: bool = False) -> None:
+    """Refuse a destination that exists and is not a regular file (or a folder, with `folder_ok`)."""
+    try:
+        st = os.stat(dest)
+    except OSError:  # not there (or a dangling link): the write creates it, or says why it cannot
+        return
+    if stat.S_ISREG(st.st_mode) or (folder_ok and stat.S_ISDIR(st.st_mode)):
+        return
+    raise cannot_write(dest, f"it is {_kind(st.st_mode)}; onnxport replaces only regular files "
+                             f"(choose a file name)")
+
+
+Reads = Mapping[str | os.PathLike, str] | Iterable[str | os.PathLike | None]
+AN_INPUT = "a file this run reads"
+
+
+def _identities(reads: Reads) -> dict[tuple[int, int], tuple[Path, str]]:
+    """(device, inode) -> (path, what) of every file in `reads` (folders: their direct files)."""
+    found: dict[tuple[int, int], tuple[Path, str]] = {}
+    named = reads.items() if isinstance(reads, Mapping) else ((p, AN_INPUT) for p in reads)
+    for path, what in named:
+        if path is None:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                with os.scandir(path) as entries:
+                    for i, entry in enumerate(entries):
+                        if i >= FOLDER_ENTRIES_MAX:
+                            break
+                        try:
+                            est = entry.stat()
+                        except OSError:
+                            continue
+                        if stat.S_ISREG(est.st_mode):
+                            found.setdefault((est.st_dev, est.st_ino), (Path(entry.path), what))
+            except OSError:
+                continue
+        found.setdefault((st.st_dev, st.st_ino), (Path(path), what))
+    return found
+
+
+def check_output(dest: str | os.PathLike, reads: Reads = ()) -> None:
+    """See the module docstring: a destination that is not a regular file, or that is one of the
+    files this run reads, is refused in one line before any work."""
+    check_kind(dest)
+    try:
+        st = os.stat(dest)
+    except OSError:
+        return
+    found = _identities(reads).get((st.st_dev, st.st_ino))
+    if found is not None:
+        read, what = found
+        same = "" if os.path.abspath(read) == os.path.abspath(dest) else f" ({read})"
+        raise OnnxportError(f"{dest}: the output would overwrite {what}{same}; choose another name")
