@@ -30,6 +30,7 @@ from onnxport.core.pytorch.program import (
     read_json,
     text_input_specs,
 )
+from onnxport.core.pytorch.st_modules import sentence_steps
 from onnxport.core.util.errors import OnnxportError, UnavailableError
 from onnxport.core.util.text import first_line
 
@@ -157,5 +158,20 @@ def load_hf(folder: str | Path, *, mode: str = "inference", task: str | None = N
                      f"{', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
     model.train(mode == "training")
     names = [s.name for s in info.inputs]
-    module = wrap_for_task(model, preset, names, pooling)
+    normalize = preset.name == "pooling" and _sentence_notes(folder, notes)
+    module = wrap_for_task(model, preset, names, pooling, normalize)
     return LoadedProgram(module, info, preset, prefix="model.", notes=notes)
+
+
+def _sentence_notes(folder: Path, notes: list[str]) -> bool:
+    """Whether pooled embeddings are L2-normalised, as the folder's sentence-transformers
+    modules.json says; what it lists that the preset does not apply goes to `notes`."""
+    steps = sentence_steps(folder)
+    if steps.problem:
+        notes.append(f"{steps.problem}: its sentence-transformers steps (e.g. Normalize) are not applied")
+    if steps.unapplied:
+        notes.append(f"modules.json lists {', '.join(steps.unapplied)}, not applied: the embeddings differ "
+                     "from sentence-transformers'")
+    if steps.normalize:
+        notes.append("embeddings L2-normalised, as the folder's sentence-transformers Normalize module does")
+    return steps.normalize

@@ -9,7 +9,8 @@ outputs, which is what the ONNX exporter traces.
 
 - default: the encoder's `last_hidden_state` (batch, sequence, hidden).
 - pooling: `embeddings` (batch, hidden), the attention-mask-weighted mean of the token states
-  (sentence embeddings); `pooling="cls"` takes the first token instead.
+  (sentence embeddings); `pooling="cls"` takes the first token instead; `normalize=True` (a
+  sentence-transformers folder listing a Normalize module, st_modules.py) L2-normalises them.
 - question-answering: `start_logits`, `end_logits` (batch, sequence).
 - text-classification: `logits` (batch, labels).
 - zero-shot-classification: the same schema as text-classification (an NLI head's logits).
@@ -77,7 +78,8 @@ def default_task(architectures: list[str] | None) -> str:
     return "default"
 
 
-def wrap_for_task(model, preset: TaskPreset, input_names: list[str], pooling: str = "mean"):
+def wrap_for_task(model, preset: TaskPreset, input_names: list[str], pooling: str = "mean",
+                  normalize: bool = False):
     """A torch module: forward(*inputs) -> the preset's outputs (a tensor or a tuple), in order."""
     import torch
 
@@ -95,7 +97,8 @@ def wrap_for_task(model, preset: TaskPreset, input_names: list[str], pooling: st
             if preset.name == "default":
                 return out.last_hidden_state
             if preset.name == "pooling":
-                return pool(out.last_hidden_state, feeds.get("attention_mask"), pooling)
+                pooled = pool(out.last_hidden_state, feeds.get("attention_mask"), pooling)
+                return torch.nn.functional.normalize(pooled, p=2.0, dim=1) if normalize else pooled
             if preset.name == "question-answering":
                 return out.start_logits, out.end_logits
             return out.logits
