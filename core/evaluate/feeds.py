@@ -1,22 +1,17 @@
 """Model inputs ("feeds") for validation, calibration and benchmarks: from files or generated.
 
 Contract:
-- `input_specs(model)` (input_specs.py) lists the inputs a caller feeds, with dtype, declared
-  shape and what the graph says about their values (index ranges, masks).
-- `generate_feeds(specs, count)` makes `count` deterministic feeds with the default sizes of
-  input_shapes.py (batch 2, images 224, sequences 128; `dim_sizes` by symbol name, `shapes` by
-  input) and the values of input_values.py. To fit the sizes to a model by running it, use
-  first_run.fitted_feeds.
-- `open_feeds(source, specs)` gives a lazy `FeedSource` from: None (generated), a mapping
-  name -> array, an iterable of mappings, a `.npz` file (keys = input names), or a folder of
-  `<input name>.npy` files, of `.npz` files (one feed each), or of `.npy` files (single-input
-  models, one feed each). Arrays share a sample count along each input's batch axis (axis 0, or
-  the axis its type marks as the batch: `state [2, batch, 128]` is cut along axis 1) and are cut
-  into batches of `batch_size` samples; an array without its batch axis is one sample; a scalar
-  input (or one with no batch axis) goes whole with every batch. Uncompressed `.npz` members and
-  `.npy` files are memory-mapped, so a large calibration set is never loaded whole. Every array
-  is checked against its input (name, rank, fixed dims, dtype kind; ints/floats are cast to the
-  input's width) with a one-line error.
+- `input_specs(model)` (input_specs.py) lists the inputs a caller feeds: dtype, declared shape and
+  what the graph says about their values (index ranges, masks).
+- `generate_feeds(specs, count)` makes `count` deterministic feeds with the sizes of input_shapes.py
+  and the values of input_values.py (first_run.fitted_feeds fits the sizes by running the model).
+- `open_feeds(source, specs)` gives a lazy `FeedSource` from None (generated), a mapping or an
+  iterable of mappings name -> array, a `.npz` file, or a folder of `.npy`/`.npz` files. Arrays
+  are cut into batches along each input's batch axis (axis 0, or the axis its type marks as the
+  batch); an array without that axis is one sample, a scalar input goes whole with every batch.
+- Uncompressed `.npz` members and `.npy` files are memory-mapped, never loaded whole; every array
+  is checked against its input (name, rank, fixed dims, dtype kind; cast to the input's width),
+  with a one-line error.
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """Generated inputs that fit the model: the first run happens in a child process that may crash.
 
 Why: generated sizes are guesses (input_shapes.py), and an ONNX Runtime kernel fed sizes a model
-was not made for can kill the process outright (SIGFPE from an integer division, SIGSEGV): exit
-136, no message, staging folders left behind. So the first run on generated inputs happens in a
-child (`first_run_child.py`, started with this Python); a crash there becomes one line here:
-"ONNX Runtime crashed (SIGFPE) running cls.onnx on inputs x[2, 3, 16, 16] (... --shape x=2x3x?x?)".
+was not made for can kill the process outright (SIGFPE, SIGSEGV). So the first run on generated
+inputs happens in a child (`first_run_child.py`); a crash there becomes one line naming the
+signal, the model, the input shapes and how to give sizes (`--shape`, `--dim`).
 
 Contract: `fitted_feeds(model_path, inputs, ...)` returns a `FeedSource`:
-- given inputs (a file, arrays, a FeedSource) are opened as usual (feeds.open_feeds), not probed:
-  the user chose them, and the happy path stays one process;
-- else the plan's size choices (input_shapes.ShapePlan.choices) times the value choices of
-  inputs the model compares with constants (input_values.value_choices) are tried in order in
-  the child, on the model and on `references` (models run on the same inputs, e.g. the float
-  model a quantized one is validated against: a path, or a `(ModelProto, folder)` pair for a
-  graph whose external weights stay in `folder`, such as a reference pruned to the outputs): first only the default, then the others (the
-  child is restarted after a crash, at most MAX_CRASHES times). The first trial every model runs
-  is generated (`count` feeds, deterministic); a note says when it is not the default. If none
-  runs: `OnnxportError`, one line: the default's failure (the crash's signal, or ORT's message)
-  with its input shapes and how to give sizes (`--shape`, `--dim`).
-- if the child cannot tell (it did not start, timed out, or a model does not load there) the
-  default is used and the caller's own session reports what it reports.
-Cost: one child per call with generated inputs (~0.5 s plus the model's load time).
+- given inputs (a file, arrays, a FeedSource) are opened as usual (feeds.open_feeds), not probed;
+- else the size choices (input_shapes.ShapePlan) times the value choices (input_values) are tried
+  in order in the child, on the model and on `references` (models run on the same inputs), the
+  default first; the child is restarted after a crash, at most MAX_CRASHES times. If none runs:
+  `OnnxportError`, one line about the default's failure;
+- if the child cannot tell (did not start, timed out, cannot load a model) the default is used.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """Concrete shapes for generated inputs: what the user says, what the model says, then guesses.
 
 Per input and axis, the first source that knows wins:
-1. the user: `shapes` (input name -> full shape; `--shape x=1x3x48x320`) and `dim_sizes`
-   (symbolic dim name -> size, `--dim batch=4`; `INPUT:AXIS` names an unnamed axis, `--dim x:2=48`);
-2. the model: the fixed sizes of the input's declared type (its value info), then shapes in its
-   metadata (`metadata_props` keys `<input>.shape`, `<input>_shape`, `input_shape`, `shape`,
-   `image_shape`, `img_shape`: all axes, or all but the batch, or just the two spatial ones);
-3. a guess by the axis's kind: the batch axis -> `batch` (the axis named "batch", else the first
-   dynamic axis: `[2, batch, 128]` RNN states are batched on axis 1); the spatial axes of an image
-   (rank 4, 1/3/4 channels on axis 1 or 3) -> 224 rounded up to the model's stride (the largest
-   product of Conv/Pool strides along the graph: a detector whose FPN adds upsampled maps needs
-   multiples of 32); a dynamic channel axis -> 3; any other axis -> 128 (a sequence).
-A guess can be wrong for a model (a position table of 32 rows, an STFT wanting 256+ samples, a
-recogniser whose height must pool down to 1). `ShapePlan.choices()` lists the alternatives in
-order of likelihood, the default first; the first-run probe (first_run.py) keeps the first one
-ONNX Runtime runs. (ORT's own session reports the declared shapes, nothing more: running it is
-what it adds.) Nothing is guessed where the user or the model gave sizes.
+1. the user: `shapes` (input -> full shape, `--shape x=1x3x48x320`) and `dim_sizes` (symbolic dim
+   -> size, `--dim batch=4`; `INPUT:AXIS` names an unnamed axis, `--dim x:2=48`);
+2. the model: the fixed sizes of the input's declared type, then shapes in its metadata
+   (`<input>.shape`, `<input>_shape`, `input_shape`, `shape`, `image_shape`, `img_shape`);
+3. a guess by the axis's kind: the batch axis (named "batch", else the first dynamic one) ->
+   `batch`; an image's spatial axes -> 224 rounded up to the model's stride; a dynamic channel
+   axis -> 3; any other axis -> 128 (a sequence).
+A guess can be wrong for a model; `ShapePlan.choices()` lists the alternatives in order of
+likelihood, the default first, and the first-run probe (first_run.py) keeps the first one ONNX
+Runtime runs. Nothing is guessed where the user or the model gave sizes.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """The reference a model is validated against, as something ONNX Runtime's inference session runs.
 
 Contract: `reference_model(path, outputs, params, weights=True)` returns `(model, parameter_feeds)`:
-- the reference graph pruned to `outputs` (so labels/loss are not needed), weights in memory;
-  with `weights=False` the weights the pruned graph keeps stay external references (checked,
-  confined to `path`'s folder; `runtime.session(..., external_folder=path.parent)` runs it): an
-  early exit of a 4 GB model is validated with the weights it needs, not all of them;
-- with `params` (an eval graph + checkpoint): the parameters become *feeds* of their graph inputs
-  (an initializer a parameter overrides becomes a graph input), exactly what ORT's training
-  `Module` does in eval mode, with no training package;
-- the few training-mode constructs an inference session refuses or runs differently are put in
-  their eval semantics with the smallest possible edit, deliberately *not* with the exporter's own
-  rewrite (so an exporter bug cannot hide in its own reference):
-  `BatchNormalization(training_mode=1)` keeps its node but gets `training_mode=0` and loses the
-  running-statistics outputs (ORT: "number of op outputs should be 1 when Training_mode =
-  False"), and `Dropout`'s `training_mode` input is pointed at a `False` constant (ORT's Dropout
-  is then the identity). The same holds inside If/Loop/Scan bodies, at any depth (a running
-  statistic a body reads counts as used).
+- the reference graph pruned to `outputs` (labels/loss not needed), weights in memory; with
+  `weights=False` the weights it keeps stay external references (checked, confined to `path`'s
+  folder), so an early exit of a big model is validated with only the weights it needs;
+- with `params` (an eval graph + checkpoint) the parameters become *feeds* of their graph inputs,
+  as ORT's training `Module` does in eval mode, with no training package;
+- training-mode constructs are put in eval semantics with the smallest edit, deliberately not with
+  the exporter's own rewrite (an exporter bug cannot hide in its own reference):
+  `BatchNormalization(training_mode=1)` gets `training_mode=0` and loses its running-statistics
+  outputs; `Dropout`'s `training_mode` input points at a `False` constant. The same holds inside
+  If/Loop/Scan bodies, at any depth.
 """
 
 from __future__ import annotations

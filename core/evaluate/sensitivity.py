@@ -1,19 +1,15 @@
 """Which nodes make a quantized (or float16) model differ from its float32 original.
 
-Contract: `layer_errors(model, reference, feed)` runs both models once on `feed` with every
-float tensor of the reference that the model also produces exposed as an output (quantizers keep
-the original tensor names), and returns one `LayerError` per reference node with a compared
-output: the relative L2 error of that output and how much error the node *added* over the worst
-of its compared inputs. Nodes whose outputs the model no longer has (fused by the quantizer, such
-as a Relu folded into the quantized MatMul before it) are grouped with the compared node after
-them (`group`): keeping that node in float means keeping the whole group. Sorted by added error, worst first: the top entries are the nodes to keep
-in float. Memory: the intermediate tensors of one feed.
+Contract: `layer_errors(model, reference, feed)` runs both models once on `feed`, every float
+tensor of the reference that the model also produces exposed as an output, and returns one
+`LayerError` per reference node with a compared output: the relative L2 error of that output and
+how much error the node *added* over the worst of its compared inputs. Nodes the quantizer fused
+away are grouped with the compared node after them (`group`: keeping one in float keeps the group).
+Sorted by added error, worst first. Memory: the intermediate tensors of one feed.
 
-`added` is always finite: a node whose output turns non-finite (or loses a non-zero reference
-entirely) where its inputs did not adds 1.0 (an output all wrong, `nonfinite` set); a node whose
-inputs already were adds 0.0 (nothing of its own can be measured). `ranking_lines` prints only
-the nodes that add a measurable error (at least `MEASURABLE`, which shows as +0.0001), so the
-ranking never shows inf or +0.0000 entries.
+`added` is always finite: a node whose output turns non-finite where its inputs did not adds 1.0
+(`nonfinite` set); one whose inputs already were adds 0.0. `ranking_lines` prints only the nodes
+adding at least `MEASURABLE`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """Where a quantized (or float16) model loses accuracy: the error of every tensor it shares with its
 float reference, the error each node adds, and the first tensor where the error jumps.
 
-Why: a ranking of the nodes one may keep in float (sensitivity.py) says what to do; this says where
-the error comes from, on the whole graph (the app paints it on the Netron preview, the report names
-the jump). Contract:
-- `tensor_errors(model, reference, feed)` runs both models once on `feed` (sensitivity's
-  `measure_tensors`) and returns a `TensorErrors`: `tensors` maps every float tensor both graphs
-  produce to (relative L2 error, cosine), in the reference's order; `nodes` holds one `LayerError`
-  per reference node with a compared output, for every node (not only those a quantizer touched),
-  with the error it adds over its compared inputs; `first_jump` is the first of them in
-  topological order adding at least `threshold` (or making non-finite values), None if none does.
-- `from_measured(reference, errors)` does the same from errors already measured (validate.py
-  measures once for both the ranking and this map).
+Why: sensitivity.py ranks what to keep in float; this says where the error comes from, on the
+whole graph (the app paints it on the preview, the report names the jump). Contract:
+- `tensor_errors(model, reference, feed)` runs both models once and returns `TensorErrors`:
+  `tensors` maps every float tensor both produce to (relative L2 error, cosine); `nodes` holds one
+  `LayerError` per reference node with a compared output; `first_jump` is the first node in
+  topological order adding at least `threshold` (or making non-finite values), else None.
+- `from_measured(reference, errors)` does the same from errors already measured.
 - `to_dict()` is bounded for the report: counts, the first jump, the `TOP_TENSORS` worst tensors,
-  and per-node figures only for the nodes adding a measurable error (at most `NODE_LIMIT`); no
-  tensor values.
+  per-node figures for at most `NODE_LIMIT` nodes adding a measurable error; no tensor values.
 """
 
 from __future__ import annotations

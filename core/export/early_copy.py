@@ -1,24 +1,18 @@
 """Copy the weights an export surely keeps into its data file while the graph passes still run.
 
-Why: at LLM scale an export is a few seconds of kernel copying (`copy_file_range`) and about a
-second of Python over the graph (prune, eval-mode, topological order, folding, serialising). Run
-one after the other they cost their sum; the copy needs no Python, so it runs in a thread and the
-export costs about the larger of the two (measured: a 1B-parameter decoder, 23k nodes, 3.6 GB).
+Why: at LLM scale an export is seconds of kernel copying (`copy_file_range`) plus about a second
+of Python over the graph; the copy needs no Python, so it runs in a thread and the export costs
+about the larger of the two instead of their sum (figures: docs/performance.md).
 
 Contract:
-- `surely_kept(model, plan, params, folder)` names the weights the written model will hold byte
-  for byte, with the file bytes they are copied from: kept by the prune plan, stored in a file
-  (the source's external data, or a checkpoint that names each value's bytes), and read by a
-  node folding can never remove (an op folding does not compute, or one with an input that comes
-  from a graph input). It under-approximates: a name it misses is copied later like any other.
-- `EarlyCopy(fd, path, spans)` starts a thread copying those spans into the temp data file `fd`
-  (at `path`, a temp of the export's `AtomicWrite`), each page-aligned, at offsets fixed up front
-  (`layout`, `end`); it writes with explicit offsets, so the writer appends the other tensors after
-  `end` while it runs. `wait(report, ...)` joins it (reporting progress, checking cancel on the
-  calling thread) and re-raises its error; `stop()` ends it early (cancel, failure, or a layout the
-  writer cannot use); `close()` stops it and closes `fd`, once, whoever calls it first. The thread
-  touches nothing but `fd` and the source files it reads.
-"""
+- `surely_kept(model, plan, params, folder)` names the weights the written model will hold byte for
+  byte, with the file bytes they come from (kept by the prune plan, stored in a file, read by a
+  node folding can never remove). It under-approximates: a name it misses is copied later.
+- `EarlyCopy(fd, path, spans)` copies those spans in a thread into the export's temp data file,
+  page-aligned, at offsets fixed up front (`layout`, `end`), so the writer appends after `end`.
+  `wait(report, ...)` joins it (progress and cancel on the calling thread) and re-raises its
+  error; `stop()` ends it early; `close()` stops it and closes `fd`, once. The thread touches
+  nothing but `fd` and the source files it reads."""
 
 from __future__ import annotations
 

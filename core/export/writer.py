@@ -1,25 +1,17 @@
 """Write a model whose initializers are `ConstTensor`s, streaming, atomically.
 
 Contract: in, a model *skeleton* (everything but initializers) and the constants; out, the file
-(and with external data, `<file>.<run id>.data`), bit-for-bit what `onnx.save` would store, written:
-- without building the serialized model in memory: the protobuf is written field by field; the
-  graph's length prefix is a padded 5-byte varint patched at the end (parsers accept padded
-  varints), so no size needs to be known up front;
-- with parameter bytes copied file-to-file by the kernel (`copy_file_range`) where they already
-  sit in a file (checkpoints, external data), so they never enter Python memory;
-- atomically, through `atomic.AtomicWrite`: temp files in the destination folder, fsync, then
-  renames. A failure or a cancel removes the temp files and leaves any existing destination
-  untouched. With external data, the model and its data file are replaced as one unit: the data
-  file is named for this run (`<file>.<run id>.data`, 8 hex digits), is in place before the
-  model is renamed, and the data file the previous model named is deleted after that rename;
-  so two runs writing one path never leave a model next to the other run's data;
-- only for a model ONNX Runtime would load: before anything is written, `graph.runnable` checks
-  that every node reads only tensors defined before it (inputs, the constants written here,
-  earlier nodes, enclosing graphs for If/Loop/Scan bodies) and that the outputs are defined; a
-  model that fails is refused in one line and nothing is touched;
-- `verify(path)`, when given, runs on the complete written model (at a private path, beside its
-  data file) after the fsync and before the commit: if it raises, nothing is put in place. This
-  is how `export --validate` checks the model before it replaces anything.
+(with external data, also `<file>.<run id>.data`), bit-for-bit what `onnx.save` would store:
+- streamed: the protobuf is written field by field (the graph's length is a padded 5-byte varint
+  patched at the end), and weights already in a file are copied by the kernel (`copy_file_range`),
+  never entering Python memory;
+- atomic, through `util.atomic.AtomicWrite`: a failure or cancel removes the temps and leaves an
+  existing destination untouched; a model and its run-named data file are replaced as one unit
+  (the data file the previous model named is deleted after the rename);
+- only for a model ONNX Runtime would load: `graph.runnable` checks first that every node reads
+  only tensors defined before it and that the outputs are defined; otherwise nothing is touched;
+- `verify(path)`, when given, runs on the complete written model before the commit: if it raises,
+  nothing is put in place (`export --validate`).
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """The focused preview: a big graph's neighbourhood of the selection, small enough for Netron.
 
-Why: Netron's layout is superlinear (measured here: ~250 drawn nodes in 0.5-1 s, ~1,000 in 7 s,
-~1,800 in 17 s) and hangs on LLM graphs; the preview of a 20k-node decoder must still draw in about
-a second. So a graph whose preview would draw more than `FOCUS_BUDGET` nodes (what Netron draws:
-a Constant read by one node is drawn inside it, and costs nothing) is drawn focused on its *seeds*
+Why: Netron's layout is superlinear and hangs on LLM graphs (figures: docs/performance.md). A
+graph whose preview would draw more than `FOCUS_BUDGET` nodes is drawn focused on its *seeds*
 (the selected outputs, or the tensor selected in the tree): their upstream cone,
-1. with repeated blocks collapsed (`focus_blocks`: the middle of a run of identical layers, or of
-   identical heads inside a kept layer, becomes one node of the `onnxport` domain, its op type
-   'layers 1-19 collapsed', its doc string "layers.1 … layers.19: 19 identical blocks, 27,170 nodes") -
-   only as deep as needed: outer runs first, nested ones only if the outer collapse is still over
-   the budget;
-2. then, if still over the budget, cut after the `hops` whole levels (node distance from the seeds)
-   that fit; the tensors entering the kept nodes from the cut-off part become graph inputs, named
-   as they are, so the user sees where it was cut.
-The result is the preview (`preview.to_preview`) of that small graph: weight-free, valid ONNX
-(unknown types at the cut are written as undefined), node names as in the source (the error
-overlay and `focus_node` find them). "Show more" is the same call with twice the budget.
-
-`focus_preview.preview_answer` is what the preview job calls. `FocusGraph(model)` reads the graph once (`graph_table.GraphTable`) and answers many `focus`
-calls (each a `FocusedPreview`); it never modifies the model except for naming unnamed nodes as
-the index does. Core rules: no Qt, `cancel` checked as it goes.
+1. with repeated blocks collapsed (`focus_blocks`: the middle of a run of identical layers or
+   heads becomes one `onnxport`-domain node saying what it stands for), outer runs first;
+2. then, if still over budget, cut after the `hops` whole levels that fit; tensors entering from
+   the cut-off part become graph inputs, named as they are.
+The result is the preview (`preview.to_preview`) of that small graph: weight-free, valid ONNX,
+node names as in the source. "Show more" is the same call with twice the budget.
+`FocusGraph(model)` reads the graph once and answers many `focus` calls (each a `FocusedPreview`);
+it never modifies the model but for naming unnamed nodes as the index does. No Qt; `cancel`
+checked as it goes.
 """
 
 from __future__ import annotations

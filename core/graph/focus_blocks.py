@@ -1,25 +1,16 @@
 """Repeated blocks (transformer layers, attention heads) found by their scopes, for the focused
 preview (`focus`) to collapse.
 
-Why: an LLM graph is the same layer N times (`/model/layers.0/...` ... `/model/layers.31/...`),
-often with the same head 32 times inside each layer; drawing all of them is what makes Netron
-choke, and drawing the first and the last of a run says as much.
-
-Terms:
-- a *block* is the nodes whose name has a numbered scope segment `<name>.<N>` (or `<name>_<N>`)
-  at the same place: `/model/layers.7/mlp/MatMul` is in block 7 of the *family* `/model/layers`;
-  a family nested in a block keeps the outer index (`/model/layers.7/self_attn/head`);
-- a block's *signature* is its op types in graph order (names differ from layer to layer);
-- a *run* is consecutive indices of one family with the same signature, none holding a
-  `protected` node (what the user selected); a run of at least `MIN_RUN` blocks of at least
-  `MIN_BLOCK_NODES` nodes is collapsible: its middle blocks (all but the first and the last).
-
-`scope_table(names)` parses every node name once (`scope_indices`; a scope shared by many nodes
-is parsed once); `find_runs(scopes, ops, nodes, protected)` gives the collapsible runs among
-`nodes` (positions in the graph), outermost families first (`depth` 0 = the first numbered
-segment of a name); a nested family is looked at among the nodes the outer runs did not collapse,
-so `[r for r in runs if r.depth <= d]` is a consistent collapse at any depth `d`. Pure list/dict work.
-`placeholder_node(run, ...)` is the node drawn in a run's place.
+Why: an LLM graph is the same layer N times, often with the same head many times inside each;
+drawing the first and the last of a run says as much as drawing all of them.
+Terms: a *block* is the nodes whose names share a numbered scope segment (`/model/layers.7/...` is
+block 7 of the *family* `/model/layers`); its *signature* is its op types in graph order; a *run*
+is consecutive blocks of one family with the same signature and no `protected` (selected) node. A
+run of at least `MIN_RUN` blocks of `MIN_BLOCK_NODES` nodes is collapsible: all but its first and
+last blocks.
+`scope_table(names)` parses every node name once; `find_runs(...)` gives the collapsible runs,
+outermost families first, so `[r for r in runs if r.depth <= d]` is a consistent collapse at any
+depth `d`; `placeholder_node(run, ...)` is the node drawn in a run's place. Pure list/dict work.
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """Freeze-time folding: once parameters are constants, compute the parameter-only sub-graphs.
 
-A training-mode export (`do_constant_folding=False`) leaves e.g. a `Transpose` of every Linear
-weight in the graph. Folding them makes the model faster and lets a quantizer see constant MatMul
-weights. Contract (a pass: see `passes`): `fold_constants(model, constants)` takes a model (edited
-in place) and the values of its weights by name; each node computed from constants only is
-FOLDED (it leaves the graph, its output becomes a constant), Constant nodes nothing reads any more
-are REMOVED, and `result.constants` are the constants the remaining graph needs. Folded outputs
-are `ConstTensor`s of known shape: small ones computed at once, others *lazy* (computed one at a
-time when written, so memory stays at one tensor). Only ops whose numpy result is bit-identical
-to ONNX Runtime's are folded (data movement, casts between numpy-native types, IEEE elementwise
-arithmetic); nodes producing graph outputs are left alone.
+A training-mode export leaves e.g. a `Transpose` of every Linear weight; folding them makes the
+model faster and lets a quantizer see constant MatMul weights. Contract (a pass, see `passes`):
+`fold_constants(model, constants)` edits `model` in place given its weights by name; each node
+computed from constants only is FOLDED (its output becomes a constant), Constant nodes nothing
+reads any more are REMOVED, and `result.constants` are what the remaining graph needs. Folded
+outputs are `ConstTensor`s of known shape, small ones computed at once, others lazily when
+written (memory stays at one tensor). Only ops whose numpy result is bit-identical to ONNX
+Runtime's are folded; nodes producing graph outputs are left alone.
 
-Bounded (see `budgets`): each node's output shape is inferred and validated first
-(`fold_shapes`); a node is folded only if its output, the model's total growth and the total work
-stay within budget. Otherwise it is left in the graph - folding never fails on a crafted model.
+Bounded (`budgets`): output shapes are inferred and validated first (`fold_shapes`); a node is
+folded only if its output, the model's growth and the total work stay within budget, else it
+stays in the graph: folding never fails on a crafted model.
 """
 
 from __future__ import annotations
