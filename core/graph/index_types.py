@@ -1,18 +1,15 @@
 """Types an index was built without, filled in later (`build_index(wait_types=False)`).
 
-Why: shape inference of a big graph can take longer than everything else the open does (2-3 s
-for a 100,000-node decoder with data propagation); the app shows the tree as soon as the index
-exists and fills dtypes and shapes when the child answers, in a side job. Once filled, the
-index is what `build_index` would have returned had it waited.
+Why: shape inference of a big graph can take longer than everything else the open does; the app
+shows the tree as soon as the index exists and fills dtypes and shapes when the child answers, in
+a side job. Once filled, the index is what `build_index` would have returned had it waited.
 
 Contract: `fill_types(index, cancel)` waits for the pending child (`index.pending_types`), falls
-back to `infer_value_info` if it failed, sets `dtype`/`shape` of node outputs and graph outputs
-in place, and returns how many changed; 0 when nothing was pending. The `TensorInfo`s are the
-same objects before and after (the tree keeps pointing at them); a reader on another thread sees
-a tensor's old or new type, never an error. A cancel stops the child: types stay unknown.
-`wait_types(index, cancel)` only waits for the child's whole answer (no parsing): the app runs it
-outside its side jobs' lane, then `fill_types` in the lane (two side jobs running Python at once
-make the GUI thread wait for the GIL).
+back to `infer_value_info` if it failed, sets `dtype`/`shape` of node and graph outputs in place,
+and returns how many changed (0 when nothing was pending). The `TensorInfo`s stay the same objects
+(the tree keeps pointing at them); a reader on another thread sees a tensor's old or new type,
+never an error. A cancel stops the child: types stay unknown. `wait_types(index, cancel)` only
+waits for the child's answer (no parsing), so the app can run it outside its side jobs' lane.
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
 """The one shape of a graph transformation: `pass(model, ...) -> PassResult`.
 
-Every pass (prune, inference form, constant folding, preview) is a function taking the model
-first and returning a `PassResult`. The contract they all keep:
-
-- **In place.** A pass edits the `ModelProto` it is given and returns that same object as
-  `result.model` (`result.model is model`). Nothing is copied, so a pass over a model holding
-  gigabytes of weights costs no second copy of them. A caller that must keep its model as it was
-  passes a copy; `io.model_io.copy_without_initializers` / `strip_weights` make one without
-  copying weight bytes (what the export and the preview do with the model the app holds).
-- **Reported.** `changed` is True exactly when the model differs from what was given. Every node
-  the pass touched is one `NodeChange` in `changes`, in the order the pass made them (graph order
-  within each step): its name (its first output's name when it has none), what happened
-  (`REMOVED`, `REWRITTEN`, `FOLDED`, `ADDED`) and why, in a few words. Changes that are not nodes
-  (graph inputs dropped, outputs retyped, weights stripped) are one line each in `notes`.
-- **Never fails on a valid graph.** A pass leaves what it cannot transform as it is; only
-  invalid requests (an unknown output name) raise, as `OnnxportError`s, before anything is edited
-  (a caller's bug, such as a prune plan made for another graph, raises `ValueError`).
+Every pass (prune, inference form, constant folding, preview) takes the model first and returns a
+`PassResult`, and keeps this contract:
+- **In place.** It edits the `ModelProto` given and returns it as `result.model`; nothing is
+  copied. A caller that must keep its model passes a copy (`io.model_io.copy_without_initializers`
+  / `strip_weights` make one without copying weight bytes).
+- **Reported.** `changed` is True exactly when the model differs; every node touched is one
+  `NodeChange` in `changes` (name, `REMOVED`/`REWRITTEN`/`FOLDED`/`ADDED`, why), in the order made;
+  changes that are not nodes are one line each in `notes`.
+- **Never fails on a valid graph.** What it cannot transform stays as it is; only invalid requests
+  raise (`OnnxportError`, before anything is edited; a caller's bug raises `ValueError`).
 - **No disk, no weights decoded** unless the pass says so (folding computes small constants).
-
-In the spirit of onnx-ir's passes (`PassResult(model, modified)`), kept to functions over
-`onnx.ModelProto` because the rest of onnxport streams weights and never builds an IR.
-"""
+In the spirit of onnx-ir's `PassResult(model, modified)`, kept to functions over `onnx.ModelProto`
+because onnxport streams weights and never builds an IR."""
 
 from __future__ import annotations
 

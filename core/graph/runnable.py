@@ -1,21 +1,17 @@
 """Will ONNX Runtime load this graph? The cheap structural checks, and the order they need.
 
-Why: ORT refuses a model whose node reads a tensor that nothing defines ("Node input 'x' is not a
-graph input, initializer, or output of a previous node"), and the ONNX spec (and `onnx.checker`,
-and runtimes stricter than ORT) wants nodes in topological order. A writer that skips this prints
-"wrote ..." for a file nobody can run. The checks run in O(nodes + edges) on the graph about to be
-written, before anything is put in place.
+Why: ORT refuses a model whose node reads a tensor nothing defines, and the ONNX spec wants nodes
+in topological order; a writer that skips this prints "wrote ..." for a file nobody can run. The
+checks are O(nodes + edges), on the graph about to be written, before anything is put in place.
 
 Contract:
 - `check_runnable(graph, label, defined=())` raises `CorruptFileError` (one line naming `label`,
   the node and the tensor) when a node reads a tensor that no graph input, initializer, name in
-  `defined` (the initializers a writer adds), earlier node or enclosing graph defines, or reads
-  one a *later* node makes (out of topological order), or when a graph output is defined by
-  nothing. If/Loop/Scan bodies are checked the same way, seeing the names their node sees.
-- `topological_sort(graph)` reorders nodes in place, at every depth, so that each node comes
-  after the nodes it reads from (what its bodies capture included), keeping the given order
-  wherever it already works; returns whether anything moved. A cyclic graph is left as it is
-  (`graph_check` refuses those).
+  `defined`, earlier node or enclosing graph defines, or one a later node makes, or when a graph
+  output is defined by nothing. If/Loop/Scan bodies are checked the same way.
+- `topological_sort(graph)` reorders nodes in place, at every depth, so each comes after what it
+  reads (body captures included), keeping the given order wherever it works; returns whether
+  anything moved. A cyclic graph is left as it is (`graph_check` refuses those).
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
 """ONNX shape inference, in a child process for big graphs.
 
-Why: `onnx.shape_inference.infer_shapes` holds Python's GIL for its whole run (~0.5 s at 100,000
-nodes, measured here), so even in a worker thread it freezes the app's GUI thread that long;
-and a crash inside it would take the whole app down. Above `OUT_OF_PROCESS_NODES` nodes the
-weight-free graph is piped to `python -c` that runs the inference and sends back only the
-graph's value_info; protobuf parsing on our side takes milliseconds.
+Why: `onnx.shape_inference.infer_shapes` holds Python's GIL for its whole run, so even in a worker
+thread it freezes the app's GUI thread, and a crash inside it would take the app down. Above
+`OUT_OF_PROCESS_NODES` nodes the weight-free graph goes to a child that sends back only the
+graph's value_info.
 
-Contract: `inferred_value_infos(light_model, path=None)` returns the ValueInfoProtos shape
-inference finds (value_info and outputs) for a weight-free model; given the model's `path`, the
-child loads the file itself (so nothing big is copied or piped while holding the GIL). With
-`bodies=True` those of If/Loop/Scan bodies (value_info, inputs, outputs, at every depth) follow
-the main graph's. Best effort: never raises for a model inference cannot handle (the index simply
-lacks those shapes).
-
-Data propagation (`data_prop=True`: shapes computed by Shape/Gather/Concat chains become known)
-costs time in proportion to the elements of every 1-D tensor an op with a propagator reads,
-whether or not it is a shape: 100 Adds of 2M-element 1-D parameters took 38 s here (an ORT eval
-model takes its parameters as graph inputs). `propagate_data(model)` turns it off past
-`DATA_PROP_BUDGET` such elements; shapes then come from plain inference.
+Contract: `inferred_value_infos(light_model, path=None)` returns the ValueInfoProtos inference
+finds (value_info and outputs) for a weight-free model; given `path`, the child loads the file
+itself. With `bodies=True` those of If/Loop/Scan bodies follow. Best effort: never raises for a
+model inference cannot handle (the index lacks those shapes).
+Data propagation (`data_prop=True`) costs time in proportion to the elements of every 1-D tensor
+an op with a propagator reads, shape or not; `propagate_data(model)` turns it off past
+`DATA_PROP_BUDGET` such elements (figures: docs/performance.md).
 """
 
 from __future__ import annotations

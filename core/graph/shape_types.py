@@ -1,23 +1,17 @@
 """Dtype and shape of every tensor of a big model, inferred in a child process started early.
 
-Why: at 100,000 nodes the index spent as long waiting for shape inference (`shape_infer` runs it
-in a child: it holds the GIL) as on its own work, then as long again reading 100,000 ValueInfos
-back field by field (`tensor_info.shape_of`, ~1 s). `TypeInference.start(path)` starts the child
-as soon as the model file is known, so inference runs on the other core while this process
-loads and reads the graph; the child answers with what the index needs - `(dtype, dims)` per
-tensor, as `shape_of` gives them, each distinct type once - in JSON lines of a few thousand tensors each (JSON: the child
-parses a stranger's file, and its answer must not be able to run code here; short lines: no
-single parse holds the GIL for long).
+Why: at 100,000 nodes the open spent as long waiting for shape inference, then reading the
+ValueInfos back, as on its own work. `TypeInference.start(path)` starts the child as soon as the
+model file is known, so inference runs on another core while this process reads the graph. The
+child answers with `(dtype, dims)` per tensor, each distinct type once, in JSON lines of a few
+thousand tensors (JSON: its answer about a stranger's file cannot run code here; short lines: no
+single parse holds the GIL for long). It also runs `model_io.check_loaded` on the bytes it parsed
+and sends that verdict first (`verdict()`), off the open's critical path.
 
-The child also runs `model_io.check_loaded` on the bytes it parsed and sends its verdict
-first (`verdict()`): ~0.5 s at 100,000 nodes that the open (workflow/sources.py) no longer
-spends on its own critical path, since the child parses the file anyway.
-
-Contract: `start(path)` never raises (no child: `result()` is None); `result()` waits for the
-child and returns name -> (dtype, shape) for the main graph's tensors (value_info, outputs, then
-inputs where nothing was inferred), or None when the child failed (the caller falls back to
-`shape_infer`). `close()` kills a child still running (cancel, error). Best effort, like
-`shape_infer`: a model inference cannot handle gives fewer shapes, never an error.
+Contract: `start(path)` never raises (no child: `result()` is None); `result()` waits and returns
+name -> (dtype, shape) for the main graph's tensors, or None when the child failed (the caller
+falls back to `shape_infer`); `close()` kills a child still running. Best effort: a model
+inference cannot handle gives fewer shapes, never an error.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Which tensors a node or a graph uses, counting what If/Loop/Scan bodies capture from outside.
 
-Why: a body (`then_branch`, `else_branch`, `body`) may read any tensor of the graphs around it by
-name, without listing it as an input of its node. A pass that looks only at `node.input` thinks
-such a tensor is unused and drops it (a Constant, a weight, the node computing it), and the file
-it writes is refused by ONNX Runtime. Every pass asks here instead.
+Why: a body may read any tensor of the graphs around it by name without listing it as an input of
+its node; a pass looking only at `node.input` would drop such a tensor and write a file ONNX
+Runtime refuses. Every pass asks here instead.
 
 Contract (queries; nothing is modified):
 - `bodies(node)`: the node's sub-graphs as `(attribute name, graph)` pairs, in attribute order;
@@ -11,8 +10,7 @@ Contract (queries; nothing is modified):
 - `node_uses(node)`: its non-empty inputs, then its captures (sorted): everything it reads;
 - `graph_captures(graph)`: what a graph reads without defining it (its outer names);
 - `used_names(graph)`: every name the graph's nodes read (captures included) and its outputs.
-A name defined inside a body (a body input, initializer or node output) shadows nothing outside
-it: it is not a capture.
+A name defined inside a body shadows nothing outside it: it is not a capture.
 """
 
 from __future__ import annotations

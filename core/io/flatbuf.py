@@ -1,20 +1,17 @@
 """A minimal, defensive little-endian FlatBuffers reader over bytes or a memory map.
 
 Contract: only what ONNX Runtime's checkpoint schema needs (tables, vtables, scalars, strings,
-vectors of tables/strings/scalars, scalar vectors as zero-copy numpy views). Every offset is
-bounds-checked before it is read: anything out of range or malformed raises `CorruptFileError`
-naming the file, never IndexError/struct.error/ValueError. Nothing is copied except strings.
-It does not use the `flatbuffers` package.
+vectors of tables/strings/scalars, scalar vectors as zero-copy numpy views), without the
+`flatbuffers` package. Every offset is bounds-checked before it is read: anything out of range or
+malformed raises `CorruptFileError` naming the file, never IndexError/struct.error/ValueError.
+Strings are the only copies, bounded in total by COPY_FACTOR x the buffer (+ COPY_FLOOR), so a
+small crafted file cannot copy one long string a million times.
 
-Strings are the only copies, and many fields may point at one string: the bytes copied out are
-bounded by COPY_FACTOR x the buffer (+ COPY_FLOOR), which every real file is far below (each
-string is read once), so a small crafted file cannot copy one long string a million times.
-
-Layout reminders: the root table's uoffset is at byte 0 (a file identifier may follow at 4..8).
-A table starts with an int32 soffset to its vtable (vtable = table - soffset); the vtable holds
-uint16 [vtable size, table size, field offsets...], a field offset of 0 meaning "absent". Offsets
-to strings/vectors/sub-tables are uint32, relative to where they are stored. A vector/string is
-a uint32 count followed by its elements (strings: UTF-8 bytes, then a NUL).
+Layout: the root table's uoffset is at byte 0 (a file identifier may follow at 4..8). A table
+starts with an int32 soffset to its vtable (vtable = table - soffset), which holds uint16 [vtable
+size, table size, field offsets...], 0 meaning "absent". Offsets to strings/vectors/sub-tables are
+uint32, relative to where they are stored; a vector/string is a uint32 count, then its elements
+(strings: UTF-8 bytes, then a NUL).
 """
 
 from __future__ import annotations

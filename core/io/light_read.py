@@ -1,18 +1,15 @@
 """A model's graph without its big inline weights, read through a memory map.
 
-Why: validation and the benchmark need a model's graph (its inputs, outputs, ops and initializer
-types), not its weights: ONNX Runtime reads those itself. `load_graph` copies every inline weight
-twice (the file's bytes, then protobuf's copy of each raw_data): for the 1B decoder's 0.67 GB early
-exit written as one file, 3.2 s of its ~10 s validation, most of it the kernel faulting in 1.3 GB
-of fresh memory (and, on a VM, the host backing it: the app's window paused with it).
+Why: validation and the benchmark need a model's graph (inputs, outputs, ops, initializer types),
+not its weights: ONNX Runtime reads those itself. `load_graph` copies every inline weight twice
+(the file's bytes, then protobuf's copy), which dominated validating a big single-file model.
 
-Contract: `load_light_graph(path, keep_bytes)` returns what `load_graph(path)` does, without reading
-the values it strips: every main-graph initializer whose values are inline raw_data of more than
-`keep_bytes` is its header (every field but raw_data), in its place, as `strip_weights` leaves it. The
-checks `load_graph` makes hold: the rest of the model passes `check_loaded`, and a stripped
-tensor's text is UTF-8 and its raw_data holds exactly the bytes its dims and type declare (one
-that does not stays whole, and is checked as `load_graph` checks it). A file the walk does not
-understand is loaded the usual way, then stripped.
+Contract: `load_light_graph(path, keep_bytes)` returns what `load_graph(path)` does without reading
+the values it strips: every main-graph initializer whose inline raw_data exceeds `keep_bytes` is
+its header (every field but raw_data), as `strip_weights` leaves it. The checks `load_graph` makes
+hold: the rest passes `check_loaded`, and a stripped tensor's text is UTF-8 and its raw_data holds
+exactly the bytes its dims and type declare (one that does not stays whole and is checked as
+usual). A file the walk does not understand is loaded the usual way, then stripped.
 """
 
 from __future__ import annotations

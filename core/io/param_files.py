@@ -1,25 +1,16 @@
 """Parameter files from outside ONNX Runtime: PyTorch state_dicts, safetensors, numpy .npz.
 
-Contract: `read_state_dict(path)`, `read_safetensors(path)`, `read_npz(path)` each return a
-`ParameterSet` (kind "state_dict" / "safetensors" / "npz") whose tensors load lazily, and are
-registered in `sources.PARAM_READERS` when this module is imported.
-
-- safetensors: the format is an 8-byte little-endian header length, a JSON header, then raw
-  little-endian bytes. The file is memory-mapped; `loader()` is a zero-copy view and `span` names
-  the exact bytes, so an export copies them file-to-file. No torch, no safetensors package needed.
-- .npz: entries stored uncompressed (`np.savez`) are memory-mapped the same way, with spans;
-  compressed ones (`np.savez_compressed`) are decompressed on demand. Object arrays are refused
-  (`allow_pickle=False` always).
-- .pt/.pth state_dict: read with `torch.load(weights_only=True, mmap=True)` only, which never
-  runs a pickle's code; a file holding anything but tensors and plain containers is refused
-  with a clear error. When torch's zip layout allows it, tensors get spans into the file too.
-  Needs torch (the `onnxport[torch]` extra); this module itself imports without it.
-
-Sizes are checked against the file before anything is allocated from them (`budgets`): the
-.npz reader is `npz_reader` (shared with input data), zip archives pass `archive_bounds`, a
-safetensors header's value count is bounded before it is parsed.
-
-Every problem raises `OnnxportError` (usually `CorruptFileError`) with one line naming the file.
+Contract: `read_state_dict(path)`, `read_safetensors(path)`, `read_npz(path)` each return a lazy
+`ParameterSet` (kind "state_dict" / "safetensors" / "npz"), registered in `sources.PARAM_READERS`.
+- safetensors: memory-mapped, zero-copy views with `span`s naming the exact bytes (an export
+  copies them file-to-file); no torch or safetensors package needed.
+- .npz: uncompressed members memory-mapped the same way; compressed ones decompressed on demand;
+  object arrays refused (`allow_pickle=False` always).
+- .pt/.pth: only `torch.load(weights_only=True, mmap=True)`, which never runs a pickle's code;
+  anything but tensors and plain containers is refused. Needs torch (the `onnxport[torch]`
+  extra); this module imports without it.
+Sizes are checked against the file before anything is allocated (`budgets`, `archive_bounds`,
+`npz_reader`). Every problem raises `OnnxportError` with one line naming the file.
 """
 
 from __future__ import annotations

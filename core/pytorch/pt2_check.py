@@ -2,32 +2,17 @@
 
 Contract: `check_pt2_archive(path, torch)` returns None for an archive whose every member is JSON,
 raw tensor bytes or weights-only sample inputs, and raises `OnnxportError` (one line naming the
-member) for anything else. It runs whether or not the program is trusted: onnxport never unpickles.
-
-Why these rules: `torch.export.load` (torch 2.13, torch/export/pt2_archive/_package.py and
-torch/_export/serde/serialize.py) unpickles in these places:
-  1. a constant whose config `path_name` starts with `opaque_obj_`: plain `pickle.loads`;
-  2. one whose `path_name` starts with `custom_obj_`: TorchScript's unpickler (`_pickle_load_obj`);
-  3. a weight or constant with `use_pickle: true`: `torch.load(weights_only=False)`;
-  4. legacy `data/weights/<model>.pt` / `data/constants/<model>.pt`, and the pre-2.7 layout
-     (`serialized_*` and `version` at the top): `deserialize_torch_artifact`, which retries a
-     failed weights-only load with `weights_only=False`;
-  5. the sample inputs `data/sample_inputs/<model>.pt`: the same weights-only-then-full retry;
-  6. AOTInductor packages (`data/aotinductor/`) load compiled native code.
-torch picks the loader from the config's `path_name` prefix, wherever the payload sits (a
-sub-folder such as `opaque_obj_x/payload` is still `pickle.loads`), so every config entry and
-every member is inspected, not only the last path component:
-  - config entries: `use_pickle`, or a custom/opaque object component in `path_name` (1-3);
-  - member paths: a custom/opaque object component, `data/aotinductor/`, a pickle-file name
-    (`.pt`, `.pkl`, ...) outside the sample inputs, the old layout's names (2, 4, 6);
-  - member bytes: a pickle stream (protocol opcode 0x80) or a nested torch.save zip. Raw tensor
-    payloads (named by a config entry; read as bytes, never unpickled) are refused only when they
-    parse as a whole pickle stream, since a float tensor may well start with byte 0x80;
-  - sample inputs are loaded here with `weights_only=True`: torch's own first attempt (also
-    weights-only, on the same bytes) then succeeds and its unsafe retry never runs (5).
-The archive is opened through `archive_bounds.open_zip`: members are read whole (configs, sample
-inputs), so their declared sizes are bounded first (a sample-inputs deflate bomb is refused).
-"""
+member) for anything else, trusted program or not: onnxport never unpickles.
+Why: `torch.export.load` (torch 2.13) unpickles opaque/custom objects (chosen by the config's
+`path_name` prefix, wherever the payload sits), entries with `use_pickle`, legacy `.pt` weights and
+constants and the pre-2.7 layout (a weights-only load retried without it), sample inputs (the same
+retry), and loads AOTInductor native code. So every config entry and member is inspected:
+`use_pickle` and custom/opaque components in config paths; member paths (custom/opaque components,
+`data/aotinductor/`, pickle-file names outside the sample inputs, the old layout); member bytes (a
+pickle stream or a nested torch.save zip; raw tensor payloads only when they parse as a whole
+pickle). Sample inputs are loaded here with `weights_only=True`, so torch's own first attempt
+succeeds and its unsafe retry never runs. Members are read through `archive_bounds.open_zip`, their
+declared sizes bounded first."""
 
 from __future__ import annotations
 

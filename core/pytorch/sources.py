@@ -1,20 +1,15 @@
 """PyTorch programs as export sources: TorchScript `.pt`, `torch.export` `.pt2`, Hugging Face folders.
 
-Contract: `describe_source(path, task=None, *, trust_code=False) -> SourceInfo` says what the
-source is, which inputs it takes (names, dtypes, shapes with dynamic dims, and whether the source
-really knows them or the user must say), and which parameters/buffers it holds (for the
-trainable/frozen choice). `load_program(path, mode=..., task=..., trust_code=False) -> LoadedProgram`
+Contract: `describe_source(path, task=None, *, trust_code=False) -> SourceInfo` says what the source
+is, its inputs (names, dtypes, shapes with dynamic dims, and whether the user must give them) and
+its parameters/buffers; `load_program(path, mode=..., task=..., trust_code=False) -> LoadedProgram`
 gives the torch module to trace.
-
-TorchScript and `.pt2` files are programs: loading and running them executes their author's code,
-so both functions refuse them unless `trust_code=True` (program_trust.py); the CLI's
-`--trust-model-code` and the app's question set it. Hugging Face folders are data and need no trust.
-Nothing here unpickles outside `weights_only`, trusted or not:
+TorchScript and `.pt2` files are programs (loading them runs their author's code): refused unless
+`trust_code=True` (the CLI's `--trust-model-code`, the app's question). Hugging Face folders are
+data and need no trust. Nothing here unpickles outside `weights_only`, trusted or not:
 - TorchScript is read by `torch.jit.load`, whose unpickler builds TorchScript types only;
-- `.pt2` archives are checked member by member before torch opens them (pt2_archive_check.py:
-  any pickled object, wherever it sits, is refused), then read by `torch.export.load`;
-- Hugging Face folders load offline (`local_files_only=True`) with
-  `trust_remote_code=False`, from safetensors when present (`.bin` weights with `weights_only=True`).
+- `.pt2` archives are checked member by member first (pt2_check.py), then `torch.export.load`;
+- Hugging Face folders load offline with `trust_remote_code=False`, safetensors first.
 torch and transformers are imported lazily; without them `UnavailableError` says what to install.
 """
 
