@@ -1,28 +1,18 @@
 """Bias correction for static int8: the mean shift weight rounding causes, absorbed by each bias.
 
 Why: rounding a convolution's weights to int8 moves the mean of each output channel by
-(Wq - W) . E[x], and over a deep CNN these shifts add up, layer after layer. On PP-OCRv4's text
-detector (batch norms folded into ~60 small depthwise and pointwise convolutions) the weight
-rounding alone (7-bit per-channel, activations in float) brings the probability map to cosine
-0.974; absorbing the shifts in the biases brings it back to 0.997. Better activation ranges
-(percentile, entropy) cannot help with that: the error is in the weights. This is the empirical
-bias correction of Nagel et al., "Data-Free Quantization Through Weight Equalization and Bias
-Correction" (ICCV 2019), with E[x] measured on the calibration data.
+(Wq - W) . E[x], and over a deep CNN these shifts add up; better activation ranges cannot help,
+the error is in the weights. This is the empirical bias correction of Nagel et al., "Data-Free
+Quantization..." (ICCV 2019), E[x] measured on the calibration data (docs/performance.md).
 
 Contract:
 - `input_means(model_path, feeds, workdir, report)` runs the float model over the calibration
-  feeds (one batch at a time; each input reduced to its channel means at once, so memory does
-  not grow with the set) and returns `InputMeans`: per Conv/ConvTranspose whose weight is an
-  initializer (what ORT's QDQ quantizer quantizes as a weight), the mean of its input over
-  batch and space, per channel. Computed once, reused by every attempt.
-- `correct_biases(src, dst, means, per_channel=, reduce_range=, exclude=)` writes `dst`: `src`
-  with each measured node's bias b replaced by b - (Wq - W) . E[x] (a bias is added where the
-  node had none), Wq being exactly what ORT's QDQ quantizer writes (its own `quantize_data`:
-  int8 symmetric, per output channel or per tensor, 7-bit with `reduce_range`). Nodes in
-  `exclude` (kept in float) are left alone. Returns how many nodes were corrected.
-- `bias_corrected(...)`: the same for one quantization attempt, with its one-line note.
-Only the main graph is read (ORT's QDQ quantizer does not enter If/Loop/Scan bodies either).
-"""
+  feeds one batch at a time and returns `InputMeans`: per Conv/ConvTranspose with an initializer
+  weight, its input's per-channel mean (memory does not grow with the set).
+- `correct_biases(src, dst, means, per_channel=, reduce_range=, exclude=)` writes `dst` with each
+  measured bias b replaced by b - (Wq - W) . E[x], Wq exactly as ORT's QDQ quantizer writes it;
+  nodes in `exclude` are left alone. Returns how many were corrected.
+- `bias_corrected(...)`: the same for one quantization attempt, with its note. Main graph only."""
 
 from __future__ import annotations
 

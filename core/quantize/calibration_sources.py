@@ -1,23 +1,18 @@
 """Calibration data in the forms people have it: arrays saved without names, and lines of text.
 
-Why: static quantization is only as good as its calibration ranges, and ranges from random
-inputs miss real activations (outlier channels, text-image statistics). Users hold real samples as
-`np.savez(f, x)` files (arrays named `arr_0`, `arr_1`...) or, for a language model, as plain text.
+Why: ranges from random inputs miss real activations; users hold real samples as `np.savez(f, x)`
+files (arrays named `arr_0`...) or, for a language model, as plain text.
 
 Contract: `calibration_data(source, specs, model_path, tokenizer=None)` returns what
-`evaluate.feeds.open_feeds` reads (which already takes an `.npz` named like the inputs, a folder
-of `.npz`/`.npy`, mappings...), converting two more forms:
-- `.npz` files (one, or a folder of them) whose arrays are all positional (`arr_0`, `arr_1`...,
-  as `np.savez` names unnamed arrays), given in the order of the model's inputs: mapped by
-  position. These are read whole (named ones stay memory-mapped by open_feeds);
-- a `.txt` file: one sample per non-empty line, tokenized with a Hugging Face tokenizer
-  (`tokenizer`: a folder or a `tokenizer.json`; else the first of the model's folder and the
-  text's folder holding a `tokenizer.json`), `BATCH_LINES` lines per batch, padded to the longest
-  line (or as the tokenizer file says), truncated to the model's fixed sequence length, else the
-  tokenizer's, else `MAX_TOKENS`. Tokens go to the inputs named like `input_ids`,
-  `attention_mask`, `token_type_ids` (and `position_ids`); any other input is an error.
-Anything else is returned unchanged. Errors are one line naming the file.
-"""
+`evaluate.feeds.open_feeds` reads, converting two more forms:
+- `.npz` files (one, or a folder) whose arrays are all positional, in the order of the model's
+  inputs: mapped by position (read whole);
+- a `.txt` file: one sample per non-empty line, tokenized with a Hugging Face tokenizer (given, or
+  the first `tokenizer.json` beside the model or the text), `BATCH_LINES` lines per batch, padded
+  and truncated (to the model's fixed sequence length, else the tokenizer's, else `MAX_TOKENS`),
+  fed to the inputs named like `input_ids`, `attention_mask`, `token_type_ids`, `position_ids`;
+  any other input is an error.
+Anything else is returned unchanged. Errors are one line naming the file."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """Which int8 kernel ONNX Runtime will use on this CPU, and the weight format that keeps it exact.
 
-Why: ONNX Runtime multiplies uint8 activations by int8 weights (u8s8). On x86 CPUs without VNNI
-(AVX2, and AVX-512 BW alone) its kernels use `vpmaddubsw`, which adds two u8 x s8 products into a
-*saturating* int16: with 8-bit weights, large activations times large weights clip (ORT's
-quantization docs), and a model that passed on a VNNI machine loses accuracy there (cosine 0.98
-instead of 0.99+ on the same file). With 7-bit weights (`reduce_range`) the pair sum is at most
-2 x 255 x 64 = 32640 < 32767: exact on every CPU. VNNI (`vpdpbusd`, AVX-512 or AVX-VNNI), AMX and
-ARM's dot product (`sdot`/`udot`) accumulate in int32 and never saturate, so 8-bit weights are
-exact there and more accurate.
+Why: ORT multiplies uint8 activations by int8 weights. On x86 without VNNI (AVX2, AVX-512 BW
+alone) its kernels add pairs of u8 x s8 products into a *saturating* int16, so 8-bit weights can
+clip; 7-bit weights (`reduce_range`) keep every pair sum within int16: exact on every CPU. VNNI,
+AMX and ARM's dot product accumulate in int32, so 8-bit weights are exact and more accurate there.
 
 Contract: `detect()` reads the CPU's flags (Linux `/proc/cpuinfo`, macOS `sysctl`; anything else
-or unreadable -> `unknown`, treated like a saturating path) and returns an `Int8Path`;
-`resolve(value)` returns the path a caller pinned by name (tests pin one so their verdict never
-depends on the CPU running them) or the detected one. `Int8Path.reduce_range` is the weight
-choice (7-bit on saturating or unknown paths); `describe()` is the line the quantize report
-records ("int8 path: avx2 (no VNNI) -> 7-bit weights").
+-> `unknown`, treated as saturating) and returns an `Int8Path`; `resolve(value)` returns the path
+a caller pinned by name (tests pin one so their verdict never depends on the CPU) or the detected
+one. `Int8Path.reduce_range` is the weight choice; `describe()` is the report's line ("int8 path:
+avx2 (no VNNI) -> 7-bit weights").
 """
 
 from __future__ import annotations

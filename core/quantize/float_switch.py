@@ -1,27 +1,18 @@
 """A quantized model in which each quantized node can be put back in float by an input, per run.
 
-Why: finding which nodes to keep in float (search.py) means measuring the model with many
-different sets of float nodes. Quantizing and loading a model per set costs seconds each on a
-real transformer; here one session answers every set: each candidate node runs both ways and a
-`Where` on a boolean input picks which result flows on. A dynamic int8 model reads its inputs in
-float and quantizes them at run time, so "this node in float, the rest as quantized" computed
-this way is the model `quantize_dynamic(..., nodes_to_exclude=[node])` would write (up to the
-float rounding of ONNX Runtime's fusions; the search's answer is always checked on the real file).
+Why: the search (search.py) measures the model with many sets of float nodes; quantizing and
+loading a model per set costs seconds. Here one session answers every set: each candidate runs
+both ways and a `Where` on a boolean input picks which result flows on; for dynamic int8 that is
+the model `nodes_to_exclude=[...]` would write (up to ORT's fusions; answers are checked on the
+real file).
 
 Contract: `switched(quantized, float_model, candidates)` returns `(model, switches)`: a copy of
-`quantized` where, for each candidate node of `float_model` whose outputs the quantizer now
-produces otherwise, the float node is added (outputs renamed `<out>__float`, its float weights
-added back if the quantizer dropped them, as `<name>__float` where a node now yields that name:
-QDQ's DequantizeLinear of a Conv bias keeps it), the quantized producer's output is renamed
-`<out>__int8`, and `Where(<switch>, <out>__float, <out>__int8) -> <out>` joins them. A candidate
-reading a tensor the quantizer removed or now computes otherwise (QDQ folds a Clip/Relu into its
-producer, whose output then takes its name, unclipped: its Q/DQ range clips) is not switched. `switches`
-maps candidate node name -> its boolean scalar input name. Candidates the quantizer left alone
-are not in `switches`. Candidates inside If/Loop/Scan bodies are switched in their body (the
-body reads its switch from the main graph; a name in several bodies has one switch, as ORT's
-`nodes_to_exclude` treats them alike). Both inputs are unchanged. `SwitchedRunner` runs it on feeds with a given
-set of float nodes.
-"""
+`quantized` where each candidate the quantizer changed gets its float node back (outputs
+`<out>__float`, float weights re-added if dropped), the quantized output renamed `<out>__int8`,
+and `Where(<switch>, <out>__float, <out>__int8) -> <out>`. Candidates reading a tensor the
+quantizer removed or recomputes (a folded Clip/Relu) are not switched; body nodes are switched in
+their body. `switches`: candidate -> its boolean input. Inputs unchanged. `SwitchedRunner` runs it
+with a given set of float nodes."""
 
 from __future__ import annotations
 

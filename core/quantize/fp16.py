@@ -1,38 +1,18 @@
 """Float32 -> float16 conversion that keeps in float32 what float16 cannot hold.
 
-Why our own converter: ONNX Runtime's `float16.convert_float_to_float16` (from onnxconverter-common)
-converts the values of every Constant node, even for the nodes it keeps in float (a
-BatchNormalization variance of 9.8e7 held in a Constant became 65504: cosine 0.004 on PP-OCR's
-text detector), round-trips every edge between two float32 nodes through float16, and appends the
-Casts of the graph inputs after their consumers (the file fails `onnx.checker`).
+Why our own converter: onnxconverter-common's converter changes Constant values even for nodes it
+keeps in float (9.8e7 became 65504) and can emit Casts after their consumers (fails the checker).
 
-Contract: `to_float16(model, keep=..., keep_io_types=..., block_ops=...)` converts `model` (a
-ModelProto with its weights loaded) in place and returns the nodes kept in float32 with why
-(`{node label: reason}`; a label is the node's name, or `OpType#index` for an unnamed node):
-- a node runs in float16 when it is a standard ONNX op whose schema allows float16 where it
-  carries its float type (fp16_slots.py), has no sub-graph, is not in `keep` (label -> reason, e.g.
-  activations beyond float16's range measured by fp16_ranges.py) and not of a type in `block_ops`;
-  a node reading a weight beyond float16's range (|x| > 65504) stays float32 too;
-- weights (initializers and Constant nodes) become float16 only when every node reading them runs
-  in float16; read by both kinds, a float16 copy is added; otherwise they are left bit-exact;
-- every other tensor keeps its producer's precision; a consumer wanting the other one reads it
-  through one shared Cast, emitted just before that consumer (the node list is topologically
-  sorted first if it was not), so the result passes `onnx.checker`;
-- graph inputs and outputs stay float32 with `keep_io_types` (else become float16);
-- If/Loop/Scan bodies, at any depth, are converted the same way, each as a graph of its own: their
-  weights (initializers, Constant nodes) and nodes go float16 by the same rules; a body's inputs
-  and outputs stay float32 (the node holding it keeps its interface). A name a body reads from
-  outside (a captured outer value) keeps float32 in its graph, and the body casts what its float16
-  nodes read, except an outer weight whose readers, inside and outside bodies, all run in float16:
-  that weight itself becomes float16 (silero-vad's LSTM weights sit one If above their LSTM).
-  A node holding bodies that `keep` names stays float32 with all it holds (so keeping an If in
-  float32, as the accuracy loop and fp16_ranges.py do for the main graph's nodes, means it).
-  Activations inside bodies are not measured against float16's range (fp16_ranges.py sees the
-  main graph only; ORT cannot expose a body's tensors): `keep` names body nodes to keep them
-  float32 (a label is the node's name, or for an unnamed body node
-  `<holder label>/<attribute>/<OpType>#<index>`). A node reading or writing a tensor whose type
-  shape inference could not tell stays float32 (no Cast could be placed right around it).
-"""
+Contract: `to_float16(model, keep=..., keep_io_types=..., block_ops=...)` converts `model` in place
+and returns the nodes kept in float32 with why (`{label: reason}`):
+- a node runs in float16 when its schema allows it (fp16_slots.py), it has no sub-graph and is not
+  kept (`keep`, `block_ops`, a weight beyond float16's range);
+- weights become float16 only when every reader runs in float16 (mixed readers: a float16 copy is
+  added); every other tensor keeps its producer's precision, converted through one shared Cast
+  placed just before the consumer (topologically sorted first), so the result passes the checker;
+- graph inputs and outputs stay float32 with `keep_io_types`;
+- If/Loop/Scan bodies are converted the same way, each as a graph of its own with a float32
+  interface; an unknown-typed tensor keeps its nodes float32."""
 
 from __future__ import annotations
 

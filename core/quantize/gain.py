@@ -1,25 +1,18 @@
 """Did quantizing gain anything? A result that is neither smaller nor faster is a failure, said so.
 
-Why: without this check a dynamic quantization of a Conv-only model (nothing it can quantize in
-ONNX Runtime's CPU provider) returned the model unchanged, and a model whose tiny weights were
-quantized "passed" at 1.40x the size: both reported success.
+Why: without it a quantization that changed nothing, or grew the model, reported success.
 
 Contract:
-- `quantized_nothing(source, result)`: True when `result` has no weight the quantizer converted
-  (no integer or float16 weight beyond those `source` had, no quantized op); every graph counts:
-  the main graph and the If/Loop/Scan bodies at any depth (their initializers and Constant nodes:
-  a recurrent model's weights often live only there). `nothing_quantized(...)` is the one-line
-  error saying why (which op types were there, how many inside bodies, and what would quantize them).
-- `nothing_gained(size_ratio, latency_ratio)`: the verdict, None when something was gained, else
-  the reason. A model at most `SMALLER` (0.9x) the size gains (the bytes are the point); one
-  barely smaller or larger gains only when measured faster by `FASTER` (`latency_ratio` None: not
-  measured, not faster). The reason says which: "not smaller" or "barely smaller", and the speed.
-- `static_reach(name, source)`: static QDQ (ONNX Runtime's QDQ quantizer sees the main graph
-  only) raises the one-line error when every weight op is inside a body, else a note of how
-  many stay float, or None.
-- `heavy_ops(model)`: (op type counts in the main graph, op type counts inside bodies) of the op
-  types that hold a model's weights (`HEAVY_OPS`).
-"""
+- `quantized_nothing(source, result)`: True when `result` holds no weight or op the quantizer
+  converted, in any graph (If/Loop/Scan bodies included); `nothing_quantized(...)` is the one-line
+  error saying why (op types there, how many inside bodies, what would quantize them).
+- `nothing_gained(size_ratio, latency_ratio)`: None when something was gained, else the reason. At
+  most `SMALLER` (0.9x) the size gains; barely smaller or larger gains only when measured faster by
+  `FASTER` (`latency_ratio` None: not faster).
+- `static_reach(name, source)`: static QDQ sees the main graph only: the one-line error when every
+  weight op is inside a body, else a note of how many stay float, or None.
+- `heavy_ops(model)`: counts of the weight-holding op types (`HEAVY_OPS`), in the main graph and
+  inside bodies."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """Int4 weight-only quantization of the large MatMul weights (`com.microsoft.MatMulNBits`).
 
-Why: in a transformer almost all bytes are the weights of a few MatMul shapes (attention
-projections, FFN). Stored as 4-bit integers with one float scale (and a 4-bit zero point) per
-block of `block_size` values along K, they take ~0.16x their float32 bytes, and ONNX Runtime's CPU
-kernel (MLAS) multiplies by them directly; activations stay float, so nothing needs calibration.
-Small weights are left alone: their bytes do not matter and they are often the sensitive ones
-(classifier heads, gates).
+Why: a transformer's bytes are mostly a few MatMul weights; as 4-bit integers with a float scale
+(and a 4-bit zero point) per block of `block_size` values along K they take ~0.16x their float32
+bytes, ORT's CPU kernel multiplies by them directly, and activations stay float (no calibration).
+Small weights (heads, gates) are left alone.
 
-Contract: `int4(src, dst, *, exclude, block_size, min_elements, accuracy_level, big)` writes to
-`dst` the model `src` with every MatMul whose second input is a 2-D float32 initializer of at
-least `min_elements` values (and K >= block_size) replaced by MatMulNBits, except the nodes named
-in `exclude`, in the main graph and inside If/Loop/Scan bodies (ORT's quantizer walks them);
-unnamed MatMuls are named `MatMul#<index>` in the written model so they can be excluded and
-reported. Uses `onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer`
-(asymmetric, QOperator format, round-to-nearest, `accuracy_level` 4). Returns the names of the
-nodes quantized.
+Contract: `int4(src, dst, *, exclude, block_size, min_elements, accuracy_level, big)` writes `dst`:
+`src` with every MatMul whose second input is a 2-D float32 initializer of at least `min_elements`
+values (and K >= block_size) replaced by MatMulNBits, except the nodes in `exclude`, in the main
+graph and inside If/Loop/Scan bodies; unnamed MatMuls are named `MatMul#<index>`. Uses ORT's
+`MatMulNBitsQuantizer` (asymmetric, QOperator, round-to-nearest). Returns the nodes quantized.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """One quantization attempt per mode: float32 model in, quantized/converted model file out.
 
 Contract: each function reads `src` and writes `dst` (plus `dst.data` when `big`), keeping the
-float nodes named in `exclude` in float, and nothing else. What each mode does:
-- dynamic: `quantize_dynamic`, int8 weights, uint8 activations quantized at run time. Op types
-  default to MatMul (ORT rewrites Gemm to MatMul + Add itself), Gather (embedding tables),
-  Attention, LSTM, EmbedLayerNormalization; never Conv: ORT's CPU provider has no ConvInteger for
-  int8 weights, so a dynamically quantized CNN would not load (Conv goes through static/QDQ).
-  MatMuls of two activations stay float (`MatMulConstBOnly`). A model with If/Loop/Scan bodies is
-  quantized inside them too (ORT's `EnableSubgraph`; `exclude` names body nodes as well); the
-  `com.microsoft` domain its ops there use gets declared (ORT declares it only in the body).
-- static: QDQ form (QuantizeLinear/DequantizeLinear pairs ORT fuses into integer kernels), uint8
-  activations, int8 weights, with ranges from `calibration.calibrate` computed once and reused.
-  ORT's QDQ quantizer rewrites the main graph only: If/Loop/Scan bodies stay float (gain.static_reach).
-  Gemm biases are written 1-D first (gemm_bias.py: ORT 1.32 crashes on a [1, N] one).
-- fp16: our converter (fp16.py: Constant-held weights of float32 nodes untouched, weights beyond
-  float16's range keep their readers float32, topological order), plus the nodes `fp16_beyond`
-  measured past float16's range on the validation inputs, optional float I/O, op and node block
-  lists; op types the CPU provider then refuses are added to the block list and retried. What was
-  kept float32 and why is recorded in the model's metadata (`onnxport.fp16`).
+nodes named in `exclude` in float, and nothing else:
+- dynamic: `quantize_dynamic`, int8 weights, activations quantized at run time; MatMul, Gather,
+  Attention, LSTM, EmbedLayerNormalization by default, never Conv (ORT's CPU provider has no
+  ConvInteger for int8 weights); MatMuls of two activations stay float; If/Loop/Scan bodies too.
+- static: QDQ form, uint8 activations, int8 weights, ranges from `calibration.calibrate` computed
+  once; main graph only (gain.static_reach); Gemm biases written 1-D first (gemm_bias.py).
+- fp16: our converter (fp16.py) plus the nodes `fp16_beyond` measured past float16's range; op
+  types the CPU provider refuses are blocked and retried; what stayed float32 and why is recorded
+  in the metadata (`onnxport.fp16`).
 - int4: weight-only 4-bit MatMulNBits for the large MatMul weights (int4.py).
 Every written model declares only the operator domains it uses (domains.py).
 """

@@ -1,23 +1,17 @@
 """A static QDQ model in which each quantized node can be put back in float by inputs, per run.
 
-Why: the static search (search_static.py) measures many sets of float nodes; quantizing again per
-set costs seconds. `float_switch.py` re-adds float copies of nodes, which works for dynamic int8
-but not for QDQ: ORT's QDQ quantizer folds a Relu/Clip into its producer (the Conv then writes the
-Relu's output name, unclipped: the Q/DQ range clips), so float copies read the wrong values.
-Here the switches sit on the quantization itself, which is where QDQ puts all of its error:
-every DequantizeLinear (of an activation, a weight or a bias) gets a `Where(switch, float, dq)`.
-The float side of an activation is the tensor the QuantizeLinear reads (re-clipped by a copy of
-the float model's Relu/Clip where the quantizer folded one), of a weight or bias the float model's
-initializer. As ORT's quantizer decides, a tensor stays quantized while any quantized node touches
-it (its producer, or a consumer that reads the dequantized value); a weight while its node does.
-So keeping a set S of nodes in float turns a switch on when every candidate touching it is in S:
-the model `nodes_to_exclude=S` would write, up to bias rounding (the search's answer is always
-checked on the real file).
+Why: the static search (search_static.py) measures many sets of float nodes. float_switch.py's float
+copies do not work for QDQ (the quantizer folds a Relu/Clip into its producer, whose output then
+takes its name, unclipped), so here the switches sit on the quantization itself: every
+DequantizeLinear gets a `Where(switch, float, dq)`, the float side being the tensor the
+QuantizeLinear reads (re-clipped where a Relu/Clip was folded) or the float initializer. A tensor
+stays quantized while any quantized node touches it, so a switch turns on when every candidate
+touching it is kept float: the model `nodes_to_exclude=S` would write, up to bias rounding
+(answers are checked on the real file).
 
-Contract: `qdq_switched(quantized, float_model, candidates)` returns `(model, switches)` with
-`switches`: switch input name -> the candidate nodes that must all be float for it to turn on.
-`QdqRunner(sess, switches, feeds, outputs).run(keep_float)` as `float_switch.SwitchedRunner`.
-Main graph only (ORT's QDQ quantizer does not enter If/Loop/Scan bodies).
+Contract: `qdq_switched(quantized, float_model, candidates)` returns `(model, switches)`: switch
+input -> the candidates that must all be float for it to turn on. `QdqRunner(sess, switches,
+feeds, outputs).run(keep_float)` as `float_switch.SwitchedRunner`. Main graph only.
 """
 
 from __future__ import annotations

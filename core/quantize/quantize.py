@@ -1,28 +1,17 @@
-"""Quantize or convert a float32 model (dynamic int8, static int8 QDQ, float16) to an accuracy target.
+"""Quantize or convert a float32 model (dynamic int8, static int8 QDQ, float16, int4) to an accuracy target.
 
-Contract: `quantize(model, out, mode, ...)` writes `out` (atomically: a work folder next to it,
-fsync, rename; a failure or cancel leaves nothing and never touches an existing `out`) and
-returns a `QuantizeResult`. Steps:
-0. int8 modes: the CPU's int8 path (cpu_int8.py; `int8_path` pins one) picks the weight format
-   exact on its kernels: 7-bit weights (`reduce_range`) where u8s8 saturates (AVX2 without VNNI)
-   or the CPU is unknown, 8-bit elsewhere; dynamic is per-channel unless told otherwise. The
-   report records it ("int8 path: avx2 (no VNNI) -> 7-bit weights");
-1. ONNX Runtime's pre-processing (prep.py: its optimizer folds e.g. Transpose'd weights
-   so they get quantized, then shape inference) for the int8 modes;
-2. static: calibration ranges from `calibration` (a .npz, a folder of .npy, or generated from the
-   input specs), computed once, memory bounded by one batch;
+Contract: `quantize(model, out, mode, ...)` writes `out` atomically (a failure or cancel leaves
+nothing and never touches an existing `out`) and returns a `QuantizeResult`. Steps:
+0. int8 modes: the CPU's int8 path (cpu_int8.py, or `int8_path`) picks 7-bit or 8-bit weights;
+1. ONNX Runtime's pre-processing (prep.py) for the int8 modes;
+2. static: calibration ranges (calibration data or generated), computed once, one batch in memory;
 3. quantize (modes.py) and check ONNX Runtime runs the result;
-4. with `accuracy_target` (default 0.99: cosine per output, and the same argmax agreement for a
-   classifier's outputs, compare.py) on `validation_inputs`: validate against the float32 model;
-   while it misses, keep nodes in float (search.py): dynamic measures what keeping each node and
-   block in float gains and keeps the fewest that meet the target; static/fp16 keep the nodes
-   adding most error 1, 2, 4... (static: with the producers of their inputs, whose quantized
-   outputs they would still read). The nodes kept are reported (`kept_float_nodes`) and recorded
-   in the model's metadata (`onnxport.quantize`), so `requantize` can exclude more and try again.
-   If even that misses, nothing is written; nor when nothing was gained (gain.py: nothing
-   quantized, or neither smaller nor faster). The written model declares only the domains it
-   uses and passes `onnx.checker`;
-5. a final validation report against the original model (with the nodes adding most error).
+4. with `accuracy_target` (default 0.99 cosine per output, and argmax agreement for a classifier,
+   on `validation_inputs`): while it misses, keep nodes in float (search.py, search_static.py);
+   the nodes kept are reported (`kept_float_nodes`) and recorded in the metadata
+   (`onnxport.quantize`) so `requantize` can exclude more. If even that misses, or nothing was
+   gained (gain.py), nothing is written;
+5. a final validation report against the original model.
 """
 
 from __future__ import annotations

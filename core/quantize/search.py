@@ -1,27 +1,18 @@
 """Which nodes to keep in float so a quantized model meets its accuracy target: the searches.
 
-Why: a real transformer quantized whole misses the target because of one or two layers (on
-all-MiniLM-L6-v2 the first layer's FFN output projection alone costs 0.016 of cosine; 7-bit
-weights make that 0.15), while the error each node adds in isolation (sensitivity.py) ranks them
-poorly: the damage shows downstream. So, as Intel Neural Compressor's tolerable-loss loop does,
-the impact of each node is *measured* on the outputs: the model with that node back in float.
+Why: a transformer quantized whole misses the target because of one or two layers, while the
+error each node adds in isolation (sensitivity.py) ranks them poorly: the damage shows downstream.
+So, as Intel Neural Compressor's tolerable-loss loop does, each node's impact is *measured* on the
+outputs, with that node back in float.
 
 Contract:
-- `dynamic_loop(...)` (dynamic int8): quantize everything (per-channel unless told otherwise);
-  if the outputs miss the criteria, build one switched model (float_switch.py), measure for
-  every quantized node, and for every block of them (the same role in each layer, e.g. every
-  FFN output projection; all nodes of one layer; nodes inside If/Loop/Scan bodies included), what
-  keeping it in float gains; keep nodes in
-  float in that order (a block's members first, best first) until the criteria are met with a
-  margin (0.993 for a 0.99 target: room for inputs it did not see), then drop again any kept node
-  the others make unnecessary. The answer is quantized for real and validated against the target;
-  if that still misses, the next nodes in the order follow.
-- `layer_error_loop(...)` (static QDQ, float16): rank the nodes by the error each adds
-  (sensitivity.py) and keep the worst 1, 2, 4... in float until met.
+- `dynamic_loop(...)` (dynamic int8): if quantizing everything misses, measure on one switched
+  model (float_switch.py) what keeping each node, and each block (one role in every layer, one
+  layer), in float gains; keep them in that order until met with a margin, drop any the others
+  make unnecessary, then quantize for real and validate (if that misses, the next follow).
+- `layer_error_loop(...)` (static QDQ, float16): keep the worst 1, 2, 4... nodes by added error.
 Both return `LoopResult`: the file, the nodes kept, the real attempts (each validated), whether
-the target was met, and for the search what it measured (`search`). No output of either ever
-prints non-finite numbers.
-"""
+the target was met, and what the search measured. Never prints non-finite numbers."""
 
 from __future__ import annotations
 

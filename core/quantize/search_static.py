@@ -1,29 +1,17 @@
 """The accuracy search of static QDQ: which units of nodes to keep in float, measured, within a budget.
 
-Why: quantized whole (per-channel weights, biases corrected), PP-OCRv4's text detector misses cosine
-0.99 because of a few stages, not a few nodes: its high-resolution backbone stages carry channels
-10x the others, and no single node kept in float fixes that. The former loop kept the 1, 2, 4...
-nodes adding most error in isolation and ended with 221-258 single nodes in float (0.87x the size)
-after 86 s of quantizing and validating again and again. Here, as in the dynamic search (search.py),
-the impact is *measured* on the outputs with one switched model (float_switch.py: every quantized
-node can go back to float per run), but by unit:
-- segments: the quantized nodes in graph order, cut into `SEGMENTS` runs holding as many weight
-  nodes each (a CNN's stages, earliest resolution first; names like `p2o.Conv.12` say nothing),
-  and the first 2, 3... segments together (the high-resolution stages, whose errors compound);
-- op types: every quantized node of one type (e.g. all the Mul of the squeeze-excite gates);
-- named blocks: the same role in every numbered layer and each layer (`search.blocks_of`);
-- single nodes, in small models only (up to `SINGLE_NODES_UP_TO` candidates).
-A unit also keeps the quantizable producers of its inputs (`expand`: a node kept in float still
-reads its inputs through the Q/DQ pair its producer's output gets). Units are ranked by the loss
-they remove per share of the weights they keep float (+ `FREE_SHARE`: activation-only ops cost no
-size), added in that order (up to `MAX_FLOAT_SHARE` of the weights kept float) until the target (plus the
-search margin) is met, and then any unit
-the others make unnecessary is dropped again. The answer is quantized for real and validated;
-if it misses, the next units follow, for at most `MAX_ROUNDS` real attempts.
-
-Bounded: at most `MAX_EVALUATIONS` switched-model runs (each runs the model once on at most
-`search.SEARCH_BATCHES` batches); `LoopResult.search["capped"]` says when the budget cut the
-search short (the caller notes it).
+Why: a CNN quantized whole can miss the target because of a few stages, not a few nodes, and
+keeping single nodes by isolated error ended in hundreds kept float after many real attempts
+(figures: docs/performance.md). Here the impact is *measured* on one switched model (qdq_switch.py)
+by unit: segments of the quantized nodes in graph order (and the first 2, 3... together), op types,
+named blocks (`search.blocks_of`), and single nodes in small models (`SINGLE_NODES_UP_TO`). A unit
+also keeps the quantizable producers of its inputs (`expand`).
+Units are ranked by the loss they remove per share of the weights they keep float (+ `FREE_SHARE`),
+added in that order (up to `MAX_FLOAT_SHARE`) until the target plus margin is met; units the others
+make unnecessary are dropped. The answer is quantized for real and validated; if it misses, the
+next units follow, for at most `MAX_ROUNDS` attempts.
+Bounded: at most `MAX_EVALUATIONS` switched runs, each on at most `search.SEARCH_BATCHES` batches;
+`LoopResult.search["capped"]` says when the budget cut the search short.
 """
 
 from __future__ import annotations

@@ -2,33 +2,17 @@
 
 Contract: `generate_training_artifacts(forward, out_dir, trainable=..., frozen=..., loss=...,
 optimizer=...)` writes `training_model.onnx`, `eval_model.onnx`, `optimizer_model.onnx` and
-`checkpoint` into `out_dir` through `onnxruntime.training.artifacts.generate_artifacts`, and returns
-an `ArtifactsResult`. That API exists only in onnxruntime-training 1.19.2, which lives in a
-separate training environment (see `training/environment.py`): the graph is repaired here, handed
-to a child process there as a file, and its files come back the same way (progress and cancel
-carried across; cancel kills the child). Without a training environment: `UnavailableError`, one
-line saying how to get one. Nothing is written into `out_dir` unless generation succeeds (a temp
-folder beside it is renamed).
-
-Parameters are the forward graph's float initializers. By default every one is trainable except
-BatchNormalization running statistics, which are frozen (they have no gradient). `trainable` /
-`frozen` take names or fnmatch patterns (`bert.embeddings.*`); with only `trainable` given, the
-rest is frozen; with only `frozen`, the rest is trainable (running statistics stay frozen).
-
-Known failures of ORT's builder, repaired here (each listed in `repairs`):
-- LayerNormalization exported with only its `Y` output (torch at opset >= 17): ORT's gradient
-  builder reads the optional `Mean`/`InvStdDev` outputs and aborts; they are added.
-- Dropout with a single output (torch's export of scaled_dot_product_attention's dropout, which
-  has no training flag and so does nothing): the gradient builder reads the mask output; it is added.
-- BatchNormalization in training form (training_mode=1, three outputs): ORT writes the eval graph
-  with the three outputs and training_mode=0, which ORT itself then refuses to load ("number of op
-  outputs should be 1 when Training_mode = False"); the eval graph gets the inference form.
-BatchNorm's running statistics, though frozen, are not constant: each training step of ORT's
-training graph (training_mode=1) updates them in place in the checkpoint state, as PyTorch's train()
-does, except that the running variance takes the biased batch variance where PyTorch takes the
-unbiased one (said in `notes`). What still cannot work: an op without a gradient in ORT on the path
-to a trainable parameter fails generation, reported with ORT's own message.
-"""
+`checkpoint` through ORT's `generate_artifacts`, which exists only in onnxruntime-training 1.19.2:
+the graph is repaired here and handed as a file to the training environment's child
+(training/process.py; progress and cancel carried across). Without that environment:
+`UnavailableError`, one line. Nothing lands in `out_dir` unless generation succeeds.
+Parameters: the float initializers, all trainable but BatchNorm running statistics; `trainable` /
+`frozen` take names or fnmatch patterns (with only one given, the rest is the other).
+Repairs of ORT's builder (listed in `repairs`): LayerNormalization with only `Y` gets its optional
+outputs; a single-output Dropout gets its mask; BatchNormalization in training form gets its
+inference form in the eval graph. BatchNorm statistics are updated by training steps with the
+biased batch variance (said in `notes`). An op without a gradient on a trainable path fails with
+ORT's own message."""
 
 from __future__ import annotations
 
