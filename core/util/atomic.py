@@ -1,32 +1,18 @@
 """The one place where onnxport puts files in place: temp beside the destination, fsync, rename.
 
-Why one module: every writer (models, checkpoints, staged tool output, reports) must leave either
-the old file or the complete new one, never a partial file or a stray temp, whatever happens
-(error, cancel, SIGTERM, SIGKILL, two runs writing to one path). Doing that right once is easier
-than five times.
+Why one module: every writer must leave the old file or the complete new one, never a partial
+file or a stray temp, whatever happens (error, cancel, SIGTERM, SIGKILL, two runs on one path).
 
 Contract:
-- `AtomicWrite(dest)` is one write to `dest` (a file or a folder), used as a context manager.
-  Entering it removes the *stale* temps of `dest` (`remove_stale_temps`). `new_file()` /
-  `new_dir()` create temps in dest's folder (same file system, so renames are atomic) named
-  `.<dest name>.<pid>.<random>.onnxport-tmp`: hidden, recognisable, and owned by a pid.
-  `companion(suffix)` names a file unique to this run (`<dest name>.<run id>.<suffix>`), for
-  files the destination refers to by name (a model's external data).
-- `commit(moves, obsolete=...)` is the commit point: under a lock on the folder it fsyncs every
-  temp, renames the companions into place first (fsyncing the folder), then the destination
-  last, then deletes the `obsolete()` files (e.g. the data file the previous model named, worked
-  out under the lock). Until the last rename nothing visible has changed; a failure before it
-  removes the companions placed so far.
-- Leaving the `with` block removes whatever temps were not committed, on success, error, cancel
-  or an exception raised by a signal handler alike.
-- Temps are also kept in a registry of this process's live temps: `remove_live_temps()` lets a
-  front end (the app's SIGTERM handler) remove the temps of writes running in other threads.
-- SIGKILL cannot be caught: the next write to the same destination removes the temps whose
-  owner pid is dead (`remove_stale_temps`, called on entry).
-
-The core installs no signal handler: front ends turn SIGTERM into an exception (the CLI) or into a
-cancel (the app), and the `with` blocks here do the rest.
-"""
+- `AtomicWrite(dest)` (a context manager) is one write to `dest`, a file or a folder. `new_file()`
+  / `new_dir()` make temps in dest's folder named `.<dest name>.<pid>.<random>.onnxport-tmp`;
+  `companion(suffix)` names a file unique to this run (`<dest name>.<run id>.<suffix>`).
+- `commit(moves, obsolete=...)` is the commit point: under a folder lock it fsyncs every temp,
+  renames the companions, then the destination last, then deletes the `obsolete()` files.
+- Leaving the `with` block removes whatever was not committed; entering it removes the temps of
+  dead owners (`remove_stale_temps`: SIGKILL cannot be caught); `remove_live_temps()` lets a front
+  end remove the temps of writes running in other threads.
+The core installs no signal handler: front ends turn SIGTERM into an exception or a cancel."""
 
 from __future__ import annotations
 

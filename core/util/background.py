@@ -2,17 +2,11 @@
 
 Why: the app's children (the shape-inference child started with an open, the quantization and
 validation children) compete with the worker thread and the GUI thread for the cores.
-
-- Priority: measured on a 100,000-node open, the types child running beside it made the open
-  0.05-0.13 s slower. At nice `BACKGROUND_NICE` the scheduler prefers the app's threads and the
-  child still gets every idle cycle.
-- A core: priority is not enough where the machine itself is rationed. On the 2-vCPU VMs this
-  app is measured on, a child keeping both vCPUs busy (Python plus ONNX Runtime's two intra-op
-  threads) made the host pause the whole VM for 60-300 ms at a time: steal time on both vCPUs at
-  once, heartbeats in unrelated processes pinned to each vCPU late by as much as the window's
-  (bench/decoder_app_bench.py, quantize phase). So a child runs on all the app's CPUs but one, and
-  ONNX Runtime sizes its thread pool to those CPUs (`allowed_cpu_count`), not to the machine.
-
+- Priority: at nice `BACKGROUND_NICE` the scheduler prefers the app's threads and the child still
+  gets every idle cycle.
+- A core: a child runs on all the app's CPUs but one, and ONNX Runtime sizes its thread pool to
+  those CPUs (`allowed_cpu_count`), not to the machine: on small VMs a child keeping every vCPU
+  busy made the host pause the whole VM, window included (figures: docs/performance.md).
 Best effort: where priorities or affinities cannot be set (another OS, a sandbox), nothing changes.
 """
 

@@ -1,28 +1,18 @@
 """Memory and work budgets: how much a file may make onnxport allocate, write or compute.
 
-Why: a crafted file must never exhaust memory (DESIGN: "Bars"). Every budget here is derived from
-the file at hand - its size on disk, the bytes its headers declare, the model's own parameter
-bytes - with a small absolute floor so tiny legitimate files are never refused. Readers check
-their budget from headers *before* they allocate; folding checks from shapes before it computes.
-
-Archives (.npz, PyTorch zip state_dicts): a compressed member legitimately inflates past its
-compressed size (np.savez_compressed), so members are bounded by the zip's declared uncompressed
-size (zipfile never returns more than that), and that declared size is bounded here:
-- one member may inflate to max(INFLATE_FLOOR, MAX_INFLATE_RATIO x its compressed bytes);
-- all members together to max(ARCHIVE_TOTAL_FLOOR, MAX_INFLATE_RATIO x the file's size).
-Real weights deflate about 1.1:1 and token ids about 4:1; only runs of one value (zeros, masks of
-ones) go past 32:1, and deflate bombs sit at its ~1030:1 limit. An archive over budget is refused
-with one line that says to save it uncompressed (np.savez), which has no limit beyond the file.
-
-Folding (core/fold.py) never fails on a budget; it leaves the node unfolded:
-- one folded output <= max(FOLD_OUTPUT_FLOOR, FOLD_OUTPUT_FACTOR x its distinct inputs' bytes)
-  (Cast int8 -> float64 is 8x; a Concat of one weight 4,096 times is not);
-- total growth of the model's constants <= max(FOLD_GROWTH_FLOOR, FOLD_GROWTH_FACTOR x the
-  model's constant bytes) (folded outputs minus the inputs they replace);
-- total work (bytes read or computed at fold time and at write time)
-  <= max(FOLD_WORK_FLOOR, FOLD_WORK_FACTOR x the model's constant bytes), so chains of folds that
-  re-read their inputs cannot take exponential time.
-"""
+Why: a crafted file must never exhaust memory. Every budget is derived from the file at hand (its
+size, the bytes its headers declare, the model's parameter bytes) with a small floor so tiny
+legitimate files are never refused. Readers check their budget from headers *before* they
+allocate; folding checks from shapes before it computes.
+Archives (.npz, zip state_dicts): one member may inflate to max(INFLATE_FLOOR, MAX_INFLATE_RATIO x
+its compressed bytes), all together to max(ARCHIVE_TOTAL_FLOOR, MAX_INFLATE_RATIO x the file's
+size). Real weights deflate about 1.1:1, token ids about 4:1, deflate bombs ~1030:1; an archive
+over budget is refused with one line saying to save it uncompressed.
+Folding (core/graph/fold.py) never fails on a budget; it leaves the node unfolded: one output <=
+max(FOLD_OUTPUT_FLOOR, FOLD_OUTPUT_FACTOR x its distinct inputs' bytes); the constants' total
+growth <= max(FOLD_GROWTH_FLOOR, FOLD_GROWTH_FACTOR x the model's constant bytes); total work <=
+max(FOLD_WORK_FLOOR, FOLD_WORK_FACTOR x those bytes), so chains of folds cannot take exponential
+time."""
 
 from __future__ import annotations
 

@@ -1,24 +1,18 @@
 """Run one core function in a fresh Python process: its GIL and its memory are not the caller's.
 
-Why: the app runs core work in worker threads, but some of it holds Python's GIL for seconds
-whatever thread it runs in - ONNX Runtime's quantization tooling loads, shape-infers and saves
-whole models (`onnx.load`, `infer_shapes_path`, `SerializeToString`: C++ calls that never release
-it), and validation parses models with inline weights. Measured on the 1B decoder's early exit
-(0.67 GB, bench/decoder_app_bench.py): the GUI thread froze 3.8 s while quantizing and 160 ms
-while validating, and the app's RSS peaked at 1.7x the parameter bytes. In a child process the
-GUI thread keeps the GIL to itself and the memory goes when the child does.
+Why: some core work holds Python's GIL for seconds whatever thread runs it (ONNX Runtime's
+quantization tooling loads, shape-infers and saves whole models; validation parses models with
+inline weights), freezing the app's window; in a child the GUI thread keeps the GIL and the memory
+goes when the child does (figures: docs/performance.md).
 
 Contract: `call_in_child(fn, *args, progress=..., cancel=..., **kwargs)` calls the module-level
-function `fn(*args, progress=<proxy>, cancel=<proxy token>, **kwargs)` in `python -m
-onnxport.core.util.child_call` and returns its result, or raises its exception (with its `hint`,
-its traceback text in `child_traceback`). `progress(fraction, message)` calls are forwarded to
-the caller's `progress`; the caller's `cancel` is forwarded to the child's token (the child stops
-at its next check, as it would in process, and its temp+rename writers leave nothing); so is the
-caller's end: a child whose caller died (the app killed mid-quantization) cancels itself. A commit
-in the child commits the caller's token. A child that dies without answering raises
-`OnnxportError` naming its exit status. Arguments and results travel pickled over private pipes
-between this process and the child it started (never from a file).
-"""
+`fn(*args, progress=<proxy>, cancel=<proxy token>, **kwargs)` in `python -m
+onnxport.core.util.child_call` and returns its result or raises its exception (with its `hint`,
+its traceback text in `child_traceback`). Progress is forwarded to the caller; the caller's cancel
+reaches the child's token, and a child whose caller died cancels itself; a commit in the child
+commits the caller's token. A child that dies without answering raises `OnnxportError` naming its
+exit status. Arguments and results travel pickled over private pipes between this process and the
+child it started (never from a file)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,15 @@
 """What an export with these outputs would do that a first-time user should hear about first.
 
-Contract: `review_export(model_path, outputs, parameter_names)` is a query (nothing is written,
-no weight is read): it loads the graph, indexes it and plans the prune, and returns an
-`ExportReview` with
-- `outputs`: the outputs asked for, or, when none are given, the suggested ones that
-  `onnxport inspect` prints as "Default outputs for export" (`defaulted` then says so);
-- `training_only` / `training_inputs`: chosen outputs that only matter for training (the loss;
-  the app greys them out) and the inputs kept only because of them (`labels`);
-- `dangling`: parameter-like graph inputs (named like `fc1.weight`, `ln.bias`, `bn.running_mean`,
-  with no initializer and no value from `parameter_names`) that the export would leave as inputs
-  of the written model: an eval graph exported without its checkpoint.
-- `checkpoint_beside`: a `checkpoint` next to the model (ORT's artifacts folder), for the hint;
-- `model`: the graph it loaded (weights left on disk, unnamed nodes named as the app names them),
-  for the export that follows: a 23k-node graph is not parsed and checked twice (~0.2 s).
+Contract: `review_export(model_path, outputs, parameter_names)` is a query (nothing written, no
+weight read): it loads and indexes the graph, plans the prune, and returns an `ExportReview`:
+- `outputs`: those asked for, or the suggested ones `onnxport inspect` prints (`defaulted`);
+- `training_only` / `training_inputs`: chosen outputs that matter only for training (the loss) and
+  the inputs kept only for them (`labels`);
+- `dangling`: parameter-like graph inputs (`fc1.weight`...) with no initializer and no value from
+  `parameter_names`: an eval graph exported without its checkpoint;
+- `checkpoint_beside`: a `checkpoint` next to the model, for the hint;
+- `model`: the graph it loaded (weights left on disk), so the export that follows does not parse
+  and check it again.
 Front ends decide what to do with it (the CLI stops on `dangling`, warns on `training_only`).
 """
 

@@ -1,29 +1,18 @@
 """ORTModule-trained models (seed 004): the ONNX graphs ORTModule saved + a PyTorch state_dict.
 
-`ORTModule(model, DebugOptions(save_onnx=True, onnx_prefix=P))` saves, per export mode, files
-named `P_<stage>_<mode>.onnx` (onnxruntime/training/ortmodule/_onnx_models.py):
-stage in torch_exported, post_processed, optimized_pre_grad, optimized, execution_model;
-mode in training, inference. The `torch_exported` graphs are plain `torch.onnx.export` output with
-`export_params=False, keep_initializers_as_inputs=True`: every parameter is a graph input named
-after the module's parameter, prefixed `_original_module.` (ORTModule's `_FlattenedModule` wraps
-the user's module under that attribute). The later stages hold ORT-internal rewrites (and, for
-training, the gradient graph), so they are only fallbacks.
-
-Contract (the pieces live in small modules so `sources` can use them without an import cycle):
+`ORTModule(model, DebugOptions(save_onnx=True, onnx_prefix=P))` saves `P_<stage>_<mode>.onnx`
+files; the `torch_exported` ones are plain `torch.onnx.export` output whose parameters are graph
+inputs named `_original_module.<name>`; later stages hold ORT-internal rewrites (fallbacks only).
+Contract (pieces in small modules, so `sources` uses them without an import cycle):
 - `find_ortmodule_sets(paths)` groups such files by prefix; `OrtModuleFiles.inference_graph()`
-  picks the graph to export (inference-mode torch_exported first; a training-mode one is fine
-  too: export puts Dropout/BatchNorm in inference form). See `ortmodule_files`.
+  picks the graph to export (inference-mode torch_exported first). See `ortmodule_files`.
 - `align_parameter_names(model, params)` renames a state_dict's entries to the graph's names when
   they differ by a wrapper prefix (`_original_module.`, DDP's `module.`, torch.compile's
-  `_orig_mod.`...), and reports what matched and what did not. See `name_alignment`.
-- `embed_state_dict(graph, state_dict, out)` does both, then `export.export_model`. A file that
-  does not fit (weights the graph does not take while the graph keeps weights of its own) is
-  refused unless `allow_partial`; then what stayed is listed in `EmbedResult.stayed`.
-
-ORTModule itself is not run here: onnxruntime-training 1.19.2's ORTModule cannot be imported with
-torch >= 2.9 (`torch.onnx._internal.jit_utils` moved), and this package does not need it; the
-tests build graphs the way ORTModule's exporter does.
-"""
+  `_orig_mod.`) and reports what matched. See `name_alignment`.
+- `embed_state_dict(graph, state_dict, out)` does both, then `export.export_model`; a file that does
+  not fit is refused unless `allow_partial` (then `EmbedResult.stayed` lists what stayed).
+ORTModule itself is not run (1.19.2 cannot import with torch >= 2.9); the tests build graphs the
+way its exporter does."""
 
 from __future__ import annotations
 

@@ -1,21 +1,17 @@
 """After `onnxport export`: validate the export, quantize it, measure both, write the report.
 
-Contract (called by core/cli/export_cmd.py for `export --validate` / `--quantize MODE`):
-`post_export(export_result, model_path, checkpoints, quantize=..., calibration=..., validate=...)`
-- `validate`: the export against the reference - the eval graph `model_path` fed with the
-  checkpoints' parameters (or the source model itself when there is no checkpoint);
-- `quantize`: writes `<stem>.int8.onnx` (dynamic), `<stem>.qdq.onnx` (static) or
-  `<stem>.fp16.onnx` next to the export (which stays as the float32 model), with the accuracy
-  target loop and its validation against the export, then benchmarks export vs quantized;
-- writes `<stem>.report.json` (atomically) next to the export.
-Progress: one monotonic bar over the steps it runs, each message named for its step
-(`export_steps`: a front end giving it the span of those steps sees the same split).
-`ValidationGate` validates *before* the export is put in place (`export --validate`): passed as
-the export's `verify`, it runs on the written model at a private path and raises when ONNX Runtime
-refuses the model or the validation fails, so a failed validation leaves the previous output
-untouched; its report then goes to `post_export(..., validated=gate.report)`.
-Returns a `PostExportResult`: the typed results of each step, the report as written (the app's
-report view draws it; nobody reads the file back) and its path; `to_dict()` is the CLI's JSON.
+Contract: `post_export(export_result, model_path, checkpoints, quantize=..., calibration=...,
+validate=...)`:
+- `validate`: the export against the reference (the eval graph fed with the checkpoints'
+  parameters, or the source model itself);
+- `quantize`: writes `<stem>.int8.onnx` / `.qdq.onnx` / `.fp16.onnx` beside the export (which stays
+  the float32 model), to the accuracy target, then benchmarks both;
+- writes `<stem>.report.json` atomically beside the export.
+Progress is one monotonic bar over its steps (`export_steps`). `ValidationGate`, passed as the
+export's `verify`, validates the written model *before* it is put in place and raises when ORT
+refuses it or validation fails, so a failed validation leaves the previous output untouched; its
+report then goes to `post_export(..., validated=gate.report)`. Returns a `PostExportResult` (typed
+results, the report as written, its path); `to_dict()` is the CLI's JSON.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """`JobRunner`: how a widget runs core work, so no widget keeps its own copy of the rules.
 
 Two kinds of job (each a `Job`, gui/jobs/worker.py):
-
-- the main job (`run`): one at a time (open, export, validate, import...); the user sees it
-  (the runner reports `started`, `progress`, `failed`, `ended`, `finished` for the status bar,
-  the log and dialogs) and may cancel it. A result the caller cannot use (its `on_result`
-  raises) is reported as the job's failure, never lost.
-- side jobs (`side`): quiet work next to it (the "export keeps" plan, the filtered tree, the
-  preview model): no progress, and only the newest answer of each name is used - an older one
-  still running when a newer one starts is cancelled (its cancel token is set: a core call that
-  checks it stops early and frees the CPU for the newer one) and its answer, if it still comes,
-  is dropped; `drop` does the same to the one in flight. They run under `quiet_gc`: Python's
-  full collections, triggered by the many containers a graph pass allocates, each held the GIL
-  for 20-50 ms at 300,000 nodes (measured) - a GUI-thread stall although the work is in a worker.
-  And they run one at a time (one pool thread, shared by every runner: the window's plan and
-  filter, the preview's model): with two side jobs running Python next to it, the GUI thread
-  waited 65-140 ms for the GIL (measured at 10,000 nodes; 2 cores). A side job that mostly
-  waits on a child process (`serial=False`: the shapes) runs beside them.
-
-Callbacks are called on the GUI thread and never after the runner (a child of its widget) is
-deleted: a job may finish after its window is gone.
+- the main job (`run`): one at a time (open, export, validate...), reported (`started`,
+  `progress`, `failed`, `ended`, `finished`) and cancellable. A result the caller cannot use (its
+  `on_result` raises) is reported as the job's failure, never lost.
+- side jobs (`side`): quiet work beside it (the plan, the filtered tree, the preview model): no
+  progress, only the newest answer of each name is used (an older one is cancelled and its answer
+  dropped; `drop` does the same to the one in flight). They run one at a time in one shared pool
+  thread, under `quiet_gc` (Python's full collections would hold the GIL the GUI thread needs); a
+  side job that mostly waits on a child (`serial=False`) runs beside them.
+Callbacks run on the GUI thread and never after the runner (a child of its widget) is deleted.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """One mechanism for every core job the app runs: a QRunnable whose signals live on a QObject.
 
-Why: the GUI thread never blocks. A job is a plain function `fn(progress, cancel)` from the core
-(open, plan, export, validate, quantize...). `Job.start()` runs it on the app's thread pool and
-emits, on the GUI thread (queued connections):
-
+Why: the GUI thread never blocks. A job is a plain core function `fn(progress, cancel)`;
+`Job.start()` runs it on the app's thread pool and emits, on the GUI thread:
 - `started()`;
-- `progress(fraction_or_None, message)` from the core's ProgressFn, throttled to ~20 per second
-  so a chatty job cannot flood the event loop;
-- `returned(result)` on success, or `errored(exc, traceback_text)` - every exception is caught
-  in the worker and emitted, never lost; a `Cancelled` arrives as `cancelled()` instead;
+- `progress(fraction_or_None, message)`, throttled to ~20 per second;
+- `returned(result)`, or `errored(exc, traceback_text)` (every exception is caught and emitted),
+  or `cancelled()` for a `Cancelled`;
 - `finished()` always, last.
-
-Cancel is cooperative: `Job.cancel()` sets the core `CancelToken` the job checks between steps;
-the core then raises `Cancelled` and cleans up (no partial file: its writers use temp+rename).
-Once the job passes its commit point (a file is being renamed into place: `Job.committed`) a
-cancel is ignored and the job ends with `returned(result)`: its result was written, and the
-window must say so, never "cancelled".
+Cancel is cooperative: `Job.cancel()` sets the core `CancelToken`; the core raises `Cancelled` and
+cleans up (no partial file). Once the job passes its commit point (`Job.committed`) a cancel is
+ignored and the job ends with `returned(result)`: the file was written, and the window says so.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
 """The error map of the report painted on the Netron preview, and the report and the preview linked.
 
-Why: the report says how much accuracy a quantization lost; the graph shows where. When the
-report shown carries per-node errors (core/evaluate/tensor_errors.py, found by
-`report.accuracy_map`), each node of the drawn graph that adds a measurable error gets its
-header coloured on a fixed log scale (green 0.0001 -> red 0.1 relative error added; fixed, so the
-colours of two quantizations compare), a hover title with its figures, and a legend
-(gui/preview/overlay_script.py does the page side). Nodes are matched by name: the preview of the
-export's source graph and the exported model share node names.
-
+Why: the report says how much accuracy a quantization lost; the graph shows where. When the report
+carries per-node errors (core/evaluate/tensor_errors.py), each drawn node adding a measurable error
+gets its header coloured on a fixed log scale (green 0.0001 -> red 0.1 relative error added), a
+hover title and a legend (overlay_script.py does the page side); nodes are matched by name.
 `ErrorOverlay(preview, report_view)`:
-- repaints after every drawing of the preview (`rendered`) and for every report shown
-  (`report_view.reportChanged`; built and painted in event-loop turns of their own, never in the
-  report's), so a requantization's new report brings the new colours; `painted(n)` answers only
-  for the newest report and drawing (an older apply's answer is dropped);
-- a node picked in the report's list is focused in the preview (`NetronView.focus`); a
-  double-click also asks for the Preview tab (`previewWanted`);
-- a node clicked in the page is polled for (`POLL_MS`, only while a map is shown), selected in the
-  report's list when it is there, and announced by `nodeClicked(name)`.
-`payload(error_map)` is the pure part (colours, titles, legend): `colour_for(added)` is the scale.
+- repaints after every drawing (`rendered`) and for every report shown (`reportChanged`), in
+  event-loop turns of their own; `painted(n)` answers only for the newest report and drawing;
+- a node picked in the report is focused in the preview; a double-click asks for the Preview tab
+  (`previewWanted`);
+- a node clicked in the page (polled every `POLL_MS` while a map is shown) is selected in the
+  report's list and announced by `nodeClicked(name)`.
+`payload(error_map)` is the pure part (colours, titles, legend); `colour_for(added)` is the scale.
 """
 
 from __future__ import annotations

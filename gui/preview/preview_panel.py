@@ -1,20 +1,15 @@
 """The "Preview" tab: the graph the export will write, drawn by Netron, following the selection.
 
-`set_model(path, outputs, parameter_names)` is debounced (the user ticks several boxes in a
-row); the weight-free preview model (core/graph/preview.py) is built in a side job (newest answer
-only, gui/jobs/runner.py), published on the loopback server (gui/preview/netron_server.py) and
-opened in the running Netron page (the page is loaded only the first time, or again if that
-fails). `warm_up()` loads the page with no model while the app idles (the window calls it once
-shown): starting Chromium's page costs the GUI thread ~130 ms when a model is opening meanwhile
-(measured), nothing when idle; the first preview then opens in the running page too. After each
-open the panel polls the page until Netron has drawn (`rendered(node_count)`), then re-focuses
-the tensor the user had selected, so the place is kept across reloads where Netron allows.
-"Pruned"/"Original" switches between the export's graph and the whole graph. A graph Netron
-would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py,
-`FOCUS_BUDGET` drawn nodes at first): the neighbourhood of the selected outputs, repeated layers collapsed, cut at the budget; the status line says what is
-shown, "Show more" doubles the budget, and a tensor selected in the tree that the focused view
-does not draw becomes the focus. The graph read for it is kept for the next request on the same
-file (all of it built in the side job: the GUI thread only publishes the bytes).
+`set_model(path, outputs, parameter_names)` is debounced; the weight-free preview model
+(core/graph/preview.py) is built in a side job (newest answer only), published on the loopback
+server (netron_server.py) and opened in the running Netron page (loaded the first time only, or
+again after a failure). `warm_up()` loads the page with no model while the app idles. After each
+open the panel polls until Netron has drawn (`rendered(node_count)`) and re-focuses the tensor the
+user had selected. "Pruned"/"Original" switches between the export's graph and the whole graph.
+A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py):
+the neighbourhood of the selection, repeated layers collapsed, cut at the budget; the status line
+says what is shown, "Show more" doubles the budget, and a selected tensor the focused view does
+not draw becomes the focus. The graph read is kept for the next request on the same file.
 Without WebEngine the panel says why and offers the same preview in the system browser.
 """
 

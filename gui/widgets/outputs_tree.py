@@ -1,21 +1,15 @@
 """The outputs tree as plain Python: built from a TensorIndex in the worker, shown by
 gui/widgets/tree_model.py (`OutputsTreeModel`).
 
-Why plain objects and not Qt items: a 100,000-tensor model would mean 100,000 QTreeWidgetItems
-created up front on the GUI thread; this tree is built off it (Qt-free and thread-safe) and Qt
-only asks for the rows it paints. Only groups are objects (`TreeNode`, slots only): a group lists
-its rows (`entries`: the index's own `TensorInfo`s and child groups) and knows its parent and its
-row, so a tensor row needs no object of its own (the model's index points at the group holding
-it). Built in one pass over the index (one dict lookup per tensor, scope strings split once per
-scope, counts summed per group), nothing sorted or formatted up front. Layout:
-
-- "Outputs": the model's graph outputs and suggested forward outputs (an ORT eval graph's only
-  graph output is the loss), in graph order;
-- then every other node output grouped by module scope (`encoder/layer.0/attention` nests);
-  within a group its own tensors come first, then its sub-groups, so a tensor row never sits
-  below a collapsed group as if it were one of its children;
-- "Other tensors": node outputs with no scope (loose at the top they would look like the rows
-  of the group above them);
+Why plain objects and not Qt items: a 100,000-tensor model would mean 100,000 items made up front
+on the GUI thread; this tree is built off it (Qt-free, thread-safe) in one pass and Qt asks only
+for the rows it paints. Only groups are objects (`TreeNode`): a group lists its rows (`entries`:
+the index's own `TensorInfo`s and child groups) and knows its parent and row.
+Layout:
+- "Outputs": graph outputs and suggested forward outputs, in graph order;
+- every other node output grouped by module scope (`encoder/layer.0/attention` nests), a group's
+  own tensors before its sub-groups;
+- "Other tensors": node outputs with no scope;
 - "Inputs and parameters" last, for browsing (they cannot be outputs).
 Filtering builds a new tree (no proxy model asking every row for its text).
 """

@@ -1,20 +1,13 @@
 """A standalone view of an onnxport report (core/evaluate/report.py): is it right, and is it faster?
 
-`ReportView.set_report(report_dict)` shows the verdict, the numbers (size, latency, speed-up,
-per-output errors, nodes kept in float, notes) and a `ReportChart`: bars of size and p50 latency
-before/after, and the error per output (1 - cosine) against the target line. The nodes adding
-the most error are listed with check boxes; "Keep checked in float and quantize again" emits
-`requantizeRequested(list[str])` for the host window to run `core.quantize.requantize`.
-Any section of the report may be missing; the view shows what is there.
-
-Public API (embedded by gui/main_window.py):
-- `ReportView(parent=None)`: a QWidget; `set_report(report: dict | None)` shows a report dict as
-  `core.evaluate.report.build_report` makes it (as written to `<stem>.report.json`); None clears it.
-  `.report` is the dict shown.
-- `requantizeRequested(list[str])` (signal): the node names the user checked, after a click on
-  "Keep checked nodes in float and quantize again"; `checked_nodes()` returns them.
-- `.chart` is the `ReportChart` (`panels()`, `bar_rects()` describe what it draws); `.verdict`,
-  `.details` are the labels with the verdict and the numbers.
+`ReportView(parent=None).set_report(report_dict)` shows a report as `build_report` makes it (None
+clears it; `.report` is the dict shown): the verdict, the numbers (size, latency, speed-up,
+per-output errors, nodes kept in float, notes) and a `ReportChart` (`.chart`): size and p50
+latency before/after, and the error per output (1 - cosine) against the target. Any section may
+be missing; the view shows what is there. `.verdict` and `.details` are its labels.
+The nodes adding the most error are listed with check boxes (`checked_nodes()`); "Keep checked
+nodes in float and quantize again" emits `requantizeRequested(list[str])` for the host window to
+run `core.quantize.requantize`.
 """
 
 from __future__ import annotations
