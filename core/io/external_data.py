@@ -16,7 +16,8 @@ Contract:
   and a length equal to what dims and type declare. Anything else raises `CorruptFileError`.
 - `check_model_tensors(model, model_path, file_bytes)` checks every tensor: known type, dims >= 0,
   external data as above; inline data no bigger than the whole file (the bound that keeps numpy
-  from allocating what a file only claims) and holding the values its dims declare.
+  from allocating what a file only claims) and holding the values its dims declare; sparse
+  tensors as ORT densifies them, their dense sizes bounded (`sparse_tensors`).
 - `inline_nested_external(model, folder)` reads the external bytes of tensors other than
   main-graph initializers into their protos (the writer copies those tensors as they are, so
   their references would otherwise point next to the *output*).
@@ -36,6 +37,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.io.shape_limits import shape_problem
+from onnxport.core.io.sparse_tensors import check_sparse_tensors
 from onnxport.core.util.errors import CorruptFileError
 
 _T = onnx.TensorProto
@@ -335,6 +337,7 @@ def check_model_tensors(model: onnx.ModelProto, model_path: str | Path | None,
         if ref is not None and ref.length:
             spans.append((ref.path, ref.offset, ref.offset + ref.length, t, where))
     _refuse_overlaps(prefix, spans)
+    check_sparse_tensors(model, prefix, file_bytes, folder)  # dense sizes, ORT's rules
 
 
 def _refuse_overlaps(prefix: str, spans: list[tuple[Path, int, int, _T, tuple]]) -> None:

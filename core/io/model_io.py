@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from onnxport.core.io.chunked_parse import parse_model
 from onnxport.core.io.external_data import check_model_tensors, declared_nbytes
 from onnxport.core.io.kinds import not_a_model
+from onnxport.core.io.model_functions import check_function_calls
 from onnxport.core.io.regular_files import regular_file
 from onnxport.core.util.errors import CorruptFileError, OnnxportError, no_such_file
 
@@ -78,6 +79,7 @@ def check_loaded(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> N
     tensor is sound (external_data.check_model_tensors). ~0.5 s at 100,000 nodes."""
     check_text(model, path)
     check_model_tensors(model, path, file_bytes=file_bytes)
+    check_function_calls(model, f"{path}: ")  # a function that calls itself has no expansion
 
 
 def check_text(message, path: str | Path) -> None:

@@ -36,6 +36,12 @@ SAFETENSORS_MAX_HEADER_TOKENS = 1 << 21
 # 8 MB in 5 s); real ones hold ~150 bytes per tensor, so this allows ~100,000 tensors.
 TORCH_PICKLE_MAX = 16 * MiB
 
+# --- sparse tensors: ONNX Runtime densifies them on load. A real sparse weight stores >= 12 bytes
+# per non-zero (value + int64 index): at 1% density its dense form is ~33x what it stores. Beyond
+# this the dense forms of all sparse tensors together are refused (a 281-byte model declared 10 GB).
+SPARSE_DENSE_FLOOR = 256 * MiB
+SPARSE_DENSE_RATIO = 64
+
 # --- constant folding ---
 FOLD_OUTPUT_FLOOR = 1 * MiB
 FOLD_OUTPUT_FACTOR = 8
@@ -56,6 +62,11 @@ def archive_member_limit(compressed_bytes: int) -> int:
 def archive_total_limit(file_bytes: int) -> int:
     """The most all members of an archive of `file_bytes` may declare together (uncompressed)."""
     return max(ARCHIVE_TOTAL_FLOOR, MAX_INFLATE_RATIO * file_bytes)
+
+
+def sparse_dense_limit(file_bytes: int | None) -> int:
+    """The most the dense forms of a model's sparse tensors may take together (model of `file_bytes`)."""
+    return max(SPARSE_DENSE_FLOOR, SPARSE_DENSE_RATIO * (file_bytes or 0))
 
 
 def human_bytes(n: int) -> str:
