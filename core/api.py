@@ -16,6 +16,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model
 from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.io.model_io import load_graph
@@ -59,4 +60,5 @@ def export_for_inference(
         model = model if model is not None else load_graph(eval_model)
         params, _ = align_if_better(model, params)
     return export_model(eval_model, out_path, list(outputs), params, external_data=external_data,
-                        fold=fold, model=model, table=table, progress=progress, cancel=cancel, verify=verify)
+                        fold=fold, model=model, table=table, run_types=types_by_run, progress=progress,
+                        cancel=cancel, verify=verify)

@@ -25,6 +25,7 @@ from onnxport.core import __version__
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.inference_graph import KnownTypes, build_inference_graph, written_bytes
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
+from onnxport.core.export.output_types import complete_output_types
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.fixed_outputs import fixed_outputs
 from onnxport.core.graph.graph_check import check_graph
@@ -168,6 +169,7 @@ def export_model(
     model: onnx.ModelProto | None = None,
     table: GraphTable | None = None,
     known_types: KnownTypes | None = None,
+    run_types: Callable[..., dict[str, onnx.TypeProto]] | None = None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
@@ -175,7 +177,9 @@ def export_model(
     """Write the inference model for `outputs` to `out_path`. See the module docstring.
     `table`: `model`'s `GraphTable` when the caller read one (the plan is computed on it);
     `known_types`: the types its index has (`TensorIndex.tensor_type`), given to outputs instead
-    of inferring them."""
+    of inferring them; `run_types(model_path, model, names, params, cancel)`: the types of outputs
+    that inference leaves without a rank, from one ONNX Runtime run (`evaluate.run_types`); an output
+    whose type stays unknown is refused (`export.output_types`): ONNX requires one."""
     started = time.perf_counter()
     if external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
@@ -204,6 +208,8 @@ def export_model(
             built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
                                           check=report.check, known_types=known_types)
             skeleton, consts = built.skeleton, built.consts
+            complete_output_types(skeleton.graph, str(out_path), None if run_types is None else (
+                lambda names: run_types(model_path, model, names, params, report.token)))
             _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
             estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
             written = write_model(skeleton, list(consts.values()), out_path,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.ortmodule_files import (
@@ -106,5 +107,5 @@ def embed_state_dict(
             hint="a partial embed (--allow-partial) embeds only what matches")
     outputs = list(outputs) if outputs else [o.name for o in model.graph.output]
     result = export_model(path, out_path, outputs, params, external_data=external_data, fold=fold, model=model,
-                          progress=progress, cancel=cancel)
+                          run_types=types_by_run, progress=progress, cancel=cancel)
     return EmbedResult(path, result, alignment, stayed if unused else [])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from onnxport.core.evaluate.report import build_report
+from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model, plan_export
 from onnxport.core.graph.index_types import fill_types, wait_types
 from onnxport.core.util.child_call import call_in_child
@@ -83,7 +84,7 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
                               external_data=choices.external_data, model=sources.model,
                               table=sources.index.table if sources.index is not None else None,
                               known_types=sources.index.tensor_type if sources.index is not None else None,
-                              progress=steps.begin("exporting"), cancel=cancel, verify=gate)
+                              run_types=types_by_run, progress=steps.begin("exporting"), cancel=cancel, verify=gate)
         post = None
         if post_needed:
             from onnxport.core.workflow.child_steps import post_export_step

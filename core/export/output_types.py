@@ -1,0 +1,62 @@
+"""Every output of a written model declares its type and rank, as ONNX requires.
+
+Why: `onnx.checker` (and runtimes stricter than ORT) refuse a model whose graph output has no
+element type or no shape. An intermediate tensor kept as an output takes its type from the index
+or from shape inference (`inference_graph`), but inference cannot follow every graph (a Reshape
+to a computed shape, an If whose branches disagree): those outputs are left rank-less.
+
+Contract: `rankless_outputs(graph)` names the outputs whose type falls short of what the checker asks of a
+main graph's outputs: a type, and for a tensor its element type and shape (rank), for a
+sequence/optional its element type.
+`complete_output_types(graph, label, run_types)` gives those outputs the types `run_types(names)`
+returns (one ONNX Runtime run: `evaluate.run_types.types_by_run`, passed in by the front ends, as
+the export layer sits below evaluation) and raises `OnnxportError` in one line naming the outputs
+whose type is still unknown: a model that `onnx.checker` would refuse is never written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
+
+from onnxport.core.util.errors import OnnxportError
+
+RunTypes = Callable[[list[str]], "dict[str, onnx.TypeProto]"]  # output names -> types found by a run
+
+
+def _complete(vtype: onnx.TypeProto) -> bool:
+    """What `onnx.checker` asks of a main graph's output type."""
+    kind = vtype.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        tensor = getattr(vtype, kind)
+        return bool(tensor.elem_type) and tensor.HasField("shape")
+    if kind in ("sequence_type", "optional_type"):
+        return getattr(vtype, kind).HasField("elem_type")
+    if kind == "map_type":
+        return bool(vtype.map_type.key_type) and vtype.map_type.HasField("value_type")
+    return kind == "opaque_type"
+
+
+def rankless_outputs(graph: onnx.GraphProto) -> list[str]:
+    """See the module docstring."""
+    return [vi.name for vi in graph.output if not vi.HasField("type") or not _complete(vi.type)]
+
+
+def complete_output_types(graph: onnx.GraphProto, label: str, run_types: RunTypes | None) -> None:
+    """See the module docstring."""
+    missing = rankless_outputs(graph)
+    if not missing:
+        return
+    found = run_types(missing) if run_types is not None else {}
+    for vi in graph.output:
+        vtype = found.get(vi.name)
+        if vi.name in missing and vtype is not None and _complete(vtype):
+            vi.type.CopyFrom(vtype)
+    left = rankless_outputs(graph)
+    if left:
+        names = ", ".join(f"'{n}'" for n in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        why = ("and ONNX Runtime could not run the model to find it" if run_types is not None
+               else "(no run was allowed to find it)")
+        raise OnnxportError(f"{label}: not written: shape inference gives no type or rank for output {names} "
+                            f"{why}; ONNX requires one", hint="choose another tensor close to it")
