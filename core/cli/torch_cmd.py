@@ -1,7 +1,8 @@
 """PyTorch sub-commands: `torch-export`, `artifacts`, `embed`.
 
     onnxport torch-export SOURCE -o OUT --mode training|inference [--task T] [--opset N]
-            [--input NAME:DTYPE:DIMS ...] [--output-names A,B] [--quantize] [--artifacts DIR]
+            [--input NAME:DTYPE:DIMS ...] [--output-names A,B] [--quantize [--target C | --no-target]]
+            [--artifacts DIR]
             [--trust-model-code]
     onnxport artifacts FORWARD.onnx -o DIR [--trainable ...] [--frozen ...] [--loss L] [--optimizer O]
     onnxport embed GRAPH_OR_ORTMODULE_FOLDER STATE_DICT -o OUT [--outputs A,B] [--prefix P] [--allow-partial]
@@ -34,7 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="input spec, e.g. x:float32:batch,3,224,224 (names are dynamic dims); repeat per input")
     p.add_argument("--output-names", action="append", default=[], metavar="A[,B...]", help="ONNX output names")
     p.add_argument("--pooling", choices=POOLING_MODES, default="mean", help="pooling task: mean or first token")
-    p.add_argument("--quantize", action="store_true", help="also write a dynamic int8 model, <stem>.int8.onnx")
+    p.add_argument("--quantize", action="store_true",
+                   help="also write a dynamic int8 model, <stem>.int8.onnx, to an accuracy target as `quantize` does")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--target", type=float, metavar="COSINE",
+                        help="--quantize: min cosine per output vs the float32 model (default 0.99)")
+    target.add_argument("--no-target", action="store_true",
+                        help="--quantize: no accuracy target: quantize everything (exit 1 if its validation fails)")
     p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime vs PyTorch check")
     p.add_argument("--artifacts", metavar="DIR", help="training mode: also generate training artifacts into DIR")
     p.add_argument("--trust-model-code", action="store_true",
@@ -93,36 +100,47 @@ def _print(report: dict, args: argparse.Namespace, lines: list[str]) -> None:
 
 
 def run_torch_export(args: argparse.Namespace) -> int:
-    from onnxport.core.pytorch.export import export_torch
+    from pathlib import Path
+
+    from onnxport.core.evaluate.model_diff import diff_lines
+    from onnxport.core.evaluate.report import build_report
     from onnxport.core.pytorch.sources import parse_input_spec
     from onnxport.core.pytorch.trust import UntrustedProgramError
-    from onnxport.core.training.artifacts import generate_training_artifacts
     from onnxport.core.util.errors import OnnxportError
+    from onnxport.core.workflow.torch_import import TorchImportOptions, run_import
+    from onnxport.core.workflow.torch_int8 import DEFAULT_TARGET
 
     if args.artifacts and args.mode != "training":
         raise OnnxportError("--artifacts needs --mode training")
-    progress = StderrProgress(quiet=args.quiet)
+    if (args.no_target or args.target is not None) and not args.quantize:
+        raise OnnxportError("--target/--no-target set the accuracy target of --quantize")
     specs = [parse_input_spec(s) for s in args.input] or None
+    options = TorchImportOptions(
+        Path(args.source), Path(args.out), mode=args.mode, task=args.task, opset=args.opset, inputs=specs,
+        output_names=_names(args.output_names), pooling=args.pooling, quantize=args.quantize,
+        quantize_target=None if args.no_target else (args.target if args.target is not None else DEFAULT_TARGET),
+        artifacts_dir=Path(args.artifacts) if args.artifacts else None, verify=not args.no_verify,
+        trust_code=args.trust_model_code)
     try:
-        result = export_torch(args.source, args.out, mode=args.mode, task=args.task, opset=args.opset,
-                              inputs=specs, output_names=_names(args.output_names), quantize=args.quantize,
-                              pooling=args.pooling, verify=not args.no_verify, progress=progress,
-                              trust_code=args.trust_model_code)
+        imported = run_import(options, progress=StderrProgress(quiet=args.quiet))
     except UntrustedProgramError as exc:
         raise OnnxportError(str(exc), hint=TRUST_HINT) from None
+    result, arts, quantized = imported.export, imported.artifacts, imported.quantized
     report = {"torch_export": result.to_dict()}
     diff = f", max |ORT - PyTorch| {result.max_abs_diff:.2e}" if result.max_abs_diff is not None else ""
     lines = [f"wrote {result.path} ({result.mode}, opset {result.opset}{', task ' + result.task if result.task else ''}):"
              f" inputs {', '.join(result.inputs)}; outputs {', '.join(result.outputs)}{diff}"]
-    if result.quantized_path:
-        lines.append(f"wrote {result.quantized_path} (dynamic int8)")
     lines += [f"note: {n}" for n in result.notes]
-    if args.artifacts:
-        arts = generate_training_artifacts(result.path, args.artifacts, progress=progress)
+    if quantized is not None:  # reported as `onnxport quantize` reports it
+        full = build_report(quantize=quantized)
+        report["quantize"] = full["quantize"]
+        report["passed"] = full["passed"]
+        lines += quantized.summary_lines() + (["before/after:"] + diff_lines(full["diff"]) if "diff" in full else [])
+    if arts is not None:
         report["artifacts"] = arts.to_dict()
         lines += _artifact_lines(arts)
     _print(report, args, lines)
-    return 0
+    return 0 if quantized is None or quantized.validation is None or quantized.validation.passed else 1
 
 
 def _artifact_lines(arts) -> list[str]:

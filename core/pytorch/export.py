@@ -11,9 +11,9 @@ traces it with torch's TorchScript-based exporter (`dynamo=False`, the one that 
   for on-device training (Dropout/BatchNorm in training form), opset 16 by default (LayerNorm
   decomposed; artifacts.py also repairs fused LayerNormalization at opset >= 17).
 - inference: eval mode, constant folding, opset 14 by default (the seed's), the preset's input
-  and output names and dynamic batch/sequence axes; optionally dynamic int8 quantization right
-  after (written beside it as `<stem>.int8.onnx`). The result is run in ONNX Runtime on fresh
-  inputs of other batch/sequence sizes and compared with PyTorch (`max_abs_diff`).
+  and output names and dynamic batch/sequence axes. The result is run in ONNX Runtime on fresh
+  inputs of other batch/sequence sizes and compared with PyTorch (`max_abs_diff`). Quantizing it
+  is the workflow's (workflow/torch_import.py: the accuracy-target quantizer `quantize` uses).
 The Hugging Face wrapper's `model.` prefix is removed from every tensor name, so initializers are
 named exactly as the model's state_dict.
 """
@@ -43,7 +43,6 @@ from onnxport.core.pytorch.sources import (
 from onnxport.core.pytorch.trust import require_trust
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError, cannot_write
-from onnxport.core.util.logs import quiet_onnxruntime_records
 from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import first_line
@@ -64,7 +63,6 @@ class TorchExportResult:
     outputs: list[str]
     dynamic_axes: dict[str, dict[int, str]]
     parameters: list[str]  # float initializers (trainable candidates), named as the state_dict
-    quantized_path: Path | None = None
     max_abs_diff: float | None = None  # ORT vs PyTorch on fresh inputs (inference mode)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -74,7 +72,6 @@ class TorchExportResult:
                 "inputs": self.inputs, "outputs": self.outputs,
                 "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in self.dynamic_axes.items()},
                 "parameters": len(self.parameters),
-                "quantized_path": str(self.quantized_path) if self.quantized_path else None,
                 "max_abs_diff": self.max_abs_diff, "notes": self.notes, "seconds": round(self.seconds, 3)}
 
 
@@ -97,7 +94,6 @@ def export_torch(
     opset: int | None = None,
     inputs: list[InputSpec] | None = None,
     output_names: list[str] | None = None,
-    quantize: bool = False,
     pooling: str = "mean",
     verify: bool = True,
     progress: ProgressFn | None = None,
@@ -115,10 +111,6 @@ def export_torch(
     check_destination(out_path)
     reads = {Path(source): "the source this run reads"}  # a folder: every file in it
     check_output(out_path, reads)
-    if quantize:
-        check_output(out_path.with_name(out_path.stem + ".int8.onnx"), reads)
-    if quantize and mode == "training":
-        raise OnnxportError("quantization applies to inference exports; a training-mode graph is for training")
     torch = import_torch()
     report.check()
     report(0.02, f"loading {Path(source).name}")
@@ -172,9 +164,6 @@ def export_torch(
     if mode == "inference" and verify:
         report(0.75, "checking against PyTorch in ONNX Runtime")
         result.max_abs_diff = _verify(torch, program, specs, out_path, notes)
-    if quantize:
-        report(0.85, "quantizing (dynamic int8)")
-        result.quantized_path = quantize_dynamic_int8(out_path)
     result.seconds = time.perf_counter() - started
     report.finished("exported")
     return result
@@ -355,21 +344,3 @@ def _verify(torch, program: LoadedProgram, specs: list[InputSpec], path: Path, n
     diffs = [float(np.max(np.abs(g - e.float().numpy()))) if g.size else 0.0 for g, e in zip(got, expected)]
     return max(diffs) if diffs else None
 
-
-def quantize_dynamic_int8(path: Path) -> Path:
-    """Dynamic int8 quantization of `path` to `<stem>.int8.onnx` beside it (atomic)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    target = path.with_name(path.stem + ".int8.onnx")
-    with Staging(target) as stage:
-        staged = stage.path(target.name)
-        try:
-            with warnings.catch_warnings(), quiet_onnxruntime_records():  # its advice goes to the root logger
-                warnings.simplefilter("ignore")
-                quantize_dynamic(str(path), str(staged), weight_type=QuantType.QInt8)
-        except OSError as exc:
-            raise cannot_write(target, exc) from None
-        except Exception as exc:
-            raise OnnxportError(f"{path}: dynamic quantization failed ({first_line(exc)})") from None
-        stage.commit(staged)
-    return target

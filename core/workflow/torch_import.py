@@ -7,6 +7,9 @@ dialog (gui/dialogs/import_dialog.py) fills the options; a worker runs this; the
 - training with an artifacts folder: the eval graph and the checkpoint (the pair the export
   screen turns into an inference model after on-device training);
 - training without artifacts: the forward graph.
+With `quantize` (inference), the int8 model is written beside the export by the accuracy-target
+quantizer `onnxport quantize` uses (torch_int8.py; `quantize_target` None: no target), and its
+result (validation against the float model) is in `result.quantized`.
 Trainable/frozen names are the module's parameter names (as `SourceInfo.parameters` lists them);
 those the exporter dropped (unused by the traced forward) are skipped and listed in `notes`.
 """
@@ -20,12 +23,17 @@ import onnx
 
 from onnxport.core.pytorch.export import TorchExportResult, export_torch
 from onnxport.core.pytorch.sources import InputSpec
+from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.training.artifacts import (
     ArtifactsResult,
     generate_training_artifacts,
     parameter_candidates,
 )
+from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+from onnxport.core.workflow.torch_int8 import DEFAULT_TARGET, int8_beside
+from onnxport.core.workflow.written_names import quantized_path
 
 
 @dataclass
@@ -38,7 +46,9 @@ class TorchImportOptions:
     inputs: list[InputSpec] | None = None
     output_names: list[str] | None = None
     pooling: str = "mean"
-    quantize: bool = False
+    quantize: bool = False  # also write a dynamic int8 model (inference)
+    quantize_target: float | None = DEFAULT_TARGET  # its accuracy target (cosine); None: no target
+    verify: bool = True  # run the export in ONNX Runtime against PyTorch
     artifacts_dir: Path | None = None  # training: generate ORT training artifacts here
     trainable: list[str] | None = None
     frozen: list[str] | None = None
@@ -51,6 +61,7 @@ class TorchImportOptions:
 class TorchImportResult:
     export: TorchExportResult
     artifacts: ArtifactsResult | None = None
+    quantized: QuantizeResult | None = None
     open_paths: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -59,12 +70,21 @@ def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
                cancel: CancelToken | None = None) -> TorchImportResult:
     report = Reporter(progress, cancel)
     with_artifacts = options.mode == "training" and options.artifacts_dir is not None
-    export_part = report.sub(0.0, 0.5 if with_artifacts else 1.0)
+    if options.quantize:
+        if options.mode == "training":
+            raise OnnxportError("quantization applies to inference exports; a training-mode graph is for training")
+        check_output(quantized_path(options.out_path, "dynamic"), {Path(options.source): "the source this run reads"})
+    export_part = report.sub(0.0, 0.5 if with_artifacts or options.quantize else 1.0)
     exported = export_torch(options.source, options.out_path, mode=options.mode, task=options.task,
                             opset=options.opset, inputs=options.inputs, output_names=options.output_names,
-                            quantize=options.quantize, pooling=options.pooling, progress=export_part,
+                            pooling=options.pooling, verify=options.verify, progress=export_part,
                             cancel=cancel, trust_code=options.trust_code)
     result = TorchImportResult(exported, notes=list(exported.notes))
+    if options.quantize:
+        result.quantized = int8_beside(exported.path, options.quantize_target, report.sub(0.5, 1.0), cancel)
+        result.notes += result.quantized.summary_lines()
+        result.open_paths = [exported.path]
+        return result
     if not with_artifacts:
         result.open_paths = [exported.path]
         return result

@@ -135,19 +135,21 @@ def test_distilbert_pooling_and_dynamic_quantization(tmp_path):
     pytest.importorskip("transformers")
     import onnxruntime as ort
 
-    from onnxport.core.pytorch.export import export_torch
+    from onnxport.core.workflow.torch_import import TorchImportOptions, run_import
     from tests.core.torch_builders import tiny_distilbert
 
     folder = tiny_distilbert(tmp_path / "distil")
     out = tmp_path / "emb.onnx"
-    result = export_torch(folder, out, task="pooling", quantize=True, opset=17)
+    imported = run_import(TorchImportOptions(folder, out, task="pooling", quantize=True, opset=17))
+    result = imported.export
     assert result.inputs == ["input_ids", "attention_mask"] and result.outputs == ["embeddings"]
     assert result.max_abs_diff <= 1e-4 and result.opset == 17
-    assert result.quantized_path == tmp_path / "emb.int8.onnx"
-    q = onnx.load(result.quantized_path)
+    quantized = imported.quantized.path
+    assert quantized == tmp_path / "emb.int8.onnx" and imported.quantized.validation.passed
+    q = onnx.load(quantized)
     assert any(n.op_type in ("MatMulInteger", "DynamicQuantizeLinear") for n in q.graph.node)
     feeds = _feeds(result.inputs)
     fp32 = ort.InferenceSession(str(out)).run(None, feeds)[0]
-    int8 = ort.InferenceSession(str(result.quantized_path)).run(None, feeds)[0]
+    int8 = ort.InferenceSession(str(quantized)).run(None, feeds)[0]
     cos = np.sum(fp32 * int8, 1) / (np.linalg.norm(fp32, axis=1) * np.linalg.norm(int8, axis=1))
     assert cos.min() > 0.98
