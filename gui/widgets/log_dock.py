@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QDockWidget, QPlainTextEdit, QWidget
 
 MAX_LINES = 5000
 
 
-def log_font():
-    """The font the log asks for: the system's fixed-pitch font (never a family name that the
-    platform may resolve to a proportional face)."""
-    return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+def log_font() -> QFont:
+    """The font the log asks for: the system's fixed-pitch font (never a family name of our own),
+    asked as fixed-pitch and typewriter-styled, so that where the platform resolves that family to
+    a proportional face (Qt's offscreen platform on a bare machine did), font matching still
+    prefers a fixed-pitch one."""
+    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    font.setStyleHint(QFont.StyleHint.TypeWriter)
+    font.setFixedPitch(True)
+    return font
 
 
 class LogDock(QDockWidget):
