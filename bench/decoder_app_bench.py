@@ -175,10 +175,12 @@ def main() -> int:
         raise RuntimeError(f"the window could not open {model}: {ended}")
     phases.run("after_open", lambda: None, None)
     window.tabs.setCurrentWidget(preview)  # the user looks at the preview (Chromium lays out pages seen)
+    drawn_after: list[float] = []
+    preview.drawnAfter.connect(drawn_after.append)
     phases.run("early_exit", lambda: window.model.set_checked_outputs([early]),
-               lambda: preview.settled() and not window.runner.side_jobs and not window._plan_timer.isActive())
+               lambda: preview.settled() and window.settled())
     phases.rows["early_exit"]["preview_nodes_drawn"] = preview.last_node_count
-    phases.rows["early_exit"]["preview_seconds"] = round(preview.render_seconds, 2)
+    phases.rows["early_exit"]["preview_seconds"] = round(drawn_after[-1], 2) if drawn_after else None
     out = work / "early_exit.onnx"
     phases.run("export", lambda: window.start_export(ExportChoices(out, validate=False)), job_over("export"))
     phases.rows["export"]["ended"] = ended_how("export")

@@ -58,8 +58,8 @@ def chromium_flags(current: str, as_root: bool) -> str:
 
 def prepare_environment() -> None:
     """Compose QTWEBENGINE_CHROMIUM_FLAGS (`chromium_flags`) before Qt starts: the entry point's
-    business, for this process (and what it starts) only. Tests and benches that build windows call
-    it too."""
+    business, for this process (and what it starts) only. Tests and benchmarks that build windows
+    call it too."""
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = chromium_flags(os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", ""), as_root)
 

@@ -50,6 +50,7 @@ class MainWindow(QMainWindow):
     loaded = Signal()
     exportFinished = Signal(object)  # noqa: N815 - (ExportResult, PostExportResult or None), once shown
     jobEnded = Signal(str, str)  # noqa: N815 - (job name, "returned" | "errored" | "cancelled")
+    treeShown = Signal(float)  # noqa: N815 - seconds the GUI thread took to show an opened model's tree
 
     def __init__(self, settings: QSettings | None = None) -> None:
         super().__init__()
@@ -62,7 +63,6 @@ class MainWindow(QMainWindow):
         self.model: OutputsTreeModel | None = None
         self.last_export: Path | None = None
         self.last_quantized: Path | None = None
-        self.last_tree_seconds = 0.0
         self.runner = JobRunner(self)
         self.log_dock = LogDock(self)  # the log (gui/widgets/log_dock.py); first: everything logs
         self.log, self.log_line, self.log_lines = self.log_dock.view, self.log_dock.log_line, self.log_dock.log_lines
@@ -155,9 +155,10 @@ class MainWindow(QMainWindow):
         self.state.fill_recent_menu(self.recent_menu, self.open_paths)
         self.setWindowTitle(f"onnxport - {loaded.model_path.name}")
         self.tree.viewport().repaint()
-        self.last_tree_seconds = time.perf_counter() - t0  # the GUI thread's share of opening (bench)
+        seconds = time.perf_counter() - t0  # the GUI thread's share of opening
         self.log_line(f"loaded {loaded.model_path.name}: {len(loaded.index)} tensors"
-                      f" (tree shown in {1000 * self.last_tree_seconds:.0f} ms)")
+                      f" (tree shown in {1000 * seconds:.0f} ms)")
+        self.treeShown.emit(seconds)
         if loaded.alignment is not None:
             self.log_line("parameter names fitted to the model: " + loaded.alignment.how())
         if loaded.match is not None:
@@ -211,6 +212,10 @@ class MainWindow(QMainWindow):
         if info is not None and hasattr(self.preview, "focus_node"):
             self.preview.focus_node(info.name)
 
+    def settled(self) -> bool:
+        """No plan waiting for its debounce and no side job running: what a selection set off is done."""
+        return not self._plan_timer.isActive() and not self.runner.side_jobs
+
     def _checked_changed(self) -> None:
         outputs = self.model.checked_outputs() if self.model else []
         self.left.show_checked(outputs)
@@ -254,8 +259,8 @@ class MainWindow(QMainWindow):
     def _exported(self, result) -> None:
         """Take the export's result and show it in stages, each in an event-loop turn of its own
         (widgets/turns.py `later`): the report's widgets, then the Report tab brought forward,
-        each with its own layout and paint. In one turn, or chained with posted events, they froze
-        the window for 45-60 ms at the 1B decoder's quantized early exit (decoder_app_bench).
+        each with its own layout and paint (in one turn, or chained with posted events, they froze
+        the window: docs/performance.md).
         `exportFinished` says it is shown."""
         export, post = result  # ExportResult, PostExportResult | None
         self.last_export = export.path

@@ -37,6 +37,7 @@ RENDER_TIMEOUT_S = 60
 
 class PreviewPanel(QWidget):
     rendered = Signal(int)  # node count Netron drew
+    drawnAfter = Signal(float)  # noqa: N815 - seconds from the last change of model to that drawing
     failed = Signal(str)
 
     def __init__(self, parent=None) -> None:
@@ -60,13 +61,11 @@ class PreviewPanel(QWidget):
         self.last_node_count = -1
         self.last_url = ""
         self._closed = False
-        self.reuse_page = True  # False: reload the page for every model (the bench's reference)
         self.reloads = 0  # full page loads (the first one, or after a failed in-page reopen)
         self._page_ready = False  # Netron is running in the page: the next model opens in place
         self._marker: int | None = None  # the in-page open being waited for (None: a page load)
         self._warming = False  # the page is loading with no model (`warm_up`), not yet running Netron
-        self.changed_at = 0.0  # when the last set_model arrived (benchmark: time to drawn)
-        self.render_seconds = 0.0
+        self.changed_at = 0.0  # when the last change of model arrived (`drawnAfter` counts from it)
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS, timeout=self._build)
         self._poll = QTimer(self, interval=POLL_MS, timeout=self._check_drawn)
 
@@ -236,9 +235,9 @@ class PreviewPanel(QWidget):
         self.more_button.setVisible(focused is not None and not focused.complete)
         if self.view is None:
             self.last_node_count = 0
-        elif self._warming and self.reuse_page:
+        elif self._warming:
             return  # the page is starting: `_warmed` opens this model in it
-        elif self._page_ready and self.reuse_page:
+        elif self._page_ready:
             self.view.reopen(self.server.data_url, name, generation, lambda ok: self._reopened(generation, ok))
         else:
             self._load_page()
@@ -308,7 +307,7 @@ class PreviewPanel(QWidget):
             return
         self._page_ready = True
         self.last_node_count = count
-        self.render_seconds = time.perf_counter() - self.changed_at
         if self._focus_tensor:
             self._select(self._producer_of(self._focus_tensor))
+        self.drawnAfter.emit(time.perf_counter() - self.changed_at)
         self.rendered.emit(count)
