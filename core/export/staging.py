@@ -93,6 +93,11 @@ class Staging:
         moves.append((staged_model, self.out_path))
         return self._tx.commit(moves, obsolete=lambda: previous_data_files(self.out_path))
 
+    def commit_files(self, moves: list[tuple[Path, Path]]) -> list[Path]:
+        """Rename files staged here onto their destinations (beside `out_path`), the last one being
+        the commit point (e.g. a tool's config file, then its model)."""
+        return self._tx.commit(moves)
+
 
 def write_json_atomic(path: str | Path, data: dict) -> Path:
     """Write `data` as indented JSON to `path`: temp file in the same folder, fsync, rename."""

@@ -1,0 +1,1 @@
+"""Deploy targets: an ONNX Runtime release, ORT Mobile, fixed or dynamic input shapes (deploy.py)."""
