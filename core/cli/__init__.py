@@ -38,6 +38,7 @@ COMMAND_MODULES = [
     "validate_cmd",
     "bench_cmd",
     "torch_cmd",
+    "deploy_cmd",
     "gui_cmd",
 ]
 

@@ -1,0 +1,55 @@
+"""`onnxport deploy MODEL --target ort-mobile|ort-X.Y -o OUT [--shape INPUT=AxB...] [--dim NAME=N]`.
+
+Makes a model ready for the runtime it will run in: an ONNX Runtime release (`ort-1.17`: the
+opset and IR version it reads, converted down or refused naming the op), or ORT Mobile
+(`ort-mobile`: OUT.ort plus the operator config of a reduced build, and ORT's NNAPI/CoreML
+verdict); `--shape`/`--dim` fix input sizes (`--dim batch=dynamic` makes the batch dynamic again).
+The artifact is loaded in ONNX Runtime and compared with the model before it is put in place; a
+refusal or a mismatch writes nothing (exit 2). Prints what was converted and kept (or --json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_target_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument("--target", required=required, metavar="TARGET",
+                        help="ort-mobile (an .ort file + the operator config of a reduced build) or ort-X.Y "
+                             "(the opset and IR version ONNX Runtime X.Y reads, e.g. ort-1.17)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("deploy", help="make a model ready for an ONNX Runtime release or ORT Mobile, checked",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="ONNX model")
+    add_target_options(p, required=True)
+    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT",
+                   help="file to write: OUT.onnx for ort-X.Y, OUT.ort for ort-mobile")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=AxBx...",
+                   help="fix an input's whole shape (e.g. x=1x3x224x224); repeatable")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N|dynamic",
+                   help="fix a dimension (batch=1, a named dim, or INPUT:AXIS=N) or make it dynamic "
+                        "(batch=dynamic); repeatable")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from onnxport.core.cli.progress_line import StderrProgress
+    from onnxport.core.deploy.deploy import deploy
+    from onnxport.core.deploy.shapes import parse_shape_options
+    from onnxport.core.deploy.targets import parse_target
+
+    target = parse_target(args.target)  # an unknown target is refused before anything is read
+    request = parse_shape_options(args.shape, args.dim)
+    result = deploy(args.model, target, args.out, request=request, progress=StderrProgress(quiet=args.quiet))
+    if args.json:
+        json.dump({"deploy": result.to_dict()}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(result.summary_lines()))
+    return 0
