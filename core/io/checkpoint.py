@@ -5,7 +5,8 @@ Contract: `read_checkpoint(path) -> ParameterSet` for
   `ODTC` at bytes 4..8, root `Checkpoint{version, module_state, optimizer_groups, property_bag}`;
   trainable vs frozen is which list (`requires_grad_params` / `frozen_params`) a tensor is in;
   nominal checkpoints (`is_nominal_state`) carry names and types only; with `has_external_data`
-  a tensor whose `external_data_offset` is >= 0 has its bytes in `<checkpoint>.data`;
+  a tensor whose `external_data_offset` is >= 0 has its bytes in `<checkpoint>.data`, which
+  must be a regular file inside the checkpoint's folder (`confined`: no symlink out);
 - the older folder of `.pbseq` files (see `checkpoint_legacy`); a `.pbseq` file means its folder.
 Files are memory-mapped and kept alive by `ParameterSet.keepalive`: opening a multi-GB checkpoint
 reads only its small metadata. `ParamTensor.loader()` returns a read-only zero-copy view, and
@@ -17,12 +18,14 @@ the tensor; no other exception type escapes.
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from onnxport.core.io.confined import ConfinementError, confined_file
 from onnxport.core.io.flatbuf import FlatBuffer, Table
 from onnxport.core.io.kinds import SourceKind
 from onnxport.core.io.mapped import PACKED_4BIT, map_file, nominal_loader, storage_dtype, view_loader
@@ -185,10 +188,14 @@ class _Reader:
     def data_file(self) -> tuple[Path, mmap.mmap]:
         if self._data is None:
             data_path = self.path.with_name(self.path.name + DATA_SUFFIX)
-            if not data_path.is_file():
+            if not os.path.lexists(data_path):
                 raise CorruptFileError(f"{self.path}: its external data file {data_path.name} is missing "
                                        f"(expected next to it: {data_path})")
-            self._data = (data_path, map_file(data_path))
+            try:  # a symlink out of the folder is refused, as for a model's external data
+                real, _ = confined_file(data_path.name, self.path.parent, "external data file")
+            except ConfinementError as exc:
+                raise CorruptFileError(f"{self.path}: {exc}") from None
+            self._data = (data_path, map_file(real))
             self.data_label = str(data_path)
             self.keepalive.append(self._data[1])
         return self._data

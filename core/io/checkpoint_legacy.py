@@ -9,6 +9,7 @@ serialized `onnx.TensorProto`:
 - `optim_<group>_<momentum>_tensors.pbseq`: that optimizer state of every parameter, by name;
 - `optim_<group>_properties.pbseq`: scalars `builtin.initial_learning_rate`, `builtin.step`;
 - `custom_properties.pbseq`: user properties (scalar float / int64 / string tensors).
+Every `.pbseq` file must be a regular file inside the folder (`confined`: no symlink out).
 Files are memory-mapped; a tensor stored as `raw_data` is a zero-copy view with a `FileSpan` (the
 field's offset inside the record), tensors in typed fields (`float_data`...) are decoded. Every
 problem raises `CorruptFileError` naming the file and, where relevant, the tensor.
@@ -24,6 +25,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
+from onnxport.core.io.confined import ConfinementError, confined_file
 from onnxport.core.io.kinds import SourceKind
 from onnxport.core.io.mapped import map_file, storage_dtype, view_loader
 from onnxport.core.io.parameter_set import (
@@ -51,6 +53,7 @@ def read_legacy_checkpoint(folder: str | Path) -> ParameterSet:
         files = sorted(p for p in folder.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith("."))
     except OSError as exc:
         raise CorruptFileError(f"{folder}: cannot list the folder ({exc.strerror or exc})") from None
+    files = [_confined(p, folder) for p in files]  # a symlink out of the folder is refused
     param_files = [(p, _trainability(p.name)) for p in files if _is_param_file(p.name)]
     if not param_files:
         raise CorruptFileError(f"{folder}: not a checkpoint folder (no paramtrain_tensors.pbseq / "
@@ -83,6 +86,14 @@ def read_legacy_checkpoint(folder: str | Path) -> ParameterSet:
     return ParameterSet(params, sources=[folder], kind=SourceKind.ORT_CHECKPOINT_LEGACY.value,
                         optimizer_groups=[groups[k] for k in sorted(groups)], properties=properties,
                         keepalive=keepalive)
+
+
+def _confined(path: Path, folder: Path) -> Path:
+    try:
+        confined_file(path.name, folder, "checkpoint file")
+    except ConfinementError as exc:
+        raise CorruptFileError(f"{folder}: {exc}") from None
+    return path
 
 
 def _is_param_file(name: str) -> bool:

@@ -21,6 +21,7 @@ import pickle
 from pathlib import Path
 
 from onnxport.core.io.kinds import SourceKind
+from onnxport.core.pytorch.hf_files import check_requested_size, weight_files
 from onnxport.core.pytorch.presets import TASKS, TEXT_INPUTS, default_task, get_preset, wrap_for_task
 from onnxport.core.pytorch.program import (
     LoadedProgram,
@@ -35,7 +36,6 @@ from onnxport.core.util.errors import OnnxportError, UnavailableError
 from onnxport.core.util.text import first_line
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
-WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 
 
 def import_transformers():
@@ -71,10 +71,7 @@ def _task_config(folder: Path, task: str | None):
 
 
 def _weights(folder: Path) -> list[Path]:
-    found = [p for pattern in WEIGHT_PATTERNS for p in sorted(folder.glob(pattern))]
-    if not found:
-        raise OnnxportError(f"{folder}: no weights (model.safetensors or pytorch_model.bin) in the folder")
-    return found
+    return weight_files(folder)  # each inside the folder, and every file an index names (hf_files)
 
 
 def _auto_class(transformers, task: str | None):
@@ -113,12 +110,14 @@ def describe_hf(folder: str | Path, task: str | None = None) -> SourceInfo:
     transformers = import_transformers()
     torch = import_torch()
     config, task = _task_config(folder, task)
-    _weights(folder)
+    weights = _weights(folder)
     preset, auto = _auto_class(transformers, task)
     cls = _model_class(transformers, config, auto)
     names, from_tokenizer = _input_names(folder, config, cls)
     with torch.device("meta"):
         skeleton = cls._from_config(config, attn_implementation="eager")
+    tensors = [*skeleton.parameters(), *skeleton.buffers()]  # a config may not ask for more than the weights hold
+    check_requested_size(folder, sum(t.numel() * t.element_size() for t in tensors), weights)
     params = [ParamInfo(n, tuple(p.shape), str(p.dtype).replace("torch.", "")) for n, p in skeleton.named_parameters()]
     params += [ParamInfo(n, tuple(b.shape), str(b.dtype).replace("torch.", ""), True)
                for n, b in skeleton.named_buffers()]
