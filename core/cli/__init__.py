@@ -6,7 +6,7 @@ User errors (`OnnxportError`) end with one line on stderr and exit code 2, never
 
 Signals: this entry point (never the core) turns SIGTERM into a `Terminated` exception and SIGINT
 into `KeyboardInterrupt`, so the core's `finally`/`with` blocks remove the temps of a write in
-progress; the run ends with one line naming the files it did put in place (written_files.py) and
+progress; the run ends with one line naming the files it did put in place (util/written_files.py) and
 exit 143 (SIGTERM) or 130 (SIGINT). A repeated signal is ignored while that cleanup runs. SIGKILL cannot be caught: the next write to the same path
 removes the dead run's temps (core/atomic.py).
 """
@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from onnxport.core.cli.error_output import EXIT_BROKEN_PIPE, report_error, silence_stdout, stdout_closed
-from onnxport.core.cli.written_files import WrittenFiles, interrupted_line
 from onnxport.core.util import signal_shield
 from onnxport.core.util.errors import OnnxportError, cannot_read
+from onnxport.core.util.written_files import WrittenFiles, interrupted_line
 
 EXIT_USER_ERROR = 2
 EXIT_SIGINT = 128 + signal.SIGINT

@@ -1,4 +1,4 @@
-"""Which files a command put in place before it was interrupted.
+"""Which files a command (or an app job) put in place before it was interrupted or cancelled.
 
 `onnxport export --validate --quantize dynamic -o m.onnx` writes m.onnx, then m.int8.onnx, then
 benchmarks, then m.report.json; Ctrl-C during the benchmark must not say "nothing was written".
@@ -6,7 +6,8 @@ Every write is atomic (core/util/atomic.py: a new file renamed into place), so a
 committed is one whose inode (or mtime) changed since the run started. `WrittenFiles(out)` takes
 that snapshot of the destination's family in its folder - `out` itself and the names starting
 with its stem and a dot (`m.onnx`, `m.onnx.<run id>.data`, `m.int8.onnx`, `m.report.json`) -
-and `written()` lists those that are new or replaced. Temps never count.
+and `written()` lists those that are new or replaced. Temps never count. The CLI's interrupted
+line and the app's cancel line both say what stayed (`stopped_line`).
 """
 
 from __future__ import annotations
@@ -49,11 +50,16 @@ class WrittenFiles:
         return [self.out.parent / name for _, name in changed]
 
 
-def interrupted_line(what: str, watcher: WrittenFiles | None) -> str:
-    """`onnxport: interrupted; already written: m.onnx, m.int8.onnx (complete); unfinished files were
-    removed` - or `...; nothing was written (...)` when no file was put in place."""
+def stopped_line(what: str, watcher: WrittenFiles | None) -> str:
+    """`interrupted; already written: m.onnx, m.int8.onnx (complete); unfinished files were removed`
+    - or `...; nothing was written (...)` when no file was put in place."""
     written = watcher.written() if watcher is not None else []
     if not written:
-        return f"onnxport: {what}; nothing was written (unfinished files were removed)"
+        return f"{what}; nothing was written (unfinished files were removed)"
     names = ", ".join(str(p) for p in written)
-    return f"onnxport: {what}; already written: {names} (complete); unfinished files were removed"
+    return f"{what}; already written: {names} (complete); unfinished files were removed"
+
+
+def interrupted_line(what: str, watcher: WrittenFiles | None) -> str:
+    """The CLI's line: `onnxport: ` + `stopped_line`."""
+    return f"onnxport: {stopped_line(what, watcher)}"

@@ -13,7 +13,9 @@ from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model, plan_export
 from onnxport.core.graph.index_types import fill_types, wait_types
 from onnxport.core.util.child_call import call_in_child
+from onnxport.core.util.errors import Cancelled
 from onnxport.core.util.progress import Steps
+from onnxport.core.util.written_files import WrittenFiles, stopped_line
 from onnxport.core.workflow.export_steps import export_steps, post_steps
 from onnxport.core.workflow.sources import LoadedSources, open_sources
 
@@ -70,11 +72,19 @@ def plan_job(sources: LoadedSources, outputs: list[str]):
 def export_job(sources: LoadedSources, outputs: list[str], choices):
     """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None).
     The export streams in this worker; validation and quantization run in a child process
-    (core/util/child_call.py: they hold the GIL for seconds on a big model)."""
+    (core/util/child_call.py: they hold the GIL for seconds on a big model). A cancel names what
+    stayed written (the float model, once the quantization is under way), as the CLI does."""
     post_needed = choices.validate or choices.quantize
     post_names = post_steps(False, choices.quantize)  # validation runs in the export (its gate)
 
     def run(progress, cancel):
+        watcher = WrittenFiles(choices.path)
+        try:
+            return export_and_post(progress, cancel)
+        except Cancelled:
+            raise Cancelled(stopped_line("cancelled", watcher)) from None
+
+    def export_and_post(progress, cancel):
         steps = Steps(progress, export_steps(choices.validate, choices.quantize), cancel)
         if sources.match is not None:
             sources.match.raise_if_unusable()

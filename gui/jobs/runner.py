@@ -41,7 +41,7 @@ class JobRunner(QObject):
 
     started = Signal(str)  # the main job's name
     progress = Signal(object, str)  # (fraction or None, message) of the main job
-    message = Signal(str)  # a line for the log ("busy: ...", "... cancelled; nothing was written")
+    message = Signal(str)  # a line for the log ("busy: ...", "export cancelled; already written: ...")
     failed = Signal(str, object, str)  # (name, exception, traceback text): the caller shows the error
     ended = Signal(str, str)  # (name, "returned" | "errored" | "cancelled")
     finished = Signal(str)  # the main job is over (after `ended`); the runner is free again
@@ -71,7 +71,7 @@ class JobRunner(QObject):
         job.signals.progress.connect(lambda fraction, text: self._alive() and self.progress.emit(fraction, text))
         job.signals.returned.connect(lambda result: self._alive() and self._returned(job, on_result, result))
         job.signals.errored.connect(lambda exc, tb: self._alive() and self._failed(job, exc, tb))
-        job.signals.cancelled.connect(lambda: self._alive() and self._cancelled(job))
+        job.signals.cancelled.connect(lambda text: self._alive() and self._cancelled(job, text))
         job.signals.finished.connect(lambda: self._alive() and self._finished(job))
         self.started.emit(name)
         job.start()
@@ -106,9 +106,11 @@ class JobRunner(QObject):
         self.failed.emit(job.name, exc, details)
         self.ended.emit(job.name, "errored")
 
-    def _cancelled(self, job: Job) -> None:
+    def _cancelled(self, job: Job, text: str) -> None:
+        """`text`: the `Cancelled` line, which says what the job left written (`Cancelled`'s
+        default: nothing)."""
         self._release(job)
-        self.message.emit(f"{job.name} cancelled; nothing was written")
+        self.message.emit(f"{job.name} {text}")
         self.ended.emit(job.name, "cancelled")
 
     def _finished(self, job: Job) -> None:

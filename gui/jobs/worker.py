@@ -5,7 +5,7 @@ Why: the GUI thread never blocks. A job is a plain core function `fn(progress, c
 - `started()`;
 - `progress(fraction_or_None, message)`, throttled to ~20 per second;
 - `returned(result)`, or `errored(exc, traceback_text)` (every exception is caught and emitted),
-  or `cancelled()` for a `Cancelled`;
+  or `cancelled(text)` for a `Cancelled` (its line: what stayed written, if anything);
 - `finished()` always, last.
 Cancel is cooperative: `Job.cancel()` sets the core `CancelToken`; the core raises `Cancelled` and
 cleans up (no partial file). Once the job passes its commit point (`Job.committed`) a cancel is
@@ -33,7 +33,7 @@ class JobSignals(QObject):
     progress = Signal(object, str)
     returned = Signal(object)
     errored = Signal(object, str)
-    cancelled = Signal()
+    cancelled = Signal(str)
     finished = Signal()
 
 
@@ -77,8 +77,8 @@ class Job(QRunnable):
         self._emit(self.signals.started)
         try:
             result = self.fn(self._progress, self.token)
-        except Cancelled:
-            self._emit(self.signals.cancelled)
+        except Cancelled as exc:
+            self._emit(self.signals.cancelled, exc.one_line())
         except BaseException as exc:  # noqa: BLE001 - emitted, never lost
             self._emit(self.signals.errored, exc, traceback.format_exc())
         else:

@@ -179,7 +179,7 @@ def test_5_ctrl_c_after_a_commit_says_what_was_written(tmp_path, wait_for):
 
 
 def test_5_ctrl_c_before_anything_is_written_says_nothing_was():
-    from onnxport.core.cli.written_files import WrittenFiles, interrupted_line
+    from onnxport.core.util.written_files import WrittenFiles, interrupted_line
 
     assert interrupted_line("interrupted", None) == \
         "onnxport: interrupted; nothing was written (unfinished files were removed)"
