@@ -47,10 +47,6 @@ class Staging:
         return self.dir / name
 
     @property
-    def final_name(self) -> str:
-        return self.out_path.name
-
-    @property
     def data_name(self) -> str:
         """The external-data file name to give a tool that writes the final model (unique to this run)."""
         return self._tx.companion("data").name

@@ -57,10 +57,6 @@ class FocusedPreview:
         """Nothing left out: the whole preview."""
         return self.shown_nodes >= self.total_nodes
 
-    @property
-    def collapsed_nodes(self) -> int:
-        return sum(len(r.nodes) for r in self.collapsed)
-
     def summary(self) -> str:
         """One line for the panel: what is shown, around what, and what was left out."""
         around = ", ".join(self.seeds[:2]) + (f" and {len(self.seeds) - 2} more" if len(self.seeds) > 2 else "")

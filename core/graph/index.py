@@ -27,7 +27,6 @@ from onnxport.core.io.model_io import strip_weights, tensor_nbytes
 from onnxport.core.io.parameter_set import dtype_name
 from onnxport.core.util.progress import CancelToken
 from onnxport.core.util.shapes import numel
-from onnxport.core.util.suggest import close_names
 
 LOSS_OPS = {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropy"}
 LABEL_WORDS = ("label", "target")
@@ -73,10 +72,6 @@ class TensorIndex:
         else (an ORT eval graph, whose only graph output is the loss) the suggested outputs."""
         kept = [n for n in self.graph_outputs if not self.tensors[n].training_only]
         return kept or list(self.suggested)
-
-    def suggest(self, name: str, limit: int = 3) -> list[str]:
-        """Names close to `name` (for 'unknown output' messages)."""
-        return close_names(name, (t.name for t in self.selectable()), limit)
 
 
 def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None,

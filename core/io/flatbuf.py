@@ -1,9 +1,9 @@
 """A minimal, defensive little-endian FlatBuffers reader over bytes or a memory map.
 
 Contract: only what ONNX Runtime's checkpoint schema needs (tables, vtables, scalars, strings,
-vectors of tables/strings/scalars, scalar vectors as zero-copy numpy views), without the
-`flatbuffers` package. Every offset is bounds-checked before it is read: anything out of range or
-malformed raises `CorruptFileError` naming the file, never IndexError/struct.error/ValueError.
+vectors of tables/strings/scalars), without the `flatbuffers` package. Every offset is
+bounds-checked before it is read: anything out of range or malformed raises `CorruptFileError`
+naming the file, never IndexError/struct.error/ValueError.
 Strings are the only copies, bounded in total by COPY_FACTOR x the buffer (+ COPY_FLOOR), so a
 small crafted file cannot copy one long string a million times.
 
@@ -17,8 +17,6 @@ uint32, relative to where they are stored; a vector/string is a uint32 count, th
 from __future__ import annotations
 
 import struct
-
-import numpy as np
 
 from onnxport.core.util.errors import CorruptFileError
 
@@ -203,9 +201,3 @@ class Table:
             return ()
         return struct.unpack_from(f"<{vec[1]}q", self.buf.data, vec[0])
 
-    def int64_view(self, slot: int) -> np.ndarray:
-        """A zero-copy numpy view of an int64 vector field (empty if absent)."""
-        vec = self.vector(slot, 8, "int64 vector")
-        if vec is None or vec[1] == 0:
-            return np.empty(0, dtype="<i8")
-        return np.frombuffer(self.buf.data, dtype="<i8", count=vec[1], offset=vec[0])

@@ -185,9 +185,3 @@ def wire_args(args: dict) -> dict:
         return value
     return {key: wire(value) for key, value in args.items()}
 
-
-def run_training_op(op: str, args: dict, *, progress: ProgressFn | None = None,
-                    cancel: CancelToken | None = None) -> dict:
-    """One operation in a child started for it alone (what the CLI and the app do)."""
-    with TrainingProcess() as training:
-        return training.call(op, args, progress=progress, cancel=cancel)

@@ -60,14 +60,9 @@ class Classified:
     ortmodule: OrtModuleFiles | None = None
 
 
-def classify(paths: Iterable[str | Path]) -> tuple[Path | None, list[Path], list[tuple[Path, SourceKind]]]:
-    """Split dropped files/folders into (model, parameter files, others). Folders are expanded."""
-    found = classify_sources(paths)
-    return found.model, found.params, found.others
-
-
 def classify_sources(paths: Iterable[str | Path]) -> Classified:
-    """`classify`, also saying which ORTModule set (if any) the model came from."""
+    """Split dropped files/folders into the model, parameter files and others (folders expanded),
+    and say which ORTModule set (if any) the model came from."""
     onnx_files, param_files, others = _sort_files(paths)
     model, ortmodule = _pick_model(onnx_files, others)
     return Classified(model, param_files, others, ortmodule)

@@ -35,7 +35,7 @@ def model_with(weight: np.ndarray) -> onnx.ModelProto:
 
 def tool_writes(stage: Staging, weight: np.ndarray, location: str) -> os.PathLike:
     """What a tool does in the staging folder: the final model name, external data as it likes."""
-    staged = stage.path(stage.final_name)
+    staged = stage.path(stage.out_path.name)
     onnx.save_model(model_with(weight), str(staged), save_as_external_data=True,
                     all_tensors_to_one_file=True, location=location, size_threshold=0)
     return staged

@@ -203,7 +203,7 @@ from onnxport.core.io.checkpoint import read_checkpoint
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.readers import read_parameters
-from onnxport.core.workflow.sources import classify
+from onnxport.core.workflow.sources import classify_sources
 folder = Path(sys.argv[1])
 os.mkfifo(folder / "paramtrain_tensors.pbseq")
 os.mkfifo(folder / "model.onnx")
@@ -215,7 +215,8 @@ for call in (lambda: read_checkpoint(folder), lambda: load_graph(folder / "model
     except OnnxportError as exc:
         print(exc)
 (folder / "paramtrain_tensors.pbseq").unlink()
-print(classify([folder]))  # the folder opens: the pipe and the dangling link are skipped
+found = classify_sources([folder])
+print((found.model, found.params, found.others))  # the folder opens: the pipe and the dangling link are skipped
 """
 
 

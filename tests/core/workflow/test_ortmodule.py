@@ -29,7 +29,7 @@ from onnxport.core.workflow.ortmodule import (
     parse_file_name,
     pick_graph,
 )
-from onnxport.core.workflow.sources import classify, open_sources
+from onnxport.core.workflow.sources import classify_sources, open_sources
 
 from ..ortmodule_builders import OUTPUT, bn_net, mlp, ortmodule_folder, run_both, save_state_dict, write_decoy
 
@@ -120,15 +120,16 @@ def test_open_path_picks_the_same_graph_and_keeps_the_set_out_of_unused(tmp_path
     for name in ("net_execution_model_inference", "net_optimized_training", "net_torch_exported_inference",
                  "net_torch_exported_training"):
         write_decoy(folder / f"{name}.onnx")
-    model, params, others = classify([folder])
+    found = classify_sources([folder])
+    model, params, others = found.model, found.params, found.others
     assert model.name == "net_torch_exported_inference.onnx"  # by sorted name: execution_model (wrong)
     assert params == [] and others == []
     files = sorted(folder.iterdir(), reverse=True)  # dropped as files, any order
-    assert classify(files)[0].name == "net_torch_exported_inference.onnx"
-    assert classify([folder / "net_optimized_training.onnx"])[0].name == "net_optimized_training.onnx"  # chosen
+    assert classify_sources(files).model.name == "net_torch_exported_inference.onnx"
+    assert classify_sources([folder / "net_optimized_training.onnx"]).model.name == "net_optimized_training.onnx"  # chosen
     write_decoy(folder / "other_torch_exported_inference.onnx")
     with pytest.raises(OnnxportError, match="several models.*'net', 'other'"):
-        classify([folder])
+        classify_sources([folder])
 
 
 # ---- name alignment --------------------------------------------------------------------------
