@@ -1,16 +1,15 @@
 """Read ONNX Runtime training checkpoints without the training package, without copying.
 
 Contract: `read_checkpoint(path) -> ParameterSet` for
-- the flatbuffer file (`CheckpointState.save_checkpoint`, `generate_artifacts`): identifier
-  `ODTC` at bytes 4..8, root `Checkpoint{version, module_state, optimizer_groups, property_bag}`;
-  trainable vs frozen is which list (`requires_grad_params` / `frozen_params`) a tensor is in;
-  nominal checkpoints (`is_nominal_state`) carry names and types only; with `has_external_data`
-  a tensor whose `external_data_offset` is >= 0 has its bytes in `<checkpoint>.data`, which
-  must be a regular file inside the checkpoint's folder (`confined`: no symlink out);
-- the older folder of `.pbseq` files (see `checkpoint_legacy`); a `.pbseq` file means its folder.
+- the flatbuffer file (`save_checkpoint`, `generate_artifacts`): identifier `ODTC` at bytes 4..8,
+  root `Checkpoint{version, module_state, optimizer_groups, property_bag}`; trainable vs frozen is
+  which list a tensor is in; nominal checkpoints carry names and types only; with
+  `has_external_data` a tensor whose `external_data_offset` is >= 0 has its bytes in
+  `<checkpoint>.data`, a regular file inside the checkpoint's folder (`confined`);
+- the older folder of `.pbseq` files (`checkpoint_legacy`); a `.pbseq` file means its folder.
 Files are memory-mapped and kept alive by `ParameterSet.keepalive`: opening a multi-GB checkpoint
-reads only its small metadata. `ParamTensor.loader()` returns a read-only zero-copy view, and
-`ParamTensor.span` names the exact bytes so a writer can copy file-to-file. Every problem raises
+reads only its metadata. `ParamTensor.loader()` returns a read-only zero-copy view and
+`ParamTensor.span` names the exact bytes, for file-to-file copies. Every problem raises
 `OnnxportError` (usually `CorruptFileError`) with one line naming the file and, where relevant,
 the tensor; no other exception type escapes.
 """

@@ -1,18 +1,16 @@
 """Read the older ONNX Runtime training checkpoint folder (`.pbseq` files), without copying.
 
-Contract: `read_legacy_checkpoint(folder) -> ParameterSet` (kind "ort-checkpoint-legacy"). ORT
-before the flatbuffer format (and ORT 1.19 no longer loads these) saved a folder of protobuf
-message sequences, each file a varint32 count, then per message a varint32 length and a
-serialized `onnx.TensorProto`:
-- `paramtrain_tensors.pbseq` / `paramfrozen_tensors.pbseq`: trainable / frozen parameters
-  (the oldest layout had one `param_tensors.pbseq`, trainability unknown);
+Contract: `read_legacy_checkpoint(folder) -> ParameterSet` (kind "ort-checkpoint-legacy"). Before
+the flatbuffer format (ORT 1.19 no longer loads these) ORT saved a folder of protobuf message
+sequences: a varint32 count, then per message a varint32 length and a serialized `TensorProto`:
+- `paramtrain_tensors.pbseq` / `paramfrozen_tensors.pbseq`: trainable / frozen parameters (the
+  oldest layout had one `param_tensors.pbseq`, trainability unknown);
 - `optim_<group>_<momentum>_tensors.pbseq`: that optimizer state of every parameter, by name;
-- `optim_<group>_properties.pbseq`: scalars `builtin.initial_learning_rate`, `builtin.step`;
+- `optim_<group>_properties.pbseq`: `builtin.initial_learning_rate`, `builtin.step`;
 - `custom_properties.pbseq`: user properties (scalar float / int64 / string tensors).
-Every `.pbseq` file must be a regular file inside the folder (`confined`: no symlink out).
-Files are memory-mapped; a tensor stored as `raw_data` is a zero-copy view with a `FileSpan` (the
-field's offset inside the record), tensors in typed fields (`float_data`...) are decoded. Every
-problem raises `CorruptFileError` naming the file and, where relevant, the tensor.
+Every file must be a regular file inside the folder (`confined`). Files are memory-mapped; a
+`raw_data` tensor is a zero-copy view with a `FileSpan`, typed fields are decoded. Every problem
+raises `CorruptFileError` naming the file and, where relevant, the tensor.
 """
 
 from __future__ import annotations

@@ -1,28 +1,18 @@
 """Trusting a model file's tensors: external data confined to the model's folder, sizes that fit.
 
-Why: an ONNX file names where its weights live (`external_data` location, offset, length) and how
-big each tensor is (dims). A crafted file can point at `/etc/passwd`, climb out with `../`, go
-through a symlink that leaves the folder, or declare 2^62 elements backed by nothing. Whatever
-reads the file next (our writer, onnx's loader, ONNX Runtime given the model's path) would read
-that file or allocate that much. So every model is checked here once, on load, before anything
-else touches it.
-
+Why: a crafted ONNX file can point its weights at `/etc/passwd`, climb out with `../` or a symlink,
+or declare 2^62 elements backed by nothing; so every model is checked here once, on load.
 Contract:
-- `iter_tensors(model)` yields every tensor a model holds, with a label: graph initializers, sparse
-  initializers (values and indices), tensors in node attributes (Constant `value`...), in the
-  sub-graphs of If/Loop/Scan at any depth, in model functions and training-info graphs.
-- `external_reference(t, folder)` is where one tensor's external bytes are: the location resolved
-  (symlinks followed) inside `folder`, a regular file, offset/length whole numbers that fit in it
-  and a length equal to what dims and type declare. Anything else raises `CorruptFileError`.
-- `check_model_tensors(model, model_path, file_bytes)` checks every tensor: known type, dims >= 0,
-  external data as above; inline data no bigger than the whole file (the bound that keeps numpy
-  from allocating what a file only claims) and holding the values its dims declare; sparse
-  tensors as ORT densifies them, their dense sizes bounded (`sparse_tensors`).
+- `iter_tensors(model)` yields every tensor a model holds, labelled: initializers (sparse too),
+  node attributes, If/Loop/Scan bodies at any depth, functions, training-info graphs.
+- `external_reference(t, folder)`: where one tensor's external bytes are: resolved (symlinks
+  followed) inside `folder`, a regular file, offset/length that fit in it, a length equal to what
+  dims and type declare; anything else raises `CorruptFileError`.
+- `check_model_tensors(model, model_path, file_bytes)`: known types, dims >= 0, external data as
+  above, inline data no bigger than the file and holding what its dims declare, sparse tensors as
+  ORT densifies them with their dense sizes bounded (`sparse_tensors`).
 - `inline_nested_external(model, folder)` reads the external bytes of tensors other than
-  main-graph initializers into their protos (the writer copies those tensors as they are, so
-  their references would otherwise point next to the *output*).
-Cost: a few protobuf field reads per tensor; each distinct location is resolved once.
-"""
+  main-graph initializers into their protos (the writer copies those as they are)."""
 
 from __future__ import annotations
 

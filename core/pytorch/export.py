@@ -2,20 +2,16 @@
 
 Contract: `export_torch(source, out_path, mode=..., task=..., opset=..., inputs=..., trust_code=...)`
 loads a TorchScript `.pt`, a `torch.export` `.pt2` (programs: only with `trust_code=True`) or a
-Hugging Face folder (torch_sources / hf_source),
-traces it with torch's TorchScript-based exporter (`dynamo=False`, the one that honours
-`training=TrainingMode.TRAINING`; the dynamo exporter would also need onnxscript) and writes
-`out_path` atomically. Returns a `TorchExportResult`.
-
-- training: export_params=True, do_constant_folding=False, training=TRAINING: the forward graph
-  for on-device training (Dropout/BatchNorm in training form), opset 16 by default (LayerNorm
-  decomposed; artifacts.py also repairs fused LayerNormalization at opset >= 17).
-- inference: eval mode, constant folding, opset 14 by default (the seed's), the preset's input
-  and output names and dynamic batch/sequence axes. The result is run in ONNX Runtime on fresh
-  inputs of other batch/sequence sizes and compared with PyTorch (`max_abs_diff`). Quantizing it
-  is the workflow's (workflow/torch_import.py: the accuracy-target quantizer `quantize` uses).
-The Hugging Face wrapper's `model.` prefix is removed from every tensor name, so initializers are
-named exactly as the model's state_dict.
+Hugging Face folder, traces it with torch's TorchScript-based exporter (`dynamo=False`, the one
+that honours `training=TrainingMode.TRAINING`) and writes `out_path` atomically; returns a
+`TorchExportResult`.
+- training: parameters exported, no constant folding, Dropout/BatchNorm in training form, opset 16
+  by default (LayerNorm decomposed; artifacts.py repairs fused LayerNormalization at >= 17).
+- inference: eval mode, constant folding, opset 14 by default, the preset's input/output names and
+  dynamic batch/sequence axes; the result is run in ONNX Runtime on inputs of other sizes and
+  compared with PyTorch (`max_abs_diff`). Quantizing it is the workflow's (workflow/torch_import.py).
+The Hugging Face wrapper's `model.` prefix is removed from tensor names, so initializers are named
+exactly as the model's state_dict.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """Task presets for exporting Hugging Face models (seed 003): what goes in, what comes out.
 
-Contract: `PRESETS[name]` is a `TaskPreset` naming the transformers Auto class to load, the
-output names in order and their dynamic axes. Inputs are named as the tokenizer names them
-(`input_ids`, `attention_mask`, `token_type_ids` where the model takes it), each with dynamic
-axes {0: "batch", 1: "sequence"}. `wrap_for_task(model, preset, input_names)` (needs torch)
-returns a module whose forward takes the inputs positionally and returns exactly the preset's
-outputs, which is what the ONNX exporter traces.
-
+Contract: `PRESETS[name]` is a `TaskPreset` naming the transformers Auto class to load, the output
+names in order and their dynamic axes. Inputs are named as the tokenizer names them (`input_ids`,
+`attention_mask`, `token_type_ids` where the model takes it), dynamic axes {0: "batch", 1:
+"sequence"}. `wrap_for_task(model, preset, input_names)` (needs torch) returns the module the
+exporter traces: inputs positional, exactly the preset's outputs.
 - default: the encoder's `last_hidden_state` (batch, sequence, hidden).
-- pooling: `embeddings` (batch, hidden), the attention-mask-weighted mean of the token states
-  (sentence embeddings); `pooling="cls"` takes the first token instead; `normalize=True` (a
-  sentence-transformers folder listing a Normalize module, st_modules.py) L2-normalises them.
+- pooling: `embeddings` (batch, hidden), the attention-mask-weighted mean of the token states;
+  `pooling="cls"` takes the first token; `normalize=True` (a sentence-transformers Normalize
+  module, st_modules.py) L2-normalises them.
 - question-answering: `start_logits`, `end_logits` (batch, sequence).
-- text-classification: `logits` (batch, labels).
-- zero-shot-classification: the same schema as text-classification (an NLI head's logits).
+- text-classification and zero-shot-classification: `logits` (batch, labels).
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """Where a run may write: a regular file (or nothing yet), never a file the run reads.
 
 Why: a write renames a complete temp onto its destination. Onto a device or a named pipe that
-rename replaces the node itself (as root, `-o /dev/null` replaced the system's /dev/null with a
-regular file); onto a file the run reads (the checkpoint, the model's external data, the
-calibration data) it destroys the input, with exit 0.
+rename replaces the node itself (as root, `-o /dev/null` would replace /dev/null); onto a file the
+run reads (the checkpoint, external data, calibration data) it destroys the input.
 
 Contract:
 - `check_kind(dest, folder_ok=False)`: `dest` does not exist, or is a regular file (a symlink to
-  one counts), or with `folder_ok` a folder; else `cannot write DEST: it is a named pipe ...`.
-  The atomic writer calls it before it makes a temp and again before its renames; commands call
-  it (through `check_output`) before any work.
-- `check_output(dest, reads)`: `check_kind`, then refuse `dest` when it is the same file (same
-  device and inode, any path or link leading to it) as one of `reads` (paths, or a mapping of
-  path -> what it is, "the source model", named in the message); a folder in `reads` stands for
-  the regular files directly in it (a legacy checkpoint folder, a Hugging Face folder).
+  one counts), or with `folder_ok` a folder; else `cannot write DEST: it is a named pipe ...`. The
+  atomic writer calls it before its temp and its renames; commands call it before any work.
+- `check_output(dest, reads)`: `check_kind`, then refuse `dest` when it is the same file (device
+  and inode) as one of `reads` (paths, or path -> what it is, named in the message); a folder in
+  `reads` stands for the regular files directly in it.
 """
 
 from __future__ import annotations
