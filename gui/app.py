@@ -110,7 +110,7 @@ TERMINATE_WAIT_MS = 10_000  # how long a running job gets to reach its next canc
 def handle_sigterm(app, window):
     """SIGTERM ends the app without leaving temp files: the running job is cancelled (the core
     removes its temps at its next check; a job past its commit point finishes its write), the
-    temps still registered (core/atomic.py) are removed, one line goes to stderr and the app
+    temps still registered (core/util/atomic.py) are removed, one line goes to stderr and the app
     exits with 143. The core installs no handler; this entry point does.
 
     Why a wakeup fd: Python runs a signal handler only when the main thread runs Python code, and

@@ -8,7 +8,7 @@ Signals: this entry point (never the core) turns SIGTERM into a `Terminated` exc
 into `KeyboardInterrupt`, so the core's `finally`/`with` blocks remove the temps of a write in
 progress; the run ends with one line naming the files it did put in place (util/written_files.py) and
 exit 143 (SIGTERM) or 130 (SIGINT). A repeated signal is ignored while that cleanup runs. SIGKILL cannot be caught: the next write to the same path
-removes the dead run's temps (core/atomic.py).
+removes the dead run's temps (core/util/atomic.py).
 """
 
 from __future__ import annotations

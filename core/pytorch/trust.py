@@ -10,7 +10,7 @@ is trusted: the core takes `trust_code: bool = False` (no global switch), the CL
 
 Parameters are data, not programs, and need no trust: a state_dict `.pt` (read with
 `weights_only=True`), safetensors, `.npz`, and Hugging Face folders (safetensors or weights-only
-`.bin`, `trust_remote_code=False`). Even a trusted `.pt2` is never unpickled (pt2_archive_check.py).
+`.bin`, `trust_remote_code=False`). Even a trusted `.pt2` is never unpickled (pt2_check.py).
 """
 
 from __future__ import annotations

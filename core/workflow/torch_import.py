@@ -54,7 +54,7 @@ class TorchImportOptions:
     frozen: list[str] | None = None
     loss: str = "crossentropy"
     optimizer: str = "adamw"
-    trust_code: bool = False  # the user trusts a TorchScript/.pt2 program to run (program_trust.py)
+    trust_code: bool = False  # the user trusts a TorchScript/.pt2 program to run (pytorch/trust.py)
 
 
 @dataclass

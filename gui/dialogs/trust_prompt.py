@@ -1,7 +1,7 @@
 """Ask before the app runs a PyTorch program's code: once per file, remembered for the session.
 
 A TorchScript or `.pt2` file is a program: importing it runs its author's code (see
-core/program_trust.py). Before the import flow describes one, `trust_for_import` asks the user a
+core/pytorch/trust.py). Before the import flow describes one, `trust_for_import` asks the user a
 QMessageBox question that says why; a Yes is remembered in `SESSION_TRUST` (by resolved path), a
 No imports nothing and is asked again next time. Hugging Face folders and parameter files are data:
 nothing is asked. The answer reaches the core as `trust_code` (describe job, then
