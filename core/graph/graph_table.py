@@ -106,12 +106,12 @@ def _checked_outputs(model: onnx.ModelProto, table: GraphTable, outputs: Iterabl
     itself, which raises the one-line error with suggestions."""
     outputs = list(outputs)
     inputs = set(table.input_names)
-    wanted: list[str] = []
+    wanted: dict[str, None] = {}  # ordered, and `in` is a hash lookup: 200,000 outputs took minutes
     for raw in outputs:
         name = raw.strip()
         if not name:
             continue
         if name in wanted or (name not in table.producer and name not in inputs):
             return check_outputs(model, outputs)
-        wanted.append(name)
-    return wanted or check_outputs(model, outputs)
+        wanted[name] = None
+    return list(wanted) or check_outputs(model, outputs)

@@ -216,12 +216,16 @@ class _Reader:
         if bag is None:
             return {}
         props: dict[str, int | float | str] = {}
-        for p in bag.tables(PB_INTS):
-            props[p.string(PROP_NAME) or ""] = p.i64(PROP_VALUE)
-        for p in bag.tables(PB_FLOATS):
-            props[p.string(PROP_NAME) or ""] = p.f32(PROP_VALUE)
-        for p in bag.tables(PB_STRINGS):
-            props[p.string(PROP_NAME) or ""] = p.string(PROP_VALUE) or ""
+        for slot, value in ((PB_INTS, Table.i64), (PB_FLOATS, Table.f32), (PB_STRINGS, _string_value)):
+            for p in bag.tables(slot):
+                name = p.string(PROP_NAME) or ""
+                if name in props:
+                    raise CorruptFileError(f"{self.path}: property '{name[:120]}' appears twice")
+                props[name] = value(p, PROP_VALUE)
         return props
+
+
+def _string_value(table: Table, slot: int) -> str:
+    return table.string(slot) or ""
 
 

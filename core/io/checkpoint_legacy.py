@@ -33,6 +33,7 @@ from onnxport.core.io.parameter_set import (
     ParamTensor,
     dtype_name,
 )
+from onnxport.core.io.regular_files import regular_file
 from onnxport.core.io.shape_limits import shape_problem
 from onnxport.core.util.errors import CorruptFileError
 
@@ -40,6 +41,7 @@ SUFFIX = ".pbseq"
 PARAM_FILES = {"paramtrain": True, "paramfrozen": False}
 OLDEST_PARAM_FILE = "param_tensors.pbseq"
 LR_PROPERTY, STEP_PROPERTY = "builtin.initial_learning_rate", "builtin.step"
+RECORDS_MAX = 2_000_000  # records one file may declare (flatbuf.TABLES_MAX's reasoning)
 _RAW_DATA_FIELD = 9
 _LEN = 2  # protobuf wire type of length-delimited fields
 
@@ -87,6 +89,7 @@ def read_legacy_checkpoint(folder: str | Path) -> ParameterSet:
 
 
 def _confined(path: Path, folder: Path) -> Path:
+    regular_file(path)  # a pipe or a device: named as such
     try:
         confined_file(path.name, folder, "checkpoint file")
     except ConfinementError as exc:
@@ -118,6 +121,9 @@ def _varint(data, pos: int, end: int, label: str) -> tuple[int, int]:
 def _records(mm: mmap.mmap, label: str):
     """Yield (offset, length) of each message of a message-sequence file."""
     count, pos = _varint(mm, 0, len(mm), label)
+    if count > min(RECORDS_MAX, len(mm) - pos):  # each record takes at least its length byte
+        raise CorruptFileError(f"{label}: declares {count:,} records, more than a {len(mm):,}-byte file holds "
+                               f"or onnxport reads ({RECORDS_MAX:,})")
     for _ in range(count):
         length, pos = _varint(mm, pos, len(mm), label)
         if pos + length > len(mm):
@@ -175,7 +181,13 @@ def _tensors(path: Path, trainable: bool | None, keepalive: list[object]) -> lis
     mm = map_file(path)
     keepalive.append(mm)
     label = str(path)
-    return [_tensor(mm, pos, length, path, label, trainable) for pos, length in _records(mm, label)]
+    tensors: dict[str, ParamTensor] = {}
+    for pos, length in _records(mm, label):
+        tensor = _tensor(mm, pos, length, path, label, trainable)
+        if tensor.name in tensors:  # refused at once: 2M copies of one record took minutes
+            raise CorruptFileError(f"{label}: tensor '{tensor.name[:120]}' appears twice")
+        tensors[tensor.name] = tensor
+    return list(tensors.values())
 
 
 def _tensor(mm: mmap.mmap, pos: int, length: int, path: Path, label: str, trainable: bool | None) -> ParamTensor:

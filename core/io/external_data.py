@@ -17,15 +17,14 @@ Contract:
 from __future__ import annotations
 
 import math
-import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
+from onnxport.core.io.confined import ConfinementError, confined_file
 from onnxport.core.io.shape_limits import shape_problem
 from onnxport.core.io.sparse_tensors import check_sparse_tensors
 from onnxport.core.util.errors import CorruptFileError
@@ -176,28 +175,11 @@ def _whole_number(info: dict[str, str], key: str, location: str) -> int | None:
 
 
 def _confined_file(location: str, folder: Path) -> tuple[Path, int]:
-    """The location as a real path inside `folder` (symlinks resolved) and its size."""
-    shown = _shown(location)
-    if not location:
-        raise _Bad("external data has no location")
-    if "\x00" in location:
-        raise _Bad(f"external data location '{shown}' is not a file name")
-    if os.path.isabs(location) or location.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", location):
-        raise _Bad(f"external data location '{shown}' is an absolute path; only files in the model's folder are read")
-    root = folder.resolve()
+    """The location as a real path inside `folder` (symlinks resolved) and its size (`confined`)."""
     try:
-        path = (root / location).resolve()
-    except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
-        raise _Bad(f"external data location '{shown}' cannot be resolved ({exc})") from None
-    if root not in path.parents:
-        raise _Bad(f"external data location '{shown}' leads outside the model's folder {folder}; "
-                   f"only files in that folder are read")
-    try:
-        st = os.stat(path)
-    except OSError:
-        raise _Bad(f"external data file '{shown}' not found next to the model") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _Bad(f"external data location '{shown}' is not a regular file")
+        path, st = confined_file(location, folder, "external data location")
+    except ConfinementError as exc:
+        raise _Bad(str(exc)) from None
     return path, st.st_size
 
 

@@ -8,7 +8,8 @@ its header declares. Both raise `CorruptFileError` with one line naming the file
 Bounds, all checked before anything is allocated: the archive passes `archive_bounds.open_zip`
 (declared sizes vs the file, inflate ratio: see `budgets`); each .npy header's shape x dtype must
 fit in its member's declared uncompressed size, which zipfile never reads past; a stored
-member's bytes must lie inside the file. Object arrays are refused: no pickle is ever loaded.
+member's bytes must lie inside the file; at most MEMBERS_MAX arrays, each name once. Object
+arrays are refused: no pickle is ever loaded.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from onnxport.core.util.errors import CorruptFileError, cannot_read
 NPZ_HINT = "if it is genuine, save it uncompressed with np.savez"
 READ_CHUNK = 16 * MiB
 NUMERIC_KINDS = "biufc"  # bool, int, uint, float, complex
+MEMBERS_MAX = 200_000  # arrays one archive may hold (safetensors headers allow ~190,000: budgets)
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,16 @@ def list_npz(path: str | Path) -> list[NpzMember]:
         size = path.stat().st_size
     except OSError as exc:
         raise cannot_read(path, exc, CorruptFileError) from None
-    members: list[NpzMember] = []
+    members: dict[str, NpzMember] = {}
     with open_zip(path, ".npz", NPZ_HINT) as zf, open(path, "rb") as raw:
-        for info in zf.infolist():
-            if info.filename.endswith(".npy"):
-                members.append(_member(path, zf, raw, info, size))
-    return members
+        infos = [info for info in zf.infolist() if info.filename.endswith(".npy")]
+        if len(infos) > MEMBERS_MAX:  # each header is parsed in Python: 500,000 took minutes
+            raise CorruptFileError(f"{path}: holds {len(infos):,} arrays; onnxport reads at most {MEMBERS_MAX:,}")
+        for info in infos:
+            if info.filename in members:
+                raise CorruptFileError(f"{path}: array '{info.filename[:-4][:120]}' appears twice")
+            members[info.filename] = _member(path, zf, raw, info, size)
+    return list(members.values())
 
 
 def _member(path: Path, zf: zipfile.ZipFile, raw, info: zipfile.ZipInfo, size: int) -> NpzMember:
