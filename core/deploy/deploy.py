@@ -34,7 +34,10 @@ from onnxport.core.evaluate import runtime
 from onnxport.core.evaluate.compare import EXACT, LOSSY
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.run_reads import model_reads
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 ONE_FILE_LIMIT = 1_800_000_000  # bytes of weights above which an .onnx keeps them in a data file
@@ -92,7 +95,11 @@ def deploy(model_path: str | Path, target: str | Target, out: str | Path, *, req
     report = Reporter(progress, cancel)
     _out_checked(out, target)
     report(0.0, f"reading {model_path.name}")
-    model = runtime.load_full(model_path)
+    model = load_graph(model_path)
+    reads = model_reads(model_path, model)  # never written over: the model, its external data
+    for written in (out, out.with_name(out.stem + CONFIG_SUFFIX)) if target.mobile else (out,):
+        check_output(written, reads)
+    runtime.load_weights(model, model_path.parent)
     report.check()
     converted, kept = [], []
     model, notes = apply_shapes(model, request)

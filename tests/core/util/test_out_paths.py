@@ -147,3 +147,15 @@ def test_quantize_onto_its_calibration_data_or_external_data_is_refused(tmp_path
         with pytest.raises(OnnxportError, match=what):
             quantize(model, dest, mode="static", calibration=calibration)
         assert dest.read_bytes() == before
+
+
+def test_deploy_onto_its_model_or_external_data_is_refused(tmp_path):
+    from onnxport.core.deploy.deploy import deploy
+
+    model = tmp_path / "m.onnx"
+    onnx.save(forward_mlp(), model, save_as_external_data=True, location="weights.onnx", size_threshold=0)
+    for dest, what in ((model, "the source model"), (tmp_path / "weights.onnx", "the external data of m.onnx")):
+        before = dest.read_bytes()
+        with pytest.raises(OnnxportError, match=what):
+            deploy(model, "ort-1.17", dest)
+        assert dest.read_bytes() == before
