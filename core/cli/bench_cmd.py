@@ -12,6 +12,7 @@ import sys
 
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.cli.report_option import check_report
 from onnxport.core.util.errors import OnnxportError
 
 
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.models) > 2:
         raise OnnxportError("bench takes one or two models")
+    check_report(args.report, args.models, args.inputs)
     result = benchmark(args.models, inputs=args.inputs, batch=args.batch, **input_sizes(args),
                        seconds=args.seconds, threads=args.threads, progress=StderrProgress(quiet=args.quiet))
     if args.report:

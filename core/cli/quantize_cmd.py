@@ -16,6 +16,7 @@ import sys
 from onnxport.core.cli.export_cmd import split_names
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.cli.report_option import check_report
 from onnxport.core.quantize import MODES
 
 
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.evaluate.report import build_report, write_report
     from onnxport.core.quantize.quantize import quantize
 
+    check_report(args.report, args.model, args.out, args.calibration, args.validation_inputs)
     result = quantize(
         args.model, args.out, args.mode, calibration=args.calibration, per_channel=args.per_channel,
         reduce_range=args.reduce_range, int8_path=args.int8_path, op_types=split_names(args.op_types) or None,

@@ -16,6 +16,7 @@ import sys
 
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.cli.report_option import check_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.io.parameter_set import merge_parameter_sets
     from onnxport.core.io.readers import read_parameters
 
+    check_report(args.report, args.model, args.reference, args.checkpoint, args.inputs)
     progress = StderrProgress(quiet=args.quiet)
     params = merge_parameter_sets([read_parameters(c) for c in args.checkpoint]) if args.checkpoint else None
     thresholds = None
