@@ -7,8 +7,8 @@ declares a dense shape and ONNX Runtime allocates that shape on load: a 281-byte
 
 Contract: `check_sparse_tensors(model, prefix, file_bytes, folder)` checks every sparse tensor of
 the model (main graph, If/Loop/Scan bodies, functions, training graphs) as ORT does: dense dims
->= 0; values rank 1; indices of an integer type (int8..int64) shaped [nnz] (linear positions) or
-[nnz, rank] (coordinates), each inside the dense shape; and all dense forms together within
+>= 0; values rank 1, of a whole-byte number type; indices int8..int64 shaped [nnz] (linear
+positions) or [nnz, rank] (coordinates), each inside the dense shape; and all dense forms together within
 `budgets.sparse_dense_limit(file_bytes)`. Their external data (if any) was confined and bounded
 by `external_data` first. Raises `CorruptFileError` with one line naming the file and the tensor.
 """
@@ -28,6 +28,8 @@ from onnxport.core.util.errors import CorruptFileError
 
 _T = onnx.TensorProto
 INDEX_TYPES = (_T.INT8, _T.INT16, _T.INT32, _T.INT64)
+_NOT_SPARSE = {getattr(_T, name) for name in ("UNDEFINED", "STRING", "COMPLEX64", "COMPLEX128", "INT4", "UINT4",
+                                               "FLOAT4E2M1", "INT2", "UINT2") if hasattr(_T, name)}
 _SHOWN = 120
 
 
@@ -89,26 +91,31 @@ def _check_shapes(s: onnx.SparseTensorProto, label: str) -> int:
     numel = math.prod(dims)
     if nnz > numel:
         raise CorruptFileError(f"{label}: {nnz} values for a dense shape {dims} of {numel} elements")
-    if nnz:
-        if indices.data_type not in INDEX_TYPES:
-            raise CorruptFileError(f"{label}: its indices are not integers (type {indices.data_type})")
-        idims = list(indices.dims)
-        if len(idims) not in (1, 2) or idims[0] != nnz or (len(idims) == 2 and idims[1] != len(dims)):
-            raise CorruptFileError(f"{label}: indices of shape {idims} do not fit {nnz} values of a rank-"
-                                   f"{len(dims)} tensor ([{nnz}] or [{nnz}, {len(dims)}] expected)")
-    bits = _bits(values.data_type)
+    if indices.data_type not in INDEX_TYPES:
+        raise CorruptFileError(f"{label}: its indices are not int8/16/32/64 (type {indices.data_type})")
+    idims = list(indices.dims)
+    if len(idims) not in (1, 2) or idims[0] != nnz or (len(idims) == 2 and idims[1] != len(dims)):
+        raise CorruptFileError(f"{label}: indices of shape {idims} do not fit {nnz} values of a rank-"
+                               f"{len(dims)} tensor ([{nnz}] or [{nnz}, {len(dims)}] expected)")
+    bits = _value_bits(values.data_type)
+    if bits is None:  # ORT densifies whole-byte numbers only (not strings, int4, float4, complex)
+        raise CorruptFileError(f"{label}: its values are of type {values.data_type}, which ONNX Runtime "
+                               f"cannot hold in a sparse tensor")
     return (numel * bits + 7) // 8
 
 
-def _bits(data_type: int) -> int:
+def _value_bits(data_type: int) -> int | None:
+    """Bits per value of a type ORT holds in a sparse tensor; None for the others."""
+    if data_type in _NOT_SPARSE:
+        return None
     try:
         return 8 * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
     except (KeyError, ValueError, TypeError):
-        return 8  # strings and unknown types: counted a byte per element
+        return None
 
 
 def _check_indices(s: onnx.SparseTensorProto, label: str, folder: Path | None) -> None:
-    if not s.values.dims or not s.values.dims[0]:
+    if not s.values.dims[0]:
         return
     try:
         indices = numpy_helper.to_array(s.indices, str(folder) if folder is not None else "")

@@ -106,3 +106,24 @@ def test_bench_of_a_sparse_bomb_exits_2_in_bounded_memory(tmp_path):
     proc = run_bounded(code, limit_gb=4.0, timeout=60, args=["-c", code, str(path)])
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "dense form" in proc.stderr
+
+
+@pytest.mark.parametrize("case", ["string values", "uint8 indices", "rank-0 indices, no values"])
+def test_types_and_ranks_ort_refuses(tmp_path, case):
+    values = numpy_helper.from_array(np.zeros(0, np.float32), "S")
+    indices = numpy_helper.from_array(np.array(0, np.int64), "S_indices")
+    if case == "string values":
+        values = helper.make_tensor("S", TensorProto.STRING, [1], [b"a"])
+        indices = numpy_helper.from_array(np.array([0], np.int64), "S_indices")
+    elif case == "uint8 indices":
+        values = numpy_helper.from_array(np.ones(1, np.float32), "S")
+        indices = numpy_helper.from_array(np.array([0], np.uint8), "S_indices")
+    graph = helper.make_graph([helper.make_node("Identity", ["S"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", values.data_type, None)],
+                              sparse_initializer=[helper.make_sparse_tensor(values, indices, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert _ort_refuses(model)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    with pytest.raises(CorruptFileError, match="sparse tensor 'S'"):
+        load_graph(path)
