@@ -8,17 +8,19 @@ that honours `training=TrainingMode.TRAINING`) and writes `out_path` atomically;
 - training: parameters exported, no constant folding, Dropout/BatchNorm in training form, opset 16
   by default (LayerNorm decomposed; artifacts.py repairs fused LayerNormalization at >= 17).
 - inference: eval mode, constant folding, opset 14 by default, the preset's input/output names and
-  dynamic batch/sequence axes; the result is run in ONNX Runtime on inputs of other sizes and
-  compared with PyTorch (`max_abs_diff`). Quantizing it is the workflow's (workflow/torch_import.py).
-The Hugging Face wrapper's `model.` prefix is removed from tensor names, so initializers are named
-exactly as the model's state_dict.
+  dynamic batch/sequence axes. Quantizing it is the workflow's (workflow/torch_import.py).
+Before it is put in place it runs in ONNX Runtime at the example shape and another size of each
+dynamic axis, held against PyTorch (shape_check.py: refused if it runs only at the traced sizes);
+output axes are named after the input axes they follow (output_axes.py).
+Initializers are named as the model's state_dict (the Hugging Face wrapper's `model.` dropped).
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
@@ -27,6 +29,8 @@ from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.passes import REMOVED, REWRITTEN
+from onnxport.core.pytorch.output_axes import follow_axes
+from onnxport.core.pytorch.shape_check import BakedAxesError, ExampleShapeError, check_export, declared_axes
 from onnxport.core.pytorch.sources import (
     InputSpec,
     LoadedProgram,
@@ -59,7 +63,7 @@ class TorchExportResult:
     outputs: list[str]
     dynamic_axes: dict[str, dict[int, str]]
     parameters: list[str]  # float initializers (trainable candidates), named as the state_dict
-    max_abs_diff: float | None = None  # ORT vs PyTorch on fresh inputs (inference mode)
+    max_abs_diff: float | None = None  # ORT vs PyTorch at the example shape and other sizes (inference mode)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -118,11 +122,14 @@ def export_torch(
     before = _snapshot(module)
     module.train(mode == "training")
     outputs = list(output_names or (program.preset.outputs if program.preset else program.info.outputs))
-    axes = _dynamic_axes(program, specs, outputs, module, examples, torch)
-    _restore(torch, module, before)
+    try:
+        axes = _dynamic_axes(program, specs, outputs, module, examples, torch)
+    finally:
+        _restore(torch, module, before)
     notes = list(program.notes)
     report.check()
     report(0.2, "tracing and converting to ONNX")
+    compare = verify and mode == "inference"  # values held against PyTorch's (shapes always, unless --no-verify)
     scratch = AtomicWrite(out_path).start()  # the tracer's work folder: a temp like any other
     tmpdir = scratch.new_dir()
     try:
@@ -139,7 +146,7 @@ def export_torch(
             notes.append(f"the .pt2 program was captured in train() mode: {len(changed)} Dropout/BatchNorm "
                          "node(s) put in inference form; not compared with PyTorch, which computes training-mode "
                          "results for it")
-            verify = False
+            compare = False
         elif mode == "training" and program.captured_training is False:
             notes.append("the .pt2 program was captured in eval() mode: its graph has no training-mode "
                          "Dropout/BatchNorm (torch.export the model in train() mode for that)")
@@ -147,19 +154,23 @@ def export_torch(
         missing = [n for n in names if n not in {i.name for i in model.graph.input}]
         if missing:
             notes.append(f"the model does not use input(s) {', '.join(missing)}: the exporter dropped them")
-        save_atomic(model, out_path, report)
+        checked: list[float | None] = []
+
+        def check(staged: Path) -> None:  # before the model is put in place: a refusal leaves nothing
+            report(0.75, "checking in ONNX Runtime at the example shape and other sizes")
+            checked.append(_check(torch, program, specs, module, before, staged, mode, verify, compare, notes))
+
+        save_atomic(model, out_path, report, check)
         params = [t.name for t in model.graph.initializer
                   if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
                                      onnx.TensorProto.DOUBLE)]
         result = TorchExportResult(out_path, mode, program.preset.name if program.preset else None, opset,
                                    [i.name for i in model.graph.input if i.name not in set(params)],
-                                   [o.name for o in model.graph.output], axes, params, notes=notes)
+                                   [o.name for o in model.graph.output], axes, params, notes=notes,
+                                   max_abs_diff=checked[0] if checked else None)
         del model
     finally:
         scratch.discard()
-    if mode == "inference" and verify:
-        report(0.75, "checking against PyTorch in ONNX Runtime")
-        result.max_abs_diff = _verify(torch, program, specs, out_path, notes)
     result.seconds = time.perf_counter() - started
     report.finished("exported")
     return result
@@ -176,40 +187,88 @@ def _input_specs(program: LoadedProgram, given: list[InputSpec] | None) -> list[
     return list(info.inputs)
 
 
-def _examples(program: LoadedProgram, specs: list[InputSpec], seed: int, bump: int = 0) -> tuple:
-    sizes = {d: size + bump for d, size in program.info.example_sizes.items()}
+def _sizes(program: LoadedProgram, specs: list[InputSpec]) -> dict[str, int]:
+    """The example size of every dynamic dim name of `specs`."""
+    sizes = dict(program.info.example_sizes)
     for spec in specs:
         for d in spec.shape:
             if isinstance(d, str) and d not in sizes:
-                sizes[d] = {"batch": 2, "sequence": 8}.get(d, 2) + bump
-    tensors = example_inputs(specs, sizes, seed)
+                sizes[d] = {"batch": 2, "sequence": 8}.get(d, 2)
+    return {d: sizes[d] for spec in specs for d in spec.shape if isinstance(d, str)}
+
+
+def _examples(program: LoadedProgram, specs: list[InputSpec], seed: int, sizes: dict[str, int] | None = None) -> tuple:
+    tensors = example_inputs(specs, {**_sizes(program, specs), **(sizes or {})}, seed)
     return shape_text_inputs(tensors, specs) if program.preset is not None else tensors
 
 
+def _forward(torch, module, examples: tuple) -> list:
+    """The module's output tensors in eval mode (flattened), without gradients or warnings."""
+    module.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = module(*examples)
+    return [result] if isinstance(result, torch.Tensor) else [
+        t for t in torch.utils._pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
+
+
 def _dynamic_axes(program, specs, outputs, module, examples, torch) -> dict[str, dict[int, str]]:
+    """Inputs: their specs' named dims; outputs: the preset's, or named after the input dims they follow."""
     if program.preset is not None:
         return program.preset.dynamic_axes([s.name for s in specs])
     axes = {s.name: s.dynamic_axes() for s in specs if s.dynamic_axes()}
-    batch = next((s.shape[0] for s in specs if s.shape and isinstance(s.shape[0], str)), None)
-    if batch is None:
+    sizes = _sizes(program, specs)
+    if not sizes:
         return axes
-    size = next(t.shape[0] for s, t in zip(specs, examples) if s.shape and s.shape[0] == batch)
-    module.eval()
     try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = module(*examples)
+        base = _forward(torch, module, examples)
     except Exception as exc:
         raise OnnxportError(f"{program.info.path}: the model fails on example inputs "
                             f"{', '.join(s.text() for s in specs)} ({first_line(exc)})") from None
-    finally:
-        module.train(program.module.training)
-    flat = [result] if isinstance(result, torch.Tensor) else [
-        t for t in torch.utils._pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
-    for name, tensor in zip(outputs, flat):
-        if tensor.dim() > 0 and tensor.shape[0] == size:
-            axes[name] = {0: batch}
+
+    def forward(at: dict[str, int]) -> list | None:
+        try:
+            return _forward(torch, module, _examples(program, specs, 0, at))
+        except Exception:  # noqa: BLE001 - a size the model cannot take: that name is not followed
+            return None
+
+    axes.update(follow_axes(forward, sizes, base, outputs))
     return axes
+
+
+def _check(torch, program, specs, module, before, staged: Path, mode: str, verify: bool, compare: bool,
+           notes: list[str]) -> float | None:
+    """shape_check on the staged model: the example shape and one more size of each declared dim."""
+    import numpy as np
+
+    sizes = _sizes(program, specs)
+    model = onnx.load(str(staged), load_external_data=False)
+    declared = {name: sizes[name] for name in declared_axes(model) if name in sizes}
+    del model
+
+    def feeds_at(at: dict[str, int]) -> dict[str, np.ndarray]:
+        return {s.name: t.numpy() for s, t in zip(specs, _examples(program, specs, 0, at))}
+
+    def torch_at(at: dict[str, int]) -> list[np.ndarray] | None:
+        try:
+            return [t.detach().float().numpy() if t.is_floating_point() else t.detach().numpy()
+                    for t in _forward(torch, module, _examples(program, specs, 0, at))]
+        except Exception:  # noqa: BLE001 - sizes PyTorch cannot run: nothing to hold ORT against
+            return None
+        finally:
+            _restore(torch, module, before)
+
+    try:
+        return check_export(staged, declared, feeds_at, torch_at if verify else None, compare)
+    except BakedAxesError as exc:
+        fixed = [replace(s, shape=tuple(sizes[d] if d in exc.baked else d for d in s.shape)) for s in specs]
+        raise OnnxportError(str(exc), hint="the exporter traced those sizes into the graph; to write the model with "
+                            "them fixed: " + " ".join(f"--input {s.text()}" for s in fixed)) from None
+    except ExampleShapeError as exc:
+        if mode != "training":
+            raise
+        notes.append(f"not checked in ONNX Runtime: {exc.one_line()}")  # e.g. BatchNorm's training form
+        return None
 
 
 def _snapshot(module) -> dict:
@@ -297,9 +356,11 @@ def _annotate(model: onnx.ModelProto, program: LoadedProgram, mode: str) -> None
         prop.key, prop.value = key, value
 
 
-def save_atomic(model: onnx.ModelProto, out_path: Path, report: Reporter | None = None) -> None:
+def save_atomic(model: onnx.ModelProto, out_path: Path, report: Reporter | None = None,
+                check: Callable[[Path], None] | None = None) -> None:
     """Write `model` to `out_path` through a staging folder, committed with `report`'s commit
-    point (over 2 GB: external data in a file named for this run, in place before the model)."""
+    point (over 2 GB: external data in a file named for this run, in place before the model);
+    `check(staged)` runs on the written file before that and may refuse it (nothing is put in place)."""
     with Staging(out_path) as stage:
         staged = stage.path(out_path.name)
         data_files = []
@@ -312,31 +373,6 @@ def save_atomic(model: onnx.ModelProto, out_path: Path, report: Reporter | None 
                 onnx.save_model(model, str(staged))
         except OSError as exc:
             raise cannot_write(out_path, exc) from None
+        if check is not None:
+            check(staged)
         stage.commit(staged, report, data_files=data_files)
-
-
-def _verify(torch, program: LoadedProgram, specs: list[InputSpec], path: Path, notes: list[str]) -> float | None:
-    """Max |ORT - PyTorch| over all outputs, on inputs of other sizes than the traced ones."""
-    import numpy as np
-    import onnxruntime as ort
-
-    examples = _examples(program, specs, seed=1, bump=1)
-    module = program.module.eval()
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expected = module(*examples)
-    expected = [expected] if isinstance(expected, torch.Tensor) else [
-        t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        used = {i.name for i in session.get_inputs()}
-        feeds = {s.name: t.numpy() for s, t in zip(specs, examples) if s.name in used}
-        got = session.run(None, feeds)
-    except Exception as exc:  # ORT raises its own exception types
-        notes.append(f"check in ONNX Runtime failed on inputs of other sizes: {first_line(exc)}")
-        return None
-    diffs = [float(np.max(np.abs(g - e.float().numpy()))) if g.size else 0.0 for g, e in zip(got, expected)]
-    return max(diffs) if diffs else None
-
