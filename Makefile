@@ -23,7 +23,7 @@ TRAINING_DEPS := $(TRAINING_STAMP)
 TEST_ENV := ONNXPORT_REQUIRE_TRAINING=1
 endif
 
-.PHONY: install training-env run test test-latest lock lint bench fuzz screenshots example clean
+.PHONY: install training-env run test test-latest lock lint bench fuzz screenshots example clean corpus onnx-backend-data
 
 # What the app needs from a bare Debian/Ubuntu (README "System packages"): Qt's xcb platform and
 # Qt WebEngine's libraries (the pip wheels bring Qt itself). `make screenshots` also needs Xvfb
@@ -50,6 +50,29 @@ $(STAMP): pyproject.toml Makefile tests/real/models.txt $(LOCK)
 
 install: $(STAMP)
 
+# ONNX's backend test models (node, pytorch-converted, pytorch-operator, simple, light; with their
+# test data): onnx 1.20+ wheels no longer ship them, so the 1.19.1 wheel is downloaded (never
+# installed) and its onnx/backend/test/data unpacked into build/ as test data (tests/real/corpus.py).
+ONNX_BACKEND_WHEEL := onnx==1.19.1
+BACKEND_DATA := build/onnx-backend-data
+BACKEND_STAMP := $(BACKEND_DATA)/.unpacked
+
+$(BACKEND_STAMP): | $(STAMP)
+	rm -rf $(BACKEND_DATA) && mkdir -p $(BACKEND_DATA)/wheel
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: $(ONNX_BACKEND_WHEEL) -d $(BACKEND_DATA)/wheel
+	$(BIN)/python -c "import glob, sys, zipfile; z = zipfile.ZipFile(glob.glob(sys.argv[1] + '/wheel/onnx-*.whl')[0]); \
+		z.extractall(sys.argv[1], [n for n in z.namelist() if n.startswith('onnx/backend/test/data/')])" $(BACKEND_DATA)
+	rm -rf $(BACKEND_DATA)/wheel
+	touch $(BACKEND_STAMP)
+
+onnx-backend-data: $(BACKEND_STAMP)
+
+# Every backend test model through inspect, export, mid-tensor export, validate and quantize
+# (tests/real/corpus_run.py): counts per step and outcome; exit 1 on any crash, invalid file or
+# wrong result. `make test` runs a fixed sample of it (tests/real/test_backend_corpus.py).
+corpus: $(STAMP) $(BACKEND_STAMP)
+	$(BIN)/python -m tests.real.corpus_run --jobs 2
+
 $(TRAINING_STAMP): Makefile
 	@test -n "$(TRAINING_PYTHON)" || { echo "training-env: needs python3.11 (onnxruntime-training 1.19.2 has no wheels for newer Pythons)"; exit 2; }
 	test -x $(TRAINING)/bin/python || $(TRAINING_PYTHON) -m venv $(TRAINING)
@@ -73,14 +96,14 @@ run: $(STAMP)
 		echo "Wrote build/example_inference.onnx"; \
 	fi
 
-test: $(STAMP) $(TRAINING_DEPS)
+test: $(STAMP) $(TRAINING_DEPS) $(BACKEND_STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench
 	$(BIN)/lint-imports
 	ONNXPORT_REQUIRE_REAL_MODELS=1 $(TEST_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The suite against the newest releases of everything (no lock; torch stays the local wheel), so
 # drift is seen here before users meet it. Passing, `make lock` can then record the new versions.
-test-latest: $(TRAINING_DEPS)
+test-latest: $(TRAINING_DEPS) $(BACKEND_STAMP)
 	test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/python -m pip install -q --upgrade pip
 	PYTHONWARNINGS="ignore:Editable installation" $(LATEST)/bin/python -m pip install -q --upgrade \

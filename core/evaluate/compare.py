@@ -116,11 +116,28 @@ class OutputStats:
     shape_error: str = ""
 
     def update(self, got: np.ndarray, want: np.ndarray) -> None:
+        if isinstance(got, list) or isinstance(want, list) or got is None or want is None:
+            self._update_items(got, want)  # a sequence (list) or an empty optional (None)
+            return
         got, want = np.asarray(got), np.asarray(want)
         self.shapes.append((list(got.shape), list(want.shape)))
         if got.shape != want.shape:
             self.shape_error = self.shape_error or f"shape {list(got.shape)} != reference {list(want.shape)}"
             return
+        self._update_values(got, want)
+
+    def _update_items(self, got, want) -> None:
+        """Sequence outputs compare item by item; a different length (or an empty optional on one
+        side only) is a shape error, as a different shape is."""
+        def size(v) -> str:
+            return "none" if v is None else f"{len(v)} items" if isinstance(v, list) else f"a tensor {list(np.shape(v))}"
+        if type(got) is not type(want) or (isinstance(got, list) and len(got) != len(want)):
+            self.shape_error = self.shape_error or f"{size(got)} != reference {size(want)}"
+            return
+        for g, w in zip(got or [], want or [], strict=True):
+            self.update(g, w)
+
+    def _update_values(self, got: np.ndarray, want: np.ndarray) -> None:
         g = got.astype(np.float64, copy=False).reshape(-1)
         w = want.astype(np.float64, copy=False).reshape(-1)
         g_bad, w_bad = ~np.isfinite(g), ~np.isfinite(w)

@@ -76,7 +76,32 @@ def build_inference_graph(model: onnx.ModelProto, model_path: Path | None, outpu
     if fold:
         folding = fold_constants(skeleton, consts)
         consts, folded = folding.constants, folding.names(FOLDED)
+    if skeleton.ir_version < FIRST_IR_WITHOUT_INITIALIZER_INPUTS:
+        _declare_as_inputs(skeleton, consts)
     return InferenceGraph(skeleton, consts, plan, inference, folded)
+
+
+FIRST_IR_WITHOUT_INITIALIZER_INPUTS = 4  # before IR 4 every initializer is a graph input too
+
+
+def _declare_as_inputs(skeleton: onnx.ModelProto, consts: dict[str, ConstTensor]) -> None:
+    """Before IR 4 an initializer must also be a graph input (`onnx.checker`: "in initializer but
+    not in graph input"): declare those the passes left out or made (folded), after the others. A
+    folded constant whose shape is known only once computed is computed here (such models are old
+    and small)."""
+    declared = {vi.name for vi in skeleton.graph.input}
+    for const in consts.values():
+        if const.name in declared:
+            continue
+        elem_type, shape = const.elem_type, const.shape
+        if shape is None:
+            values = const.values()
+            shape = values.shape
+            try:
+                elem_type = onnx.helper.np_dtype_to_tensor_dtype(values.dtype)
+            except (KeyError, ValueError, TypeError):
+                pass
+        skeleton.graph.input.append(onnx.helper.make_tensor_value_info(const.name, elem_type, list(shape)))
 
 
 def written_bytes(skeleton: onnx.ModelProto, consts: list[ConstTensor]) -> int:

@@ -20,11 +20,13 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.evaluate.runtime import model_size, session_options
+from onnxport.core.graph.uses import used_names
 from onnxport.core.quantize.domains import drop_unused_domains
 from onnxport.core.util.text import first_line
 
 BIG_MODEL_BYTES = 1536 << 20  # above this, write the optimized model with external data
 PRE_PROCESS_KEY = "onnx.quant.pre_process"  # what ORT's quantizer looks for before warning
+FIRST_IR_WITHOUT_INITIALIZER_INPUTS = 4  # before IR 4 every initializer is a graph input too
 
 
 def preprocess(src: Path, dst: Path) -> list[str]:
@@ -51,6 +53,22 @@ def preprocess(src: Path, dst: Path) -> list[str]:
         notes.append(f"ONNX shape inference skipped ({first_line(exc, 200)})")
     model = onnx.load_model(str(dst), load_external_data=False)
     dropped = drop_unused_domains(model)  # ORT's optimizer declares domains it does not use
+    if model.ir_version < FIRST_IR_WITHOUT_INITIALIZER_INPUTS:
+        # ORT's optimizer writes the initializers it makes (fused Conv+BN weights...) without graph
+        # inputs, which IR 3 forbids: onnx's version converter (ORT's quantizer runs it on opsets
+        # below 11) then failed with "Input ... is undefined". IR 4 reads the same graph as meant,
+        # its initializers constants, not inputs (a quantizer that drops an initializer it made
+        # unused would leave its input behind, required and never fed).
+        # The optimizer also drops the initializers it folded away but keeps their inputs: those are
+        # left out too (the source's constants, that nothing reads any more).
+        model.ir_version = FIRST_IR_WITHOUT_INITIALIZER_INPUTS
+        constants = {t.name for t in model.graph.initializer}
+        constants |= {t.name for t in onnx.load_model(str(src), load_external_data=False).graph.initializer} \
+            - used_names(model.graph)
+        inputs = [vi for vi in model.graph.input if vi.name not in constants]
+        del model.graph.input[:]
+        model.graph.input.extend(inputs)
+        dropped = True
     if dropped or not any(p.key == PRE_PROCESS_KEY for p in model.metadata_props):
         if not any(p.key == PRE_PROCESS_KEY for p in model.metadata_props):
             model.metadata_props.add(key=PRE_PROCESS_KEY, value="onnxruntime.quant")

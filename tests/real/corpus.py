@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+ONNX_BACKEND_DATA = Path(__file__).resolve().parents[2] / "build" / "onnx-backend-data" / "onnx" / "backend" / "test" / "data"
+
 
 def package_folder(name: str) -> Path:
     spec = importlib.util.find_spec(name)
@@ -55,3 +57,15 @@ def magika() -> Path:
     """magika's file-type classifier (standard_v3_3): bytes int32 [N, 2048] (256 pads), target_label
     softmax [N, 214]; a Conv and two Dense layers (MatMul + Add, fused to Gemm [1, N] biases)."""
     return package_folder("magika") / "models" / "standard_v3_3" / "model.onnx"
+
+
+def onnx_backend_data() -> Path:
+    """ONNX's backend test models (node, pytorch-converted, pytorch-operator, simple, light) with
+    their test data, from the onnx 1.19.1 wheel (1.20+ no longer ships them), which `make` unpacks
+    into build/onnx-backend-data (`make onnx-backend-data`)."""
+    if not (ONNX_BACKEND_DATA / "node").is_dir():
+        message = f"ONNX's backend test data is not in {ONNX_BACKEND_DATA} (make onnx-backend-data)"
+        if os.environ.get("ONNXPORT_REQUIRE_REAL_MODELS") == "1":
+            raise RuntimeError(message)
+        pytest.skip(message)
+    return ONNX_BACKEND_DATA
