@@ -119,8 +119,36 @@ GRAPH_EDIT = st.one_of(
     st.tuples(st.just("ir"), st.sampled_from([-1, 0, 1, 3, 8, 11, 99])),
     st.tuples(st.just("op"), st.integers(0, 8), st.sampled_from(["Add", "Foo", "If", "Loop", "Constant", "Reshape", ""])),
     st.tuples(st.just("io"), st.integers(0, 8), st.sampled_from(["", "nope", "x", "y", "h", "W"]), st.booleans()))
-ONNX_EDITS = st.lists(st.one_of(st.tuples(st.just("tensor"), st.integers(0, 16), TENSOR_EDIT), GRAPH_EDIT),
+INDEX_ROWS = st.one_of(st.lists(st.integers(-3, 12), max_size=4).map(lambda r: [r]),  # linear positions
+                       st.lists(st.lists(st.integers(-1, 6), min_size=1, max_size=3), max_size=3))  # coordinates
+SPARSE_EDIT = st.one_of(  # the seed's sparse initializer: its dense shape, indices and values
+    st.tuples(st.just("sparse_dims"), DIMS),
+    st.tuples(st.just("sparse_indices"), st.sampled_from([T.INT64, T.INT32, T.INT8, T.UINT8, T.FLOAT]), INDEX_ROWS),
+    st.tuples(st.just("sparse_values"), st.integers(0, 5), st.sampled_from([T.FLOAT, T.INT64, T.STRING, T.INT4,
+                                                                            T.FLOAT16]), st.booleans()))
+ONNX_EDITS = st.lists(st.one_of(st.tuples(st.just("tensor"), st.integers(0, 16), TENSOR_EDIT), GRAPH_EDIT, SPARSE_EDIT),
                       min_size=1, max_size=3)
+
+
+def _edit_sparse(s: onnx.SparseTensorProto, edit) -> None:
+    kind = edit[0]
+    if kind == "sparse_dims":
+        del s.dims[:]
+        s.dims.extend(edit[1])
+    elif kind == "sparse_indices":
+        rows = edit[2] if len(edit[2]) != 1 else [[v] for v in edit[2][0]]  # one row: linear, [nnz]
+        width = len(rows[0]) if rows else 1
+        flat = [r[i] if i < len(r) else 0 for r in rows for i in range(width)]
+        if edit[1] == T.UINT8:
+            flat = [v & 0xFF for v in flat]
+        name = s.indices.name
+        s.indices.CopyFrom(onnx.helper.make_tensor(name, edit[1], [len(rows)] if width == 1 else [len(rows), width],
+                                                   [float(v) for v in flat] if edit[1] == T.FLOAT else flat))
+    else:
+        _, nnz, data_type, rank2 = edit
+        values = [b"v"] * nnz if data_type == T.STRING else [1] * nnz
+        dims = [1, nnz] if rank2 else [nnz]
+        s.values.CopyFrom(onnx.helper.make_tensor(s.values.name, data_type, dims, values))
 
 
 def _edit_tensor(t: onnx.TensorProto, edit) -> None:
@@ -173,6 +201,8 @@ def apply_onnx_edits(data: bytes, edits) -> bytes:
             model.ir_version = edit[1]
         elif kind == "op" and graph.node:
             graph.node[edit[1] % len(graph.node)].op_type = edit[2]
+        elif kind.startswith("sparse_") and graph.sparse_initializer:
+            _edit_sparse(graph.sparse_initializer[0], edit)
         elif kind == "io" and graph.node:
             node = graph.node[edit[1] % len(graph.node)]
             (node.output if edit[3] else node.input).append(edit[2])

@@ -8,7 +8,8 @@ Protocol: one JSON line per request on stdin, {"target": ..., "path": ...}; one 
 {"outcome": "ok" | "refused" | "bug", "detail": text, "peak_mib": growth of peak RSS}. "refused"
 is an OnnxportError (the reader said no in one line); "bug" is anything else: another exception
 type, a tensor that cannot be materialized or does not match its declared shape, an external
-reference outside the model's folder, a program loaded without trust. Every request runs its
+reference outside the model's folder, a program loaded without trust, a sparse tensor accepted
+that ONNX Runtime cannot densify (ORT is the oracle, for dense forms up to ORACLE_DENSE_MAX). Every request runs its
 target's reader, then the sniffing entry (`sniff` + `read_parameters`/`load_graph`) on the same path;
 the "sniff" target is `open_sources`, the way the CLI and the app open what they are given.
 `FuzzWorker` (parent side) starts, talks to and restarts the process.
@@ -119,7 +120,45 @@ def _read_onnx(path: Path) -> None:
         values = from_initializer(t, path.parent).values()
         if tuple(np.shape(values)) != tuple(t.dims):
             raise AssertionError(f"{label}: dims {list(t.dims)} but loads as {np.shape(values)}")
+    _sparse_densify(model, path.parent)
     build_index(model, path)
+
+
+ORACLE_DENSE_MAX = 16 * MiB  # sparse tensors ORT densifies here, as the oracle of what load_graph accepts
+
+
+def _sparse_densify(model, folder: Path) -> None:
+    """Every sparse tensor `load_graph` accepted is one ONNX Runtime densifies, to its dense shape."""
+    import math
+
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    from onnxport.core.io.sparse_tensors import iter_sparse
+
+    for where, sparse in iter_sparse(model):
+        if math.prod(sparse.dims) * 8 > ORACLE_DENSE_MAX or sparse.values.data_location == onnx.TensorProto.EXTERNAL \
+                or sparse.indices.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        copy = onnx.SparseTensorProto()
+        copy.CopyFrom(sparse)
+        copy.values.name = "S"
+        graph = helper.make_graph([helper.make_node("Identity", ["S"], ["y"])], "oracle", [],
+                                  [helper.make_tensor_value_info("y", copy.values.data_type, None)],
+                                  sparse_initializer=[copy])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        try:
+            session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+            dense = session.run(None, {})[0]
+        except Exception as exc:  # noqa: BLE001 - ORT's own exception types
+            if any(s in str(exc) for s in ("MLDataType", "not currently registered", "No corresponding Numpy")):
+                continue  # a value type ORT runs nowhere (the sparse tensor is not what it refuses)
+            raise AssertionError(f"sparse tensor ({where}) accepted, but ONNX Runtime refuses it: "
+                                 f"{str(exc).splitlines()[0][-200:]}") from None
+        if tuple(np.shape(dense)) != tuple(sparse.dims):
+            raise AssertionError(f"sparse tensor ({where}): dims {list(sparse.dims)} densify as {np.shape(dense)}")
 
 
 def _sniffed(path: Path) -> None:

@@ -6,7 +6,8 @@ with its declared shape) or in `OnnxportError`; never another exception, never a
 `fuzz_worker`'s process under RLIMIT_AS, and each read's peak RSS growth must stay under
 PEAK_BUDGET_MIB).
 Inputs: small valid seeds of every kind (fuzz_seeds) mutated byte-wise and structure-aware
-(fuzz_mutations), and whole files built from fuzzed parts (fuzz_formats). Readers: ORT
+(fuzz_mutations), and whole files built from fuzzed parts (fuzz_formats), ONNX field edits
+included (sparse tensors' dense shape, indices and values: what is accepted, ORT densifies). Readers: ORT
 checkpoints (flatbuffer, external data, nominal, legacy .pbseq folder), safetensors, .npz, PyTorch
 state_dicts (zip and legacy), the .pt2 pre-check (never trusted, never loaded), ONNX models with
 external data and their index; every input also goes through the sniffing entry.
