@@ -1,10 +1,9 @@
 """PyTorch -> ONNX, in training mode (seed 002) or inference mode with task presets (seed 003).
 
 Contract: `export_torch(source, out_path, mode=..., task=..., opset=..., inputs=..., trust_code=...)`
-loads a TorchScript `.pt`, a `torch.export` `.pt2` (programs: only with `trust_code=True`) or a
-Hugging Face folder, traces it with torch's TorchScript-based exporter (`dynamo=False`, the one
-that honours `training=TrainingMode.TRAINING`) and writes `out_path` atomically; returns a
-`TorchExportResult`.
+loads a TorchScript `.pt`, a `.pt2` (programs: only with `trust_code=True`) or a Hugging Face
+folder, traces it with torch's TorchScript-based exporter (`dynamo=False`, which honours
+`training=TrainingMode.TRAINING`), writes `out_path` atomically; returns a `TorchExportResult`.
 - training: parameters exported, no constant folding, Dropout/BatchNorm in training form, opset 16
   by default (LayerNorm decomposed; artifacts.py repairs fused LayerNormalization at >= 17).
 - inference: eval mode, constant folding, opset 14 by default, the preset's input/output names and

@@ -1,21 +1,23 @@
-"""The app's PyTorch import flow as one job: export, then (training) artifacts; say what to open next.
+"""PyTorch import as one job (the app's import dialog and `torch-export`): export, then the int8
+model or the training artifacts; say what to open next.
 
-Contract: `run_import(TorchImportOptions, progress, cancel) -> TorchImportResult`. The import
-dialog (gui/dialogs/import_dialog.py) fills the options; a worker runs this; the main window then opens
+Contract: `run_import(TorchImportOptions, progress, cancel) -> TorchImportResult`; the app then opens
 `result.open_paths` in the normal tree / preview / export screen:
-- inference: the exported model (and nothing else: its weights are inside);
+- inference: the exported model; training without artifacts: the forward graph;
 - training with an artifacts folder: the eval graph and the checkpoint (the pair the export
-  screen turns into an inference model after on-device training);
-- training without artifacts: the forward graph.
+  screen turns into an inference model after on-device training).
 With `quantize` (inference), the int8 model is written beside the export by the accuracy-target
 quantizer `onnxport quantize` uses (torch_int8.py; `quantize_target` None: no target), and its
-result (validation against the float model) is in `result.quantized`.
+result (validation against the float model) is in `result.quantized`. Each write has its own
+commit point: a cancel after the export says the export stayed written.
 Trainable/frozen names are the module's parameter names (as `SourceInfo.parameters` lists them);
 those the exporter dropped (unused by the traced forward) are skipped and listed in `notes`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from onnxport.core.training.artifacts import (
     generate_training_artifacts,
     parameter_candidates,
 )
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.workflow.torch_int8 import DEFAULT_TARGET, int8_beside
@@ -81,7 +83,8 @@ def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
                             cancel=cancel, trust_code=options.trust_code)
     result = TorchImportResult(exported, notes=list(exported.notes))
     if options.quantize:
-        result.quantized = int8_beside(exported.path, options.quantize_target, report.sub(0.5, 1.0), cancel)
+        with step_token(cancel) as token:  # the export passed its commit point; this write has its own
+            result.quantized = int8_beside(exported.path, options.quantize_target, report.sub(0.5, 1.0), token)
         result.notes += result.quantized.summary_lines()
         result.open_paths = [exported.path]
         return result
@@ -93,13 +96,31 @@ def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
     del graph
     trainable = _present(options.trainable, available, "trainable", result.notes)
     frozen = _present(options.frozen, available, "frozen", result.notes)
-    arts = generate_training_artifacts(exported.path, options.artifacts_dir, trainable=trainable, frozen=frozen,
-                                       loss=options.loss, optimizer=options.optimizer,
-                                       progress=report.sub(0.5, 1.0), cancel=cancel)
+    try:
+        with step_token(cancel) as token:
+            arts = generate_training_artifacts(exported.path, options.artifacts_dir, trainable=trainable,
+                                               frozen=frozen, loss=options.loss, optimizer=options.optimizer,
+                                               progress=report.sub(0.5, 1.0), cancel=token)
+    except Cancelled:
+        raise Cancelled(f"cancelled while generating the artifacts; {exported.path} (the forward graph) was "
+                        "written, no artifacts") from None
     result.artifacts = arts
     result.notes += arts.notes
     result.open_paths = [arts.eval_model, arts.checkpoint]
     return result
+
+
+@contextmanager
+def step_token(cancel: CancelToken | None) -> Iterator[CancelToken]:
+    """A token for one write of the chain: cancelled with `cancel`, with a commit point of its own
+    (the export's commit marks `cancel`, after which a cancel would no longer stop anything)."""
+    token = CancelToken()
+    remove = cancel.on_cancel(token.cancel) if cancel is not None else None
+    try:
+        yield token
+    finally:
+        if remove is not None:
+            remove()
 
 
 def _present(names: list[str] | None, available: set[str], what: str, notes: list[str]) -> list[str] | None:

@@ -77,3 +77,22 @@ def test_the_apps_int8_option_runs_the_same_search(program, tmp_path):
     assert result.quantized.target == 0.99 and result.quantized.validation.passed
     assert any("validation PASSED" in n for n in result.notes)  # what the app's log shows
     assert result.open_paths == [tmp_path / "mlp.onnx"]
+
+
+def test_a_cancel_while_quantizing_says_the_float_model_stayed(program, tmp_path):
+    from onnxport.core.pytorch.sources import parse_input_spec
+    from onnxport.core.util.errors import Cancelled
+    from onnxport.core.util.progress import CancelToken
+
+    cancel = CancelToken()
+
+    def progress(fraction: float, message: str) -> None:
+        if message == "loading mlp.onnx":  # the quantizer reading the export
+            cancel.cancel()
+
+    options = TorchImportOptions(program, tmp_path / "mlp.onnx", inputs=[parse_input_spec(SPEC)], quantize=True,
+                                 trust_code=True)
+    with pytest.raises(Cancelled, match=r"mlp\.onnx \(float32\) was written, no int8 model"):
+        run_import(options, progress=progress, cancel=cancel)
+    assert (tmp_path / "mlp.onnx").is_file() and not (tmp_path / "mlp.int8.onnx").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
