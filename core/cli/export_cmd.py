@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from onnxport.core.api import export_for_inference
     from onnxport.core.cli.export_review import review_outputs
+    from onnxport.core.workflow.written_names import check_companions
 
+    check_companions(args.out, args.quantize, args.validate, [args.model, *args.checkpoint, args.calibration])
     review, notes = review_outputs(args, split_names(args.outputs or []))
     outputs = review.outputs
     # one monotonic bar over export, validation, quantization, benchmark (workflow.export_steps)

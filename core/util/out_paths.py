@@ -9,8 +9,9 @@ Contract:
   one counts), or with `folder_ok` a folder; else `cannot write DEST: it is a named pipe ...`. The
   atomic writer calls it before its temp and its renames; commands call it before any work.
 - `check_output(dest, reads)`: `check_kind`, then refuse `dest` when it is the same file (device
-  and inode) as one of `reads` (paths, or path -> what it is, named in the message); a folder in
-  `reads` stands for the regular files directly in it.
+  and inode) as one of `reads` (paths, or path -> what it is, named in the message), or when the
+  data files the model now at `dest` names (deleted once it is replaced) include one of them; a
+  folder in `reads` stands for the regular files directly in it.
 """
 
 from __future__ import annotations
@@ -85,8 +86,19 @@ def check_output(dest: str | os.PathLike, reads: Reads = ()) -> None:
         st = os.stat(dest)
     except OSError:
         return
-    found = _identities(reads).get((st.st_dev, st.st_ino))
+    identities = _identities(reads)
+    found = identities.get((st.st_dev, st.st_ino))
     if found is not None:
         read, what = found
         same = "" if os.path.abspath(read) == os.path.abspath(dest) else f" ({read})"
         raise OnnxportError(f"{dest}: the output would overwrite {what}{same}; choose another name")
+    from onnxport.core.util.data_files import previous_data_files  # (it imports the atomic writer)
+
+    for old in previous_data_files(Path(dest)):  # deleted once the new model is in place
+        try:
+            ost = os.stat(old)
+        except OSError:
+            continue
+        found = identities.get((ost.st_dev, ost.st_ino))
+        if found is not None:
+            raise OnnxportError(f"{dest}: replacing it would delete {old.name}, {found[1]}; choose another name")

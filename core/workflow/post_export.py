@@ -30,7 +30,12 @@ from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Steps
 from onnxport.core.workflow.export_steps import post_steps, weighted
-from onnxport.core.workflow.written_names import SUFFIXES, quantized_path, report_path_for  # noqa: F401 (re-exported)
+from onnxport.core.workflow.written_names import (  # noqa: F401 (re-exported)
+    SUFFIXES,
+    check_companions,
+    quantized_path,
+    report_path_for,
+)
 
 POST_BENCH_SECONDS = 1.0
 
@@ -90,6 +95,9 @@ def post_export(
     """See the module docstring. `export_result`: an ExportResult (or the exported model's path).
     `validated`: the export's validation, already run (by a `ValidationGate`): not run again.
     `dim_sizes`/`shapes`: sizes for generated inputs (`--dim`/`--shape`, see evaluate.first_run)."""
+    paths = list(checkpoints) if isinstance(checkpoints, (list, tuple)) else []
+    check_companions(getattr(export_result, "path", export_result), quantize, True,
+                     [model_path, *paths, calibration if isinstance(calibration, (str, Path)) else None])
     validate_now = validate and validated is None
     steps = Steps(progress, weighted(post_steps(validate_now, quantize)), cancel)
     report = steps.report

@@ -159,3 +159,32 @@ def test_deploy_onto_its_model_or_external_data_is_refused(tmp_path):
         with pytest.raises(OnnxportError, match=what):
             deploy(model, "ort-1.17", dest)
         assert dest.read_bytes() == before
+
+
+def test_replacing_a_model_never_deletes_a_data_file_the_run_reads(tmp_path):
+    # the old out.onnx and the source both name out.onnx.<run id>.data: the write would delete it
+    old = tmp_path / "out.onnx"
+    onnx.save(forward_mlp(), old, save_as_external_data=True, location="out.onnx.0123abcd.data", size_threshold=0)
+    source = tmp_path / "in.onnx"
+    source.write_bytes(old.read_bytes())
+    data = tmp_path / "out.onnx.0123abcd.data"
+    before = data.read_bytes()
+    with pytest.raises(OnnxportError, match="would delete out.onnx.0123abcd.data, the external data of in.onnx"):
+        export_model(source, old, ["logits"])
+    assert data.read_bytes() == before
+    export_model(source, tmp_path / "other.onnx", ["logits"])
+
+
+def test_export_quantize_and_report_never_land_on_an_input(tmp_path, capsys):
+    from onnxport.core.cli import main
+
+    model = tmp_path / "m.onnx"
+    onnx.save(forward_mlp(), model)
+    ckpt = tmp_path / "out.int8.onnx"  # a checkpoint where `-o out.onnx --quantize dynamic` writes
+    write_checkpoint(ckpt, mlp_weights())
+    before = ckpt.read_bytes()
+    code = main(["export", str(model), "--checkpoint", str(ckpt), "--outputs", "logits",
+                 "-o", str(tmp_path / "out.onnx"), "--quantize", "dynamic", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "out.int8.onnx: the output would overwrite a file this run reads" in err, err
+    assert ckpt.read_bytes() == before and not (tmp_path / "out.onnx").exists()
