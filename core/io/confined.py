@@ -11,6 +11,8 @@ Contract: `confined_file(name, folder, what)` is `name` (relative to `folder`) a
 with its stat; anything else raises `ConfinementError` (a `CorruptFileError`) whose one line
 says what `what` ("external data location", "weight file") is wrong. An absolute name, a drive
 letter or a NUL byte is refused before the file system is asked.
+One layout extends the folder: a Hugging Face cache snapshot (`models--X/snapshots/REV/`) holds
+symlinks into its repository's `blobs/` (a real folder, not a link); files there count as inside.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def confined_file(name: str, folder: str | os.PathLike, what: str = "file") -> t
         path = (root / name).resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
         raise ConfinementError(f"{what} '{shown}' cannot be resolved ({exc})") from None
-    if root not in path.parents:
+    if root not in path.parents and not _in_cache_blobs(folder, path):
         raise ConfinementError(f"{what} '{shown}' leads outside the model's folder {folder}; "
                                f"only files in that folder are read")
     try:
@@ -59,3 +61,13 @@ def confined_file(name: str, folder: str | os.PathLike, what: str = "file") -> t
     if not stat.S_ISREG(st.st_mode):
         raise ConfinementError(f"{what} '{shown}' is not a regular file")
     return path, st
+
+
+def _in_cache_blobs(folder: Path, path: Path) -> bool:
+    """Whether `folder` is a Hugging Face cache snapshot and `path` lies in its repository's blobs."""
+    snapshots = folder.resolve().parent
+    repo = snapshots.parent
+    if snapshots.name != "snapshots" or not repo.name.startswith("models--"):
+        return False
+    blobs = repo / "blobs"
+    return blobs.is_dir() and not blobs.is_symlink() and path.parent == blobs

@@ -86,3 +86,21 @@ def test_a_legacy_pbseq_symlinked_out_is_refused(tmp_path):
     write_pbseq(folder / "train.bin", [numpy_helper.from_array(np.zeros(3, np.float32), "w")])
     (folder / "paramtrain_tensors.pbseq").symlink_to("train.bin")  # inside: read
     assert sorted(read_checkpoint(folder)) == ["b", "w"]
+
+
+def test_a_hugging_face_cache_snapshot_reads_its_blobs_and_nothing_else(tmp_path):
+    repo = tmp_path / "models--org--m"
+    snapshot = repo / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    (repo / "blobs" / "f00d").write_bytes(b"weights")
+    (snapshot / "model.safetensors").symlink_to("../../blobs/f00d")
+    (tmp_path / "secret").write_bytes(b"outside")
+    (snapshot / "other").symlink_to(tmp_path / "secret")
+    (repo / "blobs" / "link").symlink_to(tmp_path / "secret")  # a blob that leads out
+    (snapshot / "via_blob").symlink_to("../../blobs/link")
+    path, _ = confined_file("model.safetensors", snapshot)
+    assert path == (repo / "blobs" / "f00d").resolve()
+    for name in ("other", "via_blob", "../../blobs/f00d/../../../secret"):
+        with pytest.raises(ConfinementError, match="leads outside"):
+            confined_file(name, snapshot)
