@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="--quantize: min cosine per output vs the float32 model (default 0.99)")
     target.add_argument("--no-target", action="store_true",
                         help="--quantize: no accuracy target: quantize everything (exit 1 if its validation fails)")
+    p.add_argument("--validation-inputs", metavar="DATA",
+                   help="--quantize: inputs for its accuracy check (.npz, folder, or a .txt of sentences for a "
+                        "Hugging Face folder's tokenizer; default: generated)")
     p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime vs PyTorch check")
     p.add_argument("--artifacts", metavar="DIR", help="training mode: also generate training artifacts into DIR")
     p.add_argument("--trust-model-code", action="store_true",
@@ -112,14 +115,15 @@ def run_torch_export(args: argparse.Namespace) -> int:
 
     if args.artifacts and args.mode != "training":
         raise OnnxportError("--artifacts needs --mode training")
-    if (args.no_target or args.target is not None) and not args.quantize:
-        raise OnnxportError("--target/--no-target set the accuracy target of --quantize")
+    if (args.no_target or args.target is not None or args.validation_inputs) and not args.quantize:
+        raise OnnxportError("--target, --no-target and --validation-inputs are options of --quantize")
     specs = [parse_input_spec(s) for s in args.input] or None
     options = TorchImportOptions(
         Path(args.source), Path(args.out), mode=args.mode, task=args.task, opset=args.opset, inputs=specs,
         output_names=_names(args.output_names), pooling=args.pooling, quantize=args.quantize,
         quantize_target=None if args.no_target else (args.target if args.target is not None else DEFAULT_TARGET),
         artifacts_dir=Path(args.artifacts) if args.artifacts else None, verify=not args.no_verify,
+        validation_inputs=Path(args.validation_inputs) if args.validation_inputs else None,
         trust_code=args.trust_model_code)
     try:
         imported = run_import(options, progress=StderrProgress(quiet=args.quiet))

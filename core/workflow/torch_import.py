@@ -50,6 +50,7 @@ class TorchImportOptions:
     pooling: str = "mean"
     quantize: bool = False  # also write a dynamic int8 model (inference)
     quantize_target: float | None = DEFAULT_TARGET  # its accuracy target (cosine); None: no target
+    validation_inputs: Path | None = None  # its accuracy check's inputs (.npz, folder, .txt of sentences)
     verify: bool = True  # run the export in ONNX Runtime against PyTorch
     artifacts_dir: Path | None = None  # training: generate ORT training artifacts here
     trainable: list[str] | None = None
@@ -84,7 +85,9 @@ def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
     result = TorchImportResult(exported, notes=list(exported.notes))
     if options.quantize:
         with step_token(cancel) as token:  # the export passed its commit point; this write has its own
-            result.quantized = int8_beside(exported.path, options.quantize_target, report.sub(0.5, 1.0), token)
+            tokenizer = options.source if Path(options.source).is_dir() else None  # a .txt's tokenizer
+            result.quantized = int8_beside(exported.path, options.quantize_target, report.sub(0.5, 1.0), token,
+                                           validation_inputs=options.validation_inputs, tokenizer=tokenizer)
         result.notes += result.quantized.summary_lines()
         result.open_paths = [exported.path]
         return result

@@ -96,3 +96,13 @@ def test_a_cancel_while_quantizing_says_the_float_model_stayed(program, tmp_path
         run_import(options, progress=progress, cancel=cancel)
     assert (tmp_path / "mlp.onnx").is_file() and not (tmp_path / "mlp.int8.onnx").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_cli_quantize_validates_on_the_inputs_given(program, tmp_path, capsys):
+    import numpy as np
+
+    data = tmp_path / "inputs.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((6, 64)).astype(np.float32))
+    assert torch_export(program, tmp_path / "mlp.onnx", "--validation-inputs", str(data), "--json") == 0
+    quantized = json.loads(capsys.readouterr().out)["quantize"]
+    assert not any("generated" in n for n in quantized["notes"]) and quantized["validation"]["passed"]
