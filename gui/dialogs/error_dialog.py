@@ -12,6 +12,8 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 
 from onnxport.core.util.errors import OnnxportError
 
+from ..widgets.plain_text import message_box
+
 
 def error_text(exc: BaseException) -> str:
     if isinstance(exc, OnnxportError):
@@ -23,7 +25,7 @@ def error_text(exc: BaseException) -> str:
 
 
 def show_error(parent: QWidget, title: str, exc: BaseException, details: str = "") -> QMessageBox:
-    box = QMessageBox(QMessageBox.Warning, title, error_text(exc), QMessageBox.Ok, parent)
+    box = message_box(QMessageBox.Warning, title, error_text(exc), QMessageBox.Ok, parent)  # names: plain text
     box.setObjectName("errorDialog")
     if details:
         box.setDetailedText(details)

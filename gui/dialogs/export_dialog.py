@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QMessageBox,
     QPushButton,
@@ -29,6 +28,9 @@ from PySide6.QtWidgets import (
 )
 
 from onnxport.core.workflow.written_names import quantized_path, report_path_for
+
+from ..widgets import plain_text
+from ..widgets.plain_text import plain_label
 
 EXTERNAL = [("Automatic (above 2 GB)", "auto"), ("Always (.onnx + .onnx.data)", "always"),
             ("Never (one file)", "never")]
@@ -86,9 +88,9 @@ class ExportDialog(QDialog):
         form.addRow("External data", self.external)
         form.addRow("Quantization", self.quantize)
         form.addRow("", self.validate)
-        outputs_label = QLabel("Outputs kept: " + ", ".join(outputs))
+        outputs_label = plain_label("Outputs kept: " + ", ".join(outputs))
         outputs_label.setWordWrap(True)
-        self.written = QLabel()
+        self.written = plain_label()
         self.written.setWordWrap(True)
         self.written.setTextInteractionFlags(Qt.TextSelectableByMouse)
         form.addRow("", self.written)
@@ -124,8 +126,8 @@ class ExportDialog(QDialog):
         if not path.name:
             return
         if path.exists():
-            answer = QMessageBox.question(self, "Replace?", f"{path.name} exists. Replace it once the export "
-                                          "is complete?")
+            answer = plain_text.ask(self, "Replace?", f"{path.name} exists. Replace it once the export "
+                                    "is complete?")
             if answer != QMessageBox.Yes:
                 return
         self.settings.setValue("export/folder", str(path.parent))

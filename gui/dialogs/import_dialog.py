@@ -51,6 +51,7 @@ from onnxport.core.training.environment import HOW_TO_GET, find_training_python
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.workflow.torch_import import TorchImportOptions
 
+from ..widgets.plain_text import plain_label, plain_tip
 from .trust_prompt import SESSION_TRUST
 
 NAME_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -68,8 +69,12 @@ class ImportDialog(QDialog):
         self._describe = describe or (lambda path, task: describe_source(path, task, trust_code=self.trust_code))
         self._opset_touched = False
         layout = QVBoxLayout(self)
-        layout.addWidget(QLabel(f"<b>{info.path}</b> ({info.kind.value})"))
-        self.notes = QLabel("\n".join(info.notes))
+        title = plain_label(f"{info.path} ({info.kind.value})")  # file names: text, never markup
+        bold = title.font()
+        bold.setBold(True)
+        title.setFont(bold)
+        layout.addWidget(title)
+        self.notes = plain_label("\n".join(info.notes))
         self.notes.setWordWrap(True)
         layout.addWidget(self.notes)
         layout.addLayout(self._build_top())
@@ -84,7 +89,7 @@ class ImportDialog(QDialog):
         out_row.addWidget(self.out_edit, 1)
         out_row.addWidget(browse)
         layout.addLayout(out_row)
-        self.error = QLabel()
+        self.error = plain_label()
         self.error.setStyleSheet("color: #b00020")
         self.error.setWordWrap(True)
         layout.addWidget(self.error)
@@ -174,8 +179,8 @@ class ImportDialog(QDialog):
         self.artifacts_edit.setEnabled(available)
         if not available:
             why = f"Needs the training environment (onnxruntime-training 1.19.2): {HOW_TO_GET}"
-            self.artifacts_check.setToolTip(why)
-            self.artifacts_edit.setToolTip(why)
+            self.artifacts_check.setToolTip(plain_tip(why))
+            self.artifacts_edit.setToolTip(plain_tip(why))
         row.addWidget(self.artifacts_check)
         row.addWidget(self.artifacts_edit, 1)
         v.addLayout(row)

@@ -17,6 +17,8 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from onnxport.core.pytorch.trust import needs_trust, trust_reason
 from onnxport.core.util.errors import OnnxportError
 
+from ..widgets import plain_text
+
 
 class TrustedPrograms:
     """Program files the user said to trust in this session, by resolved path."""
@@ -49,7 +51,7 @@ def trust_for_import(parent: QWidget | None, source: Path, trusted: TrustedProgr
             "can read, change or delete your files. Import it only if you trust where it came from.\n\n"
             f"Run the code in {source.name}?")
     buttons = QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
-    answer = QMessageBox.question(parent, "Run this program's code?", text, buttons, QMessageBox.StandardButton.No)
+    answer = plain_text.ask(parent, "Run this program's code?", text, buttons, QMessageBox.StandardButton.No)
     if answer != QMessageBox.StandardButton.Yes:
         return None
     trusted.add(source)

@@ -6,12 +6,14 @@ from __future__ import annotations
 def make_preview():
     """The Netron preview panel if it is there, else a placeholder label saying why not."""
     from PySide6.QtCore import Qt
-    from PySide6.QtWidgets import QLabel
+
+    from ..widgets.plain_text import plain_label
 
     try:
         from .preview_panel import PreviewPanel
     except ImportError as exc:
-        label = QLabel(f"The graph preview is not available ({exc}).", alignment=Qt.AlignCenter)
+        label = plain_label(f"The graph preview is not available ({exc}).")
+        label.setAlignment(Qt.AlignCenter)
         label.setWordWrap(True)
         return label
     return PreviewPanel()

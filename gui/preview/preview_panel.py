@@ -19,7 +19,7 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
 from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer, preview_answer
@@ -27,6 +27,7 @@ from onnxport.core.util.text import human_size
 
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner
+from ..widgets.plain_text import make_plain, plain_label
 from ..widgets.wrapped_label import WrappedLabel
 from .netron_server import PreviewServer
 
@@ -79,7 +80,7 @@ class PreviewPanel(QWidget):
         self.browser_button = QPushButton("Open in browser", clicked=self.open_in_browser)
         self.more_button = QPushButton("Show more", clicked=self.show_more, visible=False)
         self.more_button.setToolTip("Draw twice as many nodes around the selection")
-        self.status = WrappedLabel("Nothing to preview yet.")
+        self.status = make_plain(WrappedLabel("Nothing to preview yet."))  # names tensors and errors
         bar = QHBoxLayout()
         for w in (self.pruned_button, self.original_button, self.browser_button):
             bar.addWidget(w)
@@ -96,8 +97,9 @@ class PreviewPanel(QWidget):
             self.view.loadFinished.connect(self._loaded)
             layout.addWidget(self.view, 1)
         except Exception as exc:  # noqa: BLE001 - no WebEngine: say why, offer the browser
-            self.unavailable = QLabel(f"The embedded preview cannot start ({error_text(exc)}).\n"
-                                      "Use \"Open in browser\" to see the same preview.", alignment=Qt.AlignCenter)
+            self.unavailable = plain_label(f"The embedded preview cannot start ({error_text(exc)}).\n"
+                                           "Use \"Open in browser\" to see the same preview.")
+            self.unavailable.setAlignment(Qt.AlignCenter)
             self.unavailable.setWordWrap(True)
             layout.addWidget(self.unavailable, 1)
 

@@ -32,6 +32,7 @@ from onnxport.core.evaluate.model_diff import DiffRow
 from onnxport.core.evaluate.report import accuracy_map
 
 from .layout_pass import one_layout_pass
+from .plain_text import make_plain, plain_tip
 from .wrapped_label import WrappedLabel
 
 GOOD = QColor("#3a9a4a")
@@ -78,7 +79,7 @@ class DiffTable(QTableWidget):
         rows = [DiffRow(**r) for r in (diff or {}).get("rows", [])]
         self.setHorizontalHeaderLabels(["", "", "before", "after", "change"])
         for column, key in ((2, "before"), (3, "after")):
-            self.horizontalHeaderItem(column).setToolTip((diff or {}).get(key, ""))
+            self.horizontalHeaderItem(column).setToolTip(plain_tip((diff or {}).get(key, "")))
         self.setRowCount(len(rows))
         bold = QFont(self.font())
         bold.setBold(True)
@@ -91,7 +92,7 @@ class DiffTable(QTableWidget):
                 if j == 0:
                     item.setFont(bold)
                 if j == 1:
-                    item.setToolTip(text)
+                    item.setToolTip(plain_tip(text))
                 if j >= 2:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if j == 4:
@@ -119,10 +120,11 @@ class AccuracyPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.jump = WrappedLabel()
+        self.jump.setTextFormat(Qt.TextFormat.RichText)  # its names escaped (_jump_text)
         self.jump.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.node_info = WrappedLabel()
+        self.node_info = make_plain(WrappedLabel())  # a node's and a tensor's names
         self.node_info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.diff_label = WrappedLabel("Before / after:")  # two file names: long; wraps in a narrow tab
+        self.diff_label = make_plain(WrappedLabel("Before / after:"))  # two file names: long; wraps
         self.diff = DiffTable()
         self._map: dict = {}
         layout = QVBoxLayout(self)

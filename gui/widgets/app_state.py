@@ -14,6 +14,8 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow, QMenu
 
+from .plain_text import plain_tip
+
 MAX_RECENT = 8
 
 
@@ -49,7 +51,7 @@ class AppState:
         recent = self.recent()
         for entry in recent:
             act = menu.addAction(" + ".join(Path(p).name for p in entry))
-            act.setToolTip("\n".join(entry))
+            act.setToolTip(plain_tip("\n".join(entry)))
             act.triggered.connect(lambda _=False, e=entry: open_paths(e))
         menu.setEnabled(bool(recent))
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QSizePolicy, QStatusBar
+from PySide6.QtWidgets import QProgressBar, QPushButton, QSizePolicy, QStatusBar
+
+from .plain_text import plain_label
 
 STEPS = 100  # the bar's range: a step is a percent, the most its text shows; finer steps repainted
 # it at every progress signal (20 a second) for changes nobody could see
@@ -23,7 +25,7 @@ class JobStatus:
         self.progress = QProgressBar(maximumWidth=260, textVisible=True)
         self.progress.setEnabled(False)
         self.progress.setFormat("")
-        self.text = QLabel()
+        self.text = plain_label()  # progress lines name tensors and files
         self.text.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.cancel_button = QPushButton("Cancel", clicked=on_cancel)
         self.cancel_button.setEnabled(False)

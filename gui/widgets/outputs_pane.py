@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .plain_text import plain_label
 from .tree_model import OUTPUTS_GROUP, OutputsTreeModel
 
 FILTER_DEBOUNCE_MS = 200
@@ -47,7 +48,7 @@ class OutputsPane(QStackedWidget):
         filters.addWidget(self.allow_training)
         self.tree = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
         self.tree.setObjectName("outputsTree")
-        self.checked_label = QLabel()
+        self.checked_label = plain_label()  # tensor names: text, never markup (plain_text.py)
         tree_box = QWidget()
         tree_layout = QVBoxLayout(tree_box)
         tree_layout.setContentsMargins(0, 0, 0, 0)

@@ -32,6 +32,7 @@ from onnxport.core.util.text import human_size
 
 from .accuracy_panel import AccuracyPanel
 from .layout_pass import one_layout_pass
+from .plain_text import plain_label, plain_tip
 from .wrapped_label import WrappedLabel
 
 BEFORE = QColor("#8a98a8")
@@ -175,7 +176,7 @@ class ReportView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.report: dict | None = None
-        self.verdict = QLabel()
+        self.verdict = plain_label()
         font = self.verdict.font()
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.2)
@@ -240,7 +241,7 @@ class ReportView(QWidget):
         for e in layers:
             item = QListWidgetItem(f"{e['node']} ({e['op_type']}): +{e['added']:.4f} relative error")
             item.setData(Qt.ItemDataRole.UserRole, e["node"])
-            item.setToolTip(item.text())
+            item.setToolTip(plain_tip(item.text()))
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)
             self.nodes.addItem(item)

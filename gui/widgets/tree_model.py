@@ -22,6 +22,7 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from onnxport.core.graph.index import TensorIndex, TensorInfo, TensorKind
 
 from .outputs_tree import INPUTS_GROUP, OTHER_GROUP, OUTPUTS_GROUP, Tree, TreeNode, build_tree
+from .plain_text import plain_tip
 
 __all__ = ["INPUTS_GROUP", "OTHER_GROUP", "OUTPUTS_GROUP", "OutputsTreeModel", "Tree", "TreeNode", "build_tree"]
 
@@ -210,7 +211,7 @@ class OutputsTreeModel(QAbstractItemModel):
         if role == FONT and info is None:
             return self._bold
         if role == TOOLTIP and info is not None:
-            return _tooltip(info)
+            return plain_tip(_tooltip(info))  # names from the file: shown as written
         if role == USER:
             return info.name if info is not None else None
         return None

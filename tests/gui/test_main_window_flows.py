@@ -51,8 +51,10 @@ def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tm
     pytest.importorskip("torch")
     from PySide6.QtWidgets import QMessageBox
 
+    from onnxport.gui.widgets import plain_text
+
     # the user trusts the program's code when asked (gui/dialogs/trust_prompt.py)
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    monkeypatch.setattr(plain_text, "ask", lambda *a, **k: QMessageBox.StandardButton.Yes)
     from onnxport.core.pytorch.sources import InputSpec
     from onnxport.gui.dialogs.import_dialog import ImportDialog
 

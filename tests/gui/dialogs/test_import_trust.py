@@ -21,7 +21,9 @@ def answers(monkeypatch):
         asked.append(text)
         return queue.pop(0)
 
-    monkeypatch.setattr(QMessageBox, "question", question)
+    from onnxport.gui.widgets import plain_text
+
+    monkeypatch.setattr(plain_text, "ask", question)  # the question box (text shown as plain text)
     return asked, queue
 
 
