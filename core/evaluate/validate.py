@@ -133,6 +133,10 @@ def validate(
     report(0.05, f"loading reference {reference_path.name}")
     ref_sess = session(ref_model, label=str(reference_path), external_folder=ref_folder)
     given = {s.name for s in feeds.specs} | set(param_feeds)
+    not_tensors = [f"{i.name} ({i.type})" for i in sess.get_inputs() if not i.type.startswith("tensor(")]
+    if not_tensors:  # sequences, optionals: neither generated nor read from .npz
+        raise OnnxportError(f"{model_path.name}: input(s) {', '.join(not_tensors[:5])} are not tensors; "
+                            f"validate feeds tensor inputs only")
     missing = [i.name for i in ref_sess.get_inputs() if i.name not in given]
     if missing:
         hint = "pass the checkpoint (--checkpoint)" if params is None else "the inputs must cover them"

@@ -38,3 +38,13 @@ def test_sequence_lengths_and_empty_optionals_are_shape_errors():
     optional = OutputStats("opt")
     optional.update(None, np.zeros(2))
     assert optional.shape_error == "none != reference a tensor [2]"
+
+
+def test_validate_of_a_sequence_input_says_it_feeds_tensors_only(tmp_path, capsys):
+    graph = helper.make_graph([helper.make_node("SequenceLength", ["seq"], ["n"], name="length")], "g",
+                              [helper.make_tensor_sequence_value_info("seq", T.FLOAT, None)],
+                              [helper.make_tensor_value_info("n", T.INT64, [])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    assert main(["validate", str(tmp_path / "m.onnx"), "--reference", str(tmp_path / "m.onnx"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "input(s) seq (seq(tensor(float))) are not tensors" in err and "does not take" not in err, err
