@@ -34,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--input", action="append", default=[], metavar="NAME:DTYPE:DIMS",
                    help="input spec, e.g. x:float32:batch,3,224,224 (names are dynamic dims); repeat per input")
     p.add_argument("--output-names", action="append", default=[], metavar="A[,B...]", help="ONNX output names")
-    p.add_argument("--pooling", choices=POOLING_MODES, default="mean", help="pooling task: mean or first token")
+    p.add_argument("--pooling", choices=POOLING_MODES,
+                   help="pooling task: mean or first token (default: the folder's sentence-transformers Pooling "
+                        "mode, else mean)")
     p.add_argument("--quantize", action="store_true",
                    help="also write a dynamic int8 model, <stem>.int8.onnx, to an accuracy target as `quantize` does")
     target = p.add_mutually_exclusive_group()

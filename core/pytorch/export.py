@@ -93,7 +93,7 @@ def export_torch(
     opset: int | None = None,
     inputs: list[InputSpec] | None = None,
     output_names: list[str] | None = None,
-    pooling: str = "mean",
+    pooling: str | None = None,  # pooling task: "mean"/"cls" (default: the folder's sentence-transformers mode, else mean)
     verify: bool = True,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,

@@ -31,7 +31,7 @@ from onnxport.core.pytorch.program import (
     read_json,
     text_input_specs,
 )
-from onnxport.core.pytorch.st_modules import sentence_steps
+from onnxport.core.pytorch.st_modules import SentenceSteps, sentence_steps
 from onnxport.core.util.errors import OnnxportError, UnavailableError
 from onnxport.core.util.text import first_line
 
@@ -129,7 +129,7 @@ def describe_hf(folder: str | Path, task: str | None = None) -> SourceInfo:
 
 
 def load_hf(folder: str | Path, *, mode: str = "inference", task: str | None = None,
-            pooling: str = "mean") -> LoadedProgram:
+            pooling: str | None = None) -> LoadedProgram:
     folder = Path(folder)
     info = describe_hf(folder, task)
     transformers = import_transformers()
@@ -157,20 +157,25 @@ def load_hf(folder: str | Path, *, mode: str = "inference", task: str | None = N
                      f"{', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
     model.train(mode == "training")
     names = [s.name for s in info.inputs]
-    normalize = preset.name == "pooling" and _sentence_notes(folder, notes)
-    module = wrap_for_task(model, preset, names, pooling, normalize)
+    steps = _sentence_steps(folder, pooling, notes) if preset.name == "pooling" else SentenceSteps()
+    module = wrap_for_task(model, preset, names, pooling or steps.pooling or "mean", steps.normalize)
     return LoadedProgram(module, info, preset, prefix="model.", notes=notes)
 
 
-def _sentence_notes(folder: Path, notes: list[str]) -> bool:
-    """Whether pooled embeddings are L2-normalised, as the folder's sentence-transformers
-    modules.json says; what it lists that the preset does not apply goes to `notes`."""
+def _sentence_steps(folder: Path, pooling: str | None, notes: list[str]) -> SentenceSteps:
+    """The folder's sentence-transformers steps (pooling mode, Normalize), said in `notes`; a
+    `pooling` the caller chose wins over the folder's."""
     steps = sentence_steps(folder)
     if steps.problem:
         notes.append(f"{steps.problem}: its sentence-transformers steps (e.g. Normalize) are not applied")
     if steps.unapplied:
-        notes.append(f"modules.json lists {', '.join(steps.unapplied)}, not applied: the embeddings differ "
-                     "from sentence-transformers'")
+        notes.append(f"sentence-transformers steps not applied: {', '.join(steps.unapplied)}; the embeddings "
+                     "may differ from sentence-transformers'")
+    if steps.pooling and pooling and pooling != steps.pooling:
+        notes.append(f"{pooling} pooling as asked, where the folder's sentence-transformers Pooling uses "
+                     f"{steps.pooling}")
+    elif steps.pooling:
+        notes.append(f"{steps.pooling} pooling, as the folder's sentence-transformers Pooling says")
     if steps.normalize:
         notes.append("embeddings L2-normalised, as the folder's sentence-transformers Normalize module does")
-    return steps.normalize
+    return steps

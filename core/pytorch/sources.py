@@ -60,7 +60,7 @@ def describe_source(path: str | Path, task: str | None = None, *, trust_code: bo
 
 
 def load_program(path: str | Path, *, mode: str = "inference", task: str | None = None,
-                 pooling: str = "mean", trust_code: bool = False) -> LoadedProgram:
+                 pooling: str | None = None, trust_code: bool = False) -> LoadedProgram:
     """Load the source as a torch module for `mode` ("training" or "inference").
 
     A TorchScript/.pt2 program is opened only with `trust_code=True` (`UntrustedProgramError`)."""

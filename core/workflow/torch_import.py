@@ -47,7 +47,7 @@ class TorchImportOptions:
     opset: int | None = None
     inputs: list[InputSpec] | None = None
     output_names: list[str] | None = None
-    pooling: str = "mean"
+    pooling: str | None = None  # None: the folder's sentence-transformers Pooling mode, else mean
     quantize: bool = False  # also write a dynamic int8 model (inference)
     quantize_target: float | None = DEFAULT_TARGET  # its accuracy target (cosine); None: no target
     validation_inputs: Path | None = None  # its accuracy check's inputs (.npz, folder, .txt of sentences)

@@ -42,7 +42,29 @@ def test_a_fifo_named_modules_json_is_not_opened(tmp_path):
     assert sentence_steps(tmp_path).problem  # returns at once: a FIFO would block open()
 
 
-def _reference(folder, feeds, normalize: bool) -> np.ndarray:
+def test_the_pooling_mode_comes_from_its_config_inside_the_folder(tmp_path):
+    folder = tmp_path / "st"
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "modules.json").write_text(json.dumps(MODULES))
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True,
+                                                                 "pooling_mode_mean_tokens": False}))
+    assert sentence_steps(folder).pooling == "cls"
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_max_tokens": True}))
+    steps = sentence_steps(folder)
+    assert steps.pooling is None and steps.unapplied == ["Pooling (max_tokens)"]
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"pooling_mode_cls_token": True}))
+    for path in ("../outside.json", "/etc"):  # a stranger's path: never read outside the folder
+        modules = [MODULES[0], {**MODULES[1], "path": path}, MODULES[2]]
+        (folder / "modules.json").write_text(json.dumps(modules))
+        steps = sentence_steps(folder)
+        assert steps.pooling is None and steps.normalize and "Pooling mode" in steps.unapplied[0]
+    (folder / "modules.json").unlink()
+    (folder / "modules.json").symlink_to(outside)
+    assert sentence_steps(folder).problem and not sentence_steps(folder).normalize
+
+
+def _reference(folder, feeds, normalize: bool, cls: bool = False) -> np.ndarray:
     import torch
     import transformers
 
@@ -50,7 +72,7 @@ def _reference(folder, feeds, normalize: bool) -> np.ndarray:
     with torch.no_grad():
         hidden = model(**{k: torch.from_numpy(v) for k, v in feeds.items()}).last_hidden_state
     mask = torch.from_numpy(feeds["attention_mask"]).unsqueeze(-1).float()
-    pooled = (hidden * mask).sum(1) / mask.sum(1)
+    pooled = hidden[:, 0] if cls else (hidden * mask).sum(1) / mask.sum(1)
     return (torch.nn.functional.normalize(pooled, dim=1) if normalize else pooled).numpy()
 
 
@@ -79,3 +101,26 @@ def test_pooling_export_applies_the_folders_normalize(tmp_path, normalize):
     else:
         assert np.all(np.abs(norms - 1.0) > 0.1)
     assert np.max(np.abs(got - _reference(folder, feeds, normalize))) <= 1e-4
+
+
+@pytest.mark.torch
+def test_pooling_export_takes_the_folders_pooling_mode_unless_told(tmp_path):
+    pytest.importorskip("transformers")
+    import onnxruntime as ort
+
+    from onnxport.core.pytorch.export import export_torch
+    from tests.core.torch_builders import tiny_bert
+
+    folder = tiny_bert(tmp_path / "st")
+    (folder / "modules.json").write_text(json.dumps(MODULES))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    rng = np.random.default_rng(4)
+    feeds = {"input_ids": rng.integers(0, 100, (2, 7)).astype(np.int64), "attention_mask": np.ones((2, 7), np.int64),
+             "token_type_ids": np.zeros((2, 7), np.int64)}
+    for pooling, cls in ((None, True), ("mean", False)):
+        out = tmp_path / f"{pooling}.onnx"
+        result = export_torch(folder, out, mode="inference", task="pooling", pooling=pooling)
+        assert any(("as asked" in n) == (pooling == "mean") and "Pooling" in n for n in result.notes)
+        got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        assert np.max(np.abs(got - _reference(folder, feeds, True, cls))) <= 1e-4
