@@ -33,6 +33,7 @@ from .jobs.worker import Job
 from .preview import make_preview
 from .preview.error_overlay import ErrorOverlay
 from .widgets.app_state import AppState
+from .widgets.export_gate import gate_export
 from .widgets.job_status import JobStatus
 from .widgets.log_dock import LogDock
 from .widgets.main_actions import build_actions
@@ -151,6 +152,8 @@ class MainWindow(QMainWindow):
         self.tree.selectionModel().currentChanged.connect(self._current_changed)
         self.sources_panel.set_html(sources_html(loaded))
         self.details_panel.set_html(tensor_html(None))
+        self.report_tab.clear()  # the previous model's export and report are not this one's
+        self.last_export = self.last_quantized = None
         self.state.remember_recent(paths)
         self.state.fill_recent_menu(self.recent_menu, self.open_paths)
         self.setWindowTitle(f"onnxport - {loaded.model_path.name}")
@@ -331,8 +334,7 @@ class MainWindow(QMainWindow):
     def _update_actions(self) -> None:
         ready = self.sources is not None and not self.busy
         has_outputs = bool(self.model and self.model.checked_outputs())
-        self.export_action.setEnabled(ready and has_outputs)
-        self.quantize_action.setEnabled(ready and has_outputs)
+        gate_export(self, ready and has_outputs)  # off on a mismatch, the reason in its tooltip
         self.validate_action.setEnabled(ready)
         self.open_action.setEnabled(not self.busy)
         self.import_action.setEnabled(not self.busy)

@@ -85,10 +85,12 @@ def sources_html(loaded: LoadedSources | None) -> str:
         if match.missing:
             rows.append(f"<span style='color:{BAD}'><b>Missing</b> from the checkpoint: "
                         f"{_names(match.missing)}</span>")
-        if match.mismatched:
-            rows.append(f"<span style='color:{BAD}'><b>Shape/type mismatch</b>: "
-                        "; ".join(f"{_esc(m.name)} (model {_esc(m.expected)}, checkpoint {_esc(m.got)})"
-                                  for m in match.mismatched[:MAX_LISTED]) + "</span>")
+        if match.mismatched:  # one line each: the heading, then a tensor per line
+            rows.append(f"<span style='color:{BAD}'><b>Shape/type mismatch</b> (export is off):</span>")
+            rows += [f"<span style='color:{BAD}'>&nbsp;&nbsp;{_esc(m.name)}: model {_esc(m.expected)}, "
+                     f"checkpoint {_esc(m.got)}</span>" for m in match.mismatched[:MAX_LISTED]]
+            if len(match.mismatched) > MAX_LISTED:
+                rows.append(f"<span style='color:{BAD}'>&nbsp;&nbsp;and {len(match.mismatched) - MAX_LISTED} more</span>")
         unused = loaded.alignment.unused if loaded.alignment is not None else match.unexpected  # as in the file
         if unused:
             rows.append(f"<span style='color:{WARN}'>Not used by the model: {_names(unused)}</span>")

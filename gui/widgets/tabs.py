@@ -10,6 +10,8 @@ from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 from .panels import TextPanel, plan_html, sources_html, tensor_html
 from .report_view import ReportView
 
+NOTHING_EXPORTED = "<i>Nothing exported yet.</i>"
+
 
 class OverviewTab(QWidget):
     """What is loaded, what the export keeps, the tensor selected in the tree."""
@@ -37,7 +39,7 @@ class ReportTab(QScrollArea):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.result_panel = TextPanel("Last export", "<i>Nothing exported yet.</i>")
+        self.result_panel = TextPanel("Last export", NOTHING_EXPORTED)
         self.report_view = ReportView()
         page = QWidget()
         layout = QVBoxLayout(page)
@@ -46,3 +48,8 @@ class ReportTab(QScrollArea):
         self.setWidget(page)
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
+
+    def clear(self) -> None:
+        """Forget the last export and its report (another model was opened: they were its)."""
+        self.result_panel.set_html(NOTHING_EXPORTED)
+        self.report_view.set_report(None)
