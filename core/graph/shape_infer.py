@@ -22,6 +22,7 @@ import sys
 import onnx
 
 from onnxport.core.graph.uses import walk_bodies
+from onnxport.core.io.model_functions import check_function_calls
 
 OUT_OF_PROCESS_NODES = 5_000
 TIMEOUT_S = 600
@@ -89,6 +90,7 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None,
         if light is None:
             return []
     try:
+        check_function_calls(light)  # loads check this; inference must never be where it is missed
         model = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,
                                                   data_prop=propagate_data(light))
     except Exception:  # noqa: BLE001 - best effort: the graph still indexes without shapes

@@ -1,21 +1,27 @@
-"""Model-local functions that call themselves: refused on load.
+"""Model-local functions that call themselves or expand past a bound: refused on load.
 
 Why: ONNX functions are macros, expanded in place; a function that calls itself (directly or
 through others) has no expansion. ONNX Runtime refuses such a model when it loads it, yet export
-wrote one with exit 0, and whatever inlines it never ends.
+wrote one with exit 0, and whatever inlines it never ends. Calls multiply: 48 functions each
+calling the next twice are 3.8 KB on disk and 2^47 nodes expanded, and onnx shape inference
+(which holds the GIL: the app's window froze, Cancel could not act) and ORT's load never end.
 
 Contract: `check_function_calls(model, prefix)` raises `CorruptFileError` ("<prefix>model-local
 function 'd:F' calls itself (F -> G -> F)...") when the call graph of `model.functions` (nodes
 in function bodies and in their If/Loop/Scan bodies, matched by domain, name and overload) has a
-cycle. O(functions + nodes); iterative, so no depth is too deep.
+cycle, and ("<prefix>model-local function 'd:F' expands to N nodes...") when the main graph,
+every call inlined, would hold more than `budgets.function_expansion_limit(stored nodes)`. Each function is
+counted once (memoised): O(functions + nodes); iterative, so no depth is too deep.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 
 import onnx
 
+from onnxport.core.util.budgets import function_expansion_limit
 from onnxport.core.util.errors import CorruptFileError
 
 _SHOWN = 6  # functions of a cycle named in the message
@@ -50,12 +56,30 @@ def check_function_calls(model: onnx.ModelProto, prefix: str = "") -> None:
     """See the module docstring."""
     if not model.functions:
         return
-    calls: dict[Key, list[Key]] = {}
+    calls: dict[Key, Counter[Key]] = {}
+    own: Counter[Key] = Counter()  # nodes a function's body stores (bodies included)
     for fn in model.functions:
         key = _key(fn.domain, fn.name, getattr(fn, "overload", ""))
-        calls.setdefault(key, []).extend(_called(fn.node))
+        called = calls.setdefault(key, Counter())
+        for callee in _called(fn.node):
+            called[callee] += 1
+            own[key] += 1
     for key in calls:
-        calls[key] = [k for k in dict.fromkeys(calls[key]) if k in calls]
+        calls[key] = Counter({k: n for k, n in calls[key].items() if k in calls})
+    sizes = _expanded_sizes(calls, own, prefix)
+    graph_calls = Counter(_called(model.graph.node))
+    stored = sum(graph_calls.values()) + sum(own.values())
+    total = sum(n * (1 + sizes.get(k, 0)) for k, n in graph_calls.items())
+    limit = function_expansion_limit(stored)
+    if total > limit:
+        biggest = max((k for k in graph_calls if k in sizes), key=sizes.__getitem__)
+        raise CorruptFileError(f"{prefix}model-local function '{_shown(biggest)}' expands to {sizes[biggest]:,} "
+                               f"nodes once inlined (the graph to {total:,}; at most {limit:,} are accepted)")
+
+
+def _expanded_sizes(calls: dict[Key, Counter[Key]], own: Counter[Key], prefix: str) -> dict[Key, int]:
+    """Nodes each function holds once its calls are inlined, depth first; a cycle is refused."""
+    sizes: dict[Key, int] = {}
     state: dict[Key, int] = {}  # 1 on the path, 2 done
     for root in calls:
         if root in state:
@@ -65,7 +89,9 @@ def check_function_calls(model: onnx.ModelProto, prefix: str = "") -> None:
         while todo:
             callee = next(todo[-1], None)
             if callee is None:
-                state[path.pop()] = 2
+                done = path.pop()
+                state[done] = 2
+                sizes[done] = own[done] + sum(n * sizes[k] for k, n in calls[done].items())
                 todo.pop()
                 continue
             seen = state.get(callee)
@@ -78,3 +104,4 @@ def check_function_calls(model: onnx.ModelProto, prefix: str = "") -> None:
                 state[callee] = 1
                 path.append(callee)
                 todo.append(iter(calls[callee]))
+    return sizes
