@@ -5,8 +5,9 @@ Why: torch's TorchScript exporter traces with concrete sizes; a program computin
 (a Reshape to [16, 2, 2, 2]): dynamic axes declared, yet it runs only at the traced shape.
 
 Contract: `check_export(path, declared, feeds_at, torch_at, compare)` runs the model at the example
-sizes (`declared`: dynamic axis name -> example size) and with each axis alone one larger; outputs'
-shapes (values with `compare`) are held against `torch_at(sizes)` (None: PyTorch cannot run them).
+sizes (`declared`: axis name -> example size) and with each axis alone at another size PyTorch
+takes (one more, else twice); outputs' shapes (values with `compare`) are held against
+`torch_at(sizes)` (None: PyTorch cannot run them; an axis PyTorch takes at no other size is skipped).
 Returns the max |ORT - PyTorch| compared (or None). Raises `BakedAxesError` naming the axes it does
 not take, the size it runs at and the op that fixed it (its constant shape), `ExampleShapeError`
 when ORT cannot load it or run the example shape, `OnnxportError` when outputs differ from PyTorch.
@@ -82,19 +83,20 @@ def check_export(path: Path, declared: dict[str, int], feeds_at: Callable[[dict[
     names: list[str] = []
     culprit = ""
     for name, size in declared.items():
-        sizes = {**declared, name: size + 1}
+        sizes, expected = _second_size(declared, name, torch_at)
+        if sizes is None:
+            continue  # PyTorch itself takes no other size tried: the axis is not the export's to keep
         got, error = run(sizes)
         if got is None:
             baked.append(f"{name} = {size}")
             names.append(name)
             culprit = culprit or _culprit(path, {k: v for k, v in feeds_at(sizes).items() if k in used}, error)
             continue
-        expected = torch_at(sizes) if torch_at else None
         wrong = _shape_mismatch(got, expected)
         if wrong:
             baked.append(f"{name} = {size}")
             names.append(name)
-            culprit = culprit or f"at {name} = {size + 1} {wrong}"
+            culprit = culprit or f"at {name} = {sizes[name]} {wrong}"
             continue
         _held(path, got, expected, compare, sizes, diffs)
     if baked:
@@ -105,6 +107,20 @@ def check_export(path: Path, declared: dict[str, int], feeds_at: Callable[[dict[
             hint="the exporter traced those sizes into the graph; export with fixed sizes for them "
                  "(--input NAME:DTYPE:DIMS with numbers for those axes)")
     return max(diffs) if diffs else None
+
+
+def _second_size(declared: dict[str, int], name: str, torch_at) -> tuple[dict[str, int] | None, list | None]:
+    """Sizes with `name` alone changed (one more, else twice: an axis may need even sizes) where
+    PyTorch runs, with its outputs; without PyTorch, one more. (None, None): it runs at none."""
+    size = declared[name]
+    if torch_at is None:
+        return {**declared, name: size + 1}, None
+    for other in (size + 1, 2 * size):
+        sizes = {**declared, name: other}
+        expected = torch_at(sizes)
+        if expected is not None:
+            return sizes, expected
+    return None, None
 
 
 def _held(path: Path, got: list[np.ndarray], expected: list[np.ndarray] | None, compare: bool,

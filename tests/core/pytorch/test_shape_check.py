@@ -72,3 +72,19 @@ def test_output_axes_keep_the_input_axes_names(tmp_path):
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     scores, flat = session.run(None, {"x": np.ones((5, 7, 4), np.float32)})
     assert scores.shape == (5, 7) and flat.shape == (7, 20)
+
+
+class Pairs(torch.nn.Module):
+    """Takes only an even sequence length: tokens are paired."""
+
+    def forward(self, x):
+        return x.reshape(x.size(0), x.size(1) // 2, 8)
+
+
+def test_an_axis_that_takes_only_some_sizes_is_checked_at_one_pytorch_takes(tmp_path):
+    source = builders.save_torchscript(Pairs(), tmp_path / "pairs.pt")
+    out = tmp_path / "pairs.onnx"
+    assert main(["torch-export", str(source), "-o", str(out), "--mode", "inference", "--trust-model-code",
+                 "--input", "x:float32:batch,seq,4", "-q"]) == 0
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.ones((3, 6, 4), np.float32)})[0].shape == (3, 3, 8)
