@@ -60,3 +60,16 @@ def test_a_model_that_fails_at_the_example_shape(tmp_path):
     model(path, [3, 4])
     with pytest.raises(ExampleShapeError, match="at the example shape"):
         check_export(path, {"batch": 2}, feeds_at, None)
+
+
+def test_an_axis_is_checked_at_a_size_the_reference_takes(tmp_path):
+    path = tmp_path / "m.onnx"
+    model(path, [2, 4])
+
+    def even_only(sizes):
+        return doubled(sizes) if sizes["batch"] % 2 == 0 else None
+
+    with pytest.raises(BakedAxesError, match="runs only at batch = 2"):  # checked at batch = 4
+        check_export(path, {"batch": 2}, feeds_at, even_only)
+    assert check_export(path, {"batch": 2}, feeds_at, lambda sizes: doubled(sizes) if sizes["batch"] == 2 else None) \
+        == 0.0  # the reference takes no other size: nothing to hold the axis to
