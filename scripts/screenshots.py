@@ -153,6 +153,19 @@ def take_shots(app) -> int:
     until(lambda: finished)
     shot("05-export-done-report")
 
+    # the Deploy step after the export: ORT Mobile for the model just exported
+    window.deploy_flow.choose()
+    deploy_dialog = window.deploy_flow.dialog
+    until(lambda: deploy_dialog.isVisible())
+    deploy_dialog.dims.setText("batch=1")
+    deploy_dialog.move(window.x() + 380, window.y() + 220)
+    shot("05b-deploy-dialog", window)
+    deployed = []
+    window.deploy_flow.deployed.connect(lambda r: deployed.append(r))
+    deploy_dialog._accept()
+    until(lambda: deployed)
+    shot("05c-deploy-done")
+
     if hasattr(window.preview, "wait_rendered"):
         window.tabs.setCurrentWidget(window.preview)
         window.preview.wait_rendered(30)

@@ -52,11 +52,20 @@ class Target:
             return ("ORT Mobile: the model in ORT format (.ort, optimized as ONNX Runtime's own "
                     "convert_onnx_models_to_ort writes it) and the operators and types it uses "
                     "(required_operators_and_types.config) for a reduced build; ORT's verdict on NNAPI "
-                    "and CoreML partitions comes with it. Read by ONNX Runtime releases from the installed "
-                    "one's ORT format on.")
+                    f"and CoreML partitions comes with it. The .ort file is read by ONNX Runtime {_installed()} "
+                    "(which writes it) and later releases.")
         return (f"ONNX Runtime {self.name[4:]}: reads ai.onnx opset <= {self.max_opset}, ai.onnx.ml "
                 f"<= {self.max_ml_opset} and IR version <= {self.max_ir}; a newer model is converted down "
                 "(onnx.version_converter, IR rewritten), or refused naming the op that cannot be expressed.")
+
+
+def _installed() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return ".".join(version("onnxruntime").split(".")[:2])
+    except PackageNotFoundError:
+        return "(installed)"
 
 
 def known_targets() -> list[str]:
