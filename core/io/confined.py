@@ -36,8 +36,9 @@ def _shown(text: str) -> str:
     return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
 
 
-def confined_file(name: str, folder: str | os.PathLike, what: str = "file") -> tuple[Path, os.stat_result]:
-    """See the module docstring."""
+def confined_file(name: str, folder: str | os.PathLike, what: str = "file",
+                  missing: str | None = None) -> tuple[Path, os.stat_result]:
+    """See the module docstring; `missing` names the file when it is not there (default `what`)."""
     shown = _shown(name)
     if not name:
         raise ConfinementError(f"{what} is empty (no file name)")
@@ -57,7 +58,7 @@ def confined_file(name: str, folder: str | os.PathLike, what: str = "file") -> t
     try:
         st = os.stat(path)
     except OSError:
-        raise ConfinementError(f"{what} '{shown}' not found next to the model") from None
+        raise ConfinementError(f"{missing or what} '{shown}' not found next to the model") from None
     if not stat.S_ISREG(st.st_mode):
         raise ConfinementError(f"{what} '{shown}' is not a regular file")
     return path, st

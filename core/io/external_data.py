@@ -177,7 +177,7 @@ def _whole_number(info: dict[str, str], key: str, location: str) -> int | None:
 def _confined_file(location: str, folder: Path) -> tuple[Path, int]:
     """The location as a real path inside `folder` (symlinks resolved) and its size (`confined`)."""
     try:
-        path, st = confined_file(location, folder, "external data location")
+        path, st = confined_file(location, folder, "external data location", "external data file")
     except ConfinementError as exc:
         raise _Bad(str(exc)) from None
     return path, st.st_size
