@@ -201,7 +201,7 @@ def generate_training_artifacts(
     report.check()
     report(0.02, "reading the forward graph")
     model = _load_forward(forward)
-    reads = model_reads(forward, model)
+    reads = {} if isinstance(forward, onnx.ModelProto) else model_reads(forward, model)  # a model in memory reads no file
     for name in FILES:  # an existing folder keeps its other files; these are replaced
         check_output(out_dir / name, reads)
     train_names, frozen_names = split_parameters(model, trainable, frozen)
