@@ -14,11 +14,15 @@ import argparse
 import json
 import sys
 
+TARGET_HELP = ("ort-mobile (an .ort file + the operator config of a reduced build) or ort-X.Y (the opset and "
+               "IR version ONNX Runtime X.Y reads, e.g. ort-1.17)")
+
 
 def add_target_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    parser.add_argument("--target", required=required, metavar="TARGET",
-                        help="ort-mobile (an .ort file + the operator config of a reduced build) or ort-X.Y "
-                             "(the opset and IR version ONNX Runtime X.Y reads, e.g. ort-1.17)")
+    """`--target`; on `export` (not required) the result is then deployed beside it."""
+    after = "" if required else ("; the result is then deployed beside it (OUT.ort, OUT.ort-X.Y.onnx), checked, "
+                                 "with --shape/--dim fixed in it (--dim NAME=dynamic frees one)")
+    parser.add_argument("--target", required=required, metavar="TARGET", help=TARGET_HELP + after)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,3 +57,32 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(result.summary_lines()))
     return 0
+
+
+def export_deploy_request(args: argparse.Namespace):
+    """`export --target T [--shape ...] [--dim ...]`: (target, shape request) parsed before the
+    export runs (a bad one writes nothing), or None without --target. `--dim NAME=dynamic` is the
+    deploy's alone: it is taken out of the sizes the export's validation generates inputs with."""
+    if not getattr(args, "target", None):
+        return None
+    from onnxport.core.deploy.shapes import DYNAMIC, parse_shape_options
+    from onnxport.core.deploy.targets import parse_target
+
+    target, request = parse_target(args.target), parse_shape_options(args.shape, args.dim)
+    args.dim = [d for d in args.dim if d.rpartition("=")[2].strip().lower() != DYNAMIC]
+    return target, request
+
+
+def deploy_exported(request, model, quiet: bool):
+    """The deploy step after an export: `model` (the export, or its quantized form) deployed beside
+    itself (`<stem>.ort`, `<stem>.ort-X.Y.onnx`)."""
+    from pathlib import Path
+
+    from onnxport.core.cli.progress_line import StderrProgress
+    from onnxport.core.deploy.deploy import deploy
+    from onnxport.core.deploy.targets import deployed_name
+
+    target, shapes = request
+    model = Path(model)
+    return deploy(model, target, model.with_name(deployed_name(model.stem, target.name)), request=shapes,
+                  progress=StderrProgress(quiet=quiet))

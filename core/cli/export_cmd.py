@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from onnxport.core.cli.deploy_cmd import add_target_options
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", metavar="DATA", help="calibration data for --quantize static")
     p.add_argument("--validate", action="store_true", help="check the result against the reference")
     add_input_options(p)
+    add_target_options(p, required=False)  # then deployed beside it, --shape/--dim fixed (deploy_cmd.py)
     p.add_argument("--keep-parameter-inputs", action="store_true",
                    help="export without --checkpoint although parameter-like inputs (fc1.weight...) stay inputs")
     p.add_argument("--all-ranks", action="store_true", help="write on every rank of a distributed job")
@@ -68,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from onnxport.core.api import export_for_inference
+    from onnxport.core.cli.deploy_cmd import deploy_exported, export_deploy_request
     from onnxport.core.cli.export_review import review_outputs
     from onnxport.core.workflow.written_names import check_companions
 
+    deploy_after = export_deploy_request(args)  # a bad --target/--shape/--dim: nothing written
     check_companions(args.out, args.quantize, args.validate, [args.model, *args.checkpoint, args.calibration])
     review, notes = review_outputs(args, split_names(args.outputs or []))
     outputs = review.outputs
@@ -105,6 +109,11 @@ def _run(args: argparse.Namespace) -> int:
                            progress=steps.span(post_steps(False, args.quantize)),
                            validated=gate.report if gate is not None else None, **input_sizes(args))
         report.update(post.to_dict())
+    deployed = None
+    if deploy_after is not None:  # the final model (the quantized one, if any) for its runtime
+        quantized = report.get("quantize", {}).get("path") if args.quantize else None
+        deployed = deploy_exported(deploy_after, quantized or result.path, args.quiet)
+        report["deploy"] = deployed.to_dict()
     steps.finished()
     if args.json:
         json.dump(report, sys.stdout, indent=2)
@@ -114,6 +123,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {result.path}{data}: {human_size(result.size_bytes)}, outputs {', '.join(result.outputs)}, "
               f"inputs {', '.join(result.inputs) or '(none)'}, {result.nodes} nodes, {result.parameters} "
               f"initializers, {result.folded} folded, {result.seconds:.2f} s")
-        for line in report.get("summary_lines", []):
+        for line in report.get("summary_lines", []) + (deployed.summary_lines() if deployed else []):
             print(line)
     return 0

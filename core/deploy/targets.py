@@ -68,6 +68,12 @@ def _installed() -> str:
         return "(installed)"
 
 
+def deployed_name(stem: str, target: str) -> str:
+    """The file a deploy of `<stem>.onnx` writes by default: `<stem>.ort` for ORT Mobile,
+    `<stem>.ort-1.17.onnx` for a release (never the model's own name)."""
+    return f"{stem}.ort" if target == MOBILE else f"{stem}.{target}.onnx"
+
+
 def known_targets() -> list[str]:
     return [MOBILE] + [f"ort-{a}.{b}" for a, b in ORT_RELEASES]
 

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from onnxport.core.deploy.mobile import CONFIG_SUFFIX
 from onnxport.core.deploy.shapes import parse_shape_options
-from onnxport.core.deploy.targets import MOBILE, known_targets, parse_target
+from onnxport.core.deploy.targets import MOBILE, deployed_name, known_targets, parse_target
 from onnxport.core.util.errors import OnnxportError
 
 from ..jobs.deploy_call import DeployChoices
@@ -38,11 +38,6 @@ from ..jobs.deploy_call import DeployChoices
 def target_label(name: str) -> str:
     return "ORT Mobile (.ort + operator config for a reduced build)" if name == MOBILE else \
         f"ONNX Runtime {name[4:]} (.onnx)"
-
-
-def default_name(stem: str, target: str) -> str:
-    """'m.ort' for ORT Mobile, 'm.ort-1.17.onnx' for a release: never the model's own name."""
-    return f"{stem}.ort" if target == MOBILE else f"{stem}.{target}.onnx"
 
 
 def _plain_label(text: str = "") -> QLabel:
@@ -69,7 +64,7 @@ class DeployDialog(QDialog):
         self.dims.setPlaceholderText("e.g. batch=1 to fix it, batch=dynamic to free it, x:2=48 for an unnamed axis")
         folder = self.settings.value("deploy/folder", str(model.parent) if model else str(Path.home()))
         self._stem, self._folder = (model.stem if model else "model"), Path(folder)
-        self.out_edit = QLineEdit(str(self._folder / default_name(self._stem, MOBILE)))
+        self.out_edit = QLineEdit(str(self._folder / deployed_name(self._stem, MOBILE)))
         self._named = False  # the user typed or chose a destination: the target no longer renames it
         self.out_edit.textEdited.connect(lambda _text: setattr(self, "_named", True))
         self.written = _plain_label()
@@ -116,7 +111,7 @@ class DeployDialog(QDialog):
         out = Path(self.out_edit.text())
         if not self._named:
             self.out_edit.setText(str((out.parent if out.name else self._folder)
-                                      / default_name(self._stem, self.target.currentData())))
+                                      / deployed_name(self._stem, self.target.currentData())))
         elif out.name and out.suffix.lower() != target.suffix:
             self.out_edit.setText(str(out.with_suffix(target.suffix)))
         self._show_written()

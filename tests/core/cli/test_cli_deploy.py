@@ -57,3 +57,23 @@ def test_op_the_target_cannot_run_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "op Gelu cannot be expressed at opset 18" in err and err.count("\n") == 1
     assert out.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "o.onnx"]
+
+
+def test_export_with_target_deploys_beside_the_export(tmp_path, capsys):
+    source = save(conv_model(opset=21, ir_version=10), tmp_path / "m.onnx")
+    out = tmp_path / "out.onnx"
+    code = main(["export", source, "--outputs", "probs", "-o", str(out), "--target", "ort-1.14",
+                 "--dim", "batch=1", "--json", "-q"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["deploy"]["written"] == [str(tmp_path / "out.ort-1.14.onnx")]
+    assert report["deploy"]["check"]["passed"] and "dimension batch fixed to 1" in report["deploy"]["converted"]
+    deployed = onnx.load(tmp_path / "out.ort-1.14.onnx")
+    assert deployed.opset_import[0].version == 18 and deployed.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
+    assert out.is_file()
+
+
+def test_export_with_unknown_target_writes_nothing(tmp_path, capsys):
+    source = save(conv_model(opset=21, ir_version=10), tmp_path / "m.onnx")
+    code = main(["export", source, "--outputs", "probs", "-o", str(tmp_path / "out.onnx"), "--target", "ort-0.1", "-q"])
+    assert code == 2 and "unknown deploy target" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
