@@ -1,9 +1,10 @@
 """The main window: open sources, pick outputs in the tree, export/quantize/validate in the worker.
 
-Layout: the outputs tree (with filter) on the left (gui/widgets/outputs_pane.py); on the right
-tabs "Overview" (what is loaded, the selected tensor, what the export keeps), "Preview" (Netron,
-gui/preview/) and "Report" (the last export's validation/quantization report); a log dock at the
-bottom; progress and Cancel in the status bar (gui/widgets/job_status.py). Every core call that
+Layout (gui/widgets/main_layout.py): the Preview (Netron, gui/preview/) in the middle; the outputs
+tree (gui/widgets/outputs_pane.py) in a dock on the left; on the right a dock with tabs "Overview"
+(what is loaded, the selected tensor, what the export keeps) and "Report" (the last export's
+validation/quantization report), the log below it; progress and Cancel in the status bar
+(gui/widgets/job_status.py). Every core call that
 can take time is a closure from gui/jobs/core_calls.py run by the window's `JobRunner`
 (gui/jobs/runner.py): one main job at a time, plus "newest answer only" side jobs (plan, filter);
 the GUI thread only builds widgets from results. What is remembered between runs (recent files,
@@ -16,15 +17,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QTabWidget
+from PySide6.QtCore import QSettings, QTimer, Signal
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from onnxport.core.evaluate.report import keepable_nodes
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
 
-from .dialogs.deploy_flow import DeployFlow
 from .dialogs.error_dialog import error_text, show_error
 from .dialogs.export_dialog import ExportDialog
 from .dialogs.import_flow import ImportFlow
@@ -38,6 +38,7 @@ from .widgets.export_gate import gate_export
 from .widgets.job_status import JobStatus
 from .widgets.log_dock import LogDock
 from .widgets.main_actions import build_actions
+from .widgets.main_layout import add_view_menu, lay_out
 from .widgets.outputs_pane import OutputsPane
 from .widgets.panels import export_html, plan_html, sources_html, tensor_html
 from .widgets.tabs import OverviewTab, ReportTab
@@ -69,9 +70,9 @@ class MainWindow(QMainWindow):
         self.log_dock = LogDock(self)  # the log (gui/widgets/log_dock.py); first: everything logs
         self.log, self.log_line, self.log_lines = self.log_dock.view, self.log_dock.log_line, self.log_dock.log_lines
         self.import_flow = ImportFlow(self, self.runner, self.log_line, self.open_paths)
-        self.deploy_flow = DeployFlow(self, self.runner, self.log_line, lambda: self.last_export)
         self._build_widgets()
         build_actions(self)  # gui/widgets/main_actions.py
+        add_view_menu(self, [self.outputs_dock, self.details_dock, self.log_dock])
         self._connect_runner()
         self._plan_timer = QTimer(self, singleShot=True, interval=PLAN_DEBOUNCE_MS, timeout=self._plan)
         self.state.restore_window(self)
@@ -92,21 +93,10 @@ class MainWindow(QMainWindow):
         self.preview = make_preview()
         self.error_overlay = ErrorOverlay(self.preview, self.report_view)  # the report's error map on the graph
         self.error_overlay.nodeClicked.connect(self.report_view.accuracy.show_node)
-        self.tabs = QTabWidget()
-        for tab, title in ((self.overview, "Overview"), (self.preview, "Preview"), (self.report_tab, "Report")):
-            self.tabs.addTab(tab, title)
-        self.error_overlay.previewWanted.connect(lambda: self.tabs.setCurrentWidget(self.preview))
-        self.splitter = QSplitter(Qt.Horizontal)
-        self.splitter.addWidget(self.left)
-        self.splitter.addWidget(self.tabs)
-        self.splitter.setStretchFactor(0, 3)
-        self.splitter.setStretchFactor(1, 2)
-        self.setCentralWidget(self.splitter)
-
-        self.addDockWidget(Qt.BottomDockWidgetArea, self.log_dock)
-        self.resizeDocks([self.log_dock], [150], Qt.Vertical)
-        self.job_status = JobStatus(self.statusBar(), self.cancel_job)
         self.resize(1400, 860)
+        self.tabs, self.outputs_dock, self.details_dock = lay_out(  # the graph in the middle: main_layout.py
+            self, self.left, self.overview, self.report_tab, self.preview, self.log_dock)
+        self.job_status = JobStatus(self.statusBar(), self.cancel_job)
 
     def _connect_runner(self) -> None:
         self.runner.started.connect(lambda name: (self.job_status.busy(name), self._update_actions()))
@@ -340,7 +330,6 @@ class MainWindow(QMainWindow):
         self.validate_action.setEnabled(ready)
         self.open_action.setEnabled(not self.busy)
         self.import_action.setEnabled(not self.busy)
-        self.deploy_action.setEnabled(not self.busy)
         self.cancel_action.setEnabled(self.busy)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override

@@ -27,8 +27,8 @@ from onnxport.core.util.text import human_size
 
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner
-from ..widgets.plain_text import make_plain, plain_label
-from ..widgets.wrapped_label import WrappedLabel
+from ..widgets.elided_label import ElidedLabel
+from ..widgets.plain_text import plain_label
 from .netron_server import PreviewServer
 
 DEBOUNCE_MS = 250
@@ -80,7 +80,7 @@ class PreviewPanel(QWidget):
         self.browser_button = QPushButton("Open in browser", clicked=self.open_in_browser)
         self.more_button = QPushButton("Show more", clicked=self.show_more, visible=False)
         self.more_button.setToolTip("Draw twice as many nodes around the selection")
-        self.status = make_plain(WrappedLabel("Nothing to preview yet."))  # names tensors and errors
+        self.status = ElidedLabel("Nothing to preview yet.")  # one line, plain text; all of it on hover
         bar = QHBoxLayout()
         for w in (self.pruned_button, self.original_button, self.browser_button):
             bar.addWidget(w)
@@ -233,7 +233,7 @@ class PreviewPanel(QWidget):
         self.last_url = self.server.publish(data, name)
         size = human_size(len(data))
         shown = f": {focused.summary()}" if focused is not None and not focused.complete else ""
-        self.status.setText(f"{self.mode} graph{shown}, {size} without weights")
+        self.status.setText(f"{self.mode} graph, {size} without weights{shown}")  # the short facts first
         self.more_button.setVisible(focused is not None and not focused.complete)
         if self.view is None:
             self.last_node_count = 0

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QMainWindow, QMenu
 from .plain_text import plain_tip
 
 MAX_RECENT = 8
+LAYOUT_VERSION = 2  # the docks' layout (main_layout.py): 2 = the graph in the middle, panels in docks
 
 
 class AppState:
@@ -58,8 +59,8 @@ class AppState:
     # --- window layout ---------------------------------------------------------------------------
     def restore_window(self, window: QMainWindow) -> None:
         window.restoreGeometry(self.settings.value("window/geometry", b""))
-        window.restoreState(self.settings.value("window/state", b""))
+        window.restoreState(self.settings.value("window/state", b""), LAYOUT_VERSION)  # an older layout's: ignored
 
     def save_window(self, window: QMainWindow) -> None:
         self.settings.setValue("window/geometry", window.saveGeometry())
-        self.settings.setValue("window/state", window.saveState())
+        self.settings.setValue("window/state", window.saveState(LAYOUT_VERSION))

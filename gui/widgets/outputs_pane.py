@@ -13,16 +13,18 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QSizePolicy,
     QStackedWidget,
     QTreeView,
     QVBoxLayout,
     QWidget,
 )
 
-from .plain_text import plain_label
+from .plain_text import plain_label, plain_tip
 from .tree_model import OUTPUTS_GROUP, OutputsTreeModel
 
 FILTER_DEBOUNCE_MS = 200
+COLUMN_WIDTHS = (185, 90, 65, 90)  # Name (short under its scope), Shape, Type, Op
 EXPAND_ALL_UP_TO = 2000  # a filtered tree this small is shown fully expanded
 EMPTY_HINT = ("<h2>Drop an eval model and its checkpoint here</h2>"
               "<p>…or use <b>File &gt; Open</b> (Ctrl+O). onnxport works out which file is the model<br>"
@@ -42,20 +44,22 @@ class OutputsPane(QStackedWidget):
         self.outputs_only.toggled.connect(lambda _: self.filterChanged.emit())
         self.allow_training = QCheckBox("Allow training-only")
         self.allow_training.setToolTip("Let loss and label tensors be checked (they are rarely wanted)")
-        filters = QHBoxLayout()
-        filters.addWidget(self.filter_edit, 1)
+        filters = QHBoxLayout()  # under the filter box: the pane stays narrow, the graph gets the room
         filters.addWidget(self.outputs_only)
         filters.addWidget(self.allow_training)
+        filters.addStretch(1)
         self.tree = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
         self.tree.setObjectName("outputsTree")
         self.checked_label = plain_label()  # tensor names: text, never markup (plain_text.py)
+        self.checked_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens the pane
         tree_box = QWidget()
         tree_layout = QVBoxLayout(tree_box)
         tree_layout.setContentsMargins(0, 0, 0, 0)
+        tree_layout.addWidget(self.filter_edit)
         tree_layout.addLayout(filters)
         tree_layout.addWidget(self.tree, 1)
         tree_layout.addWidget(self.checked_label)
-        self.empty = QLabel(EMPTY_HINT, alignment=Qt.AlignCenter)
+        self.empty = QLabel(EMPTY_HINT, alignment=Qt.AlignCenter, wordWrap=True)
         self.empty.setObjectName("emptyHint")
         self.addWidget(self.empty)
         self.addWidget(tree_box)
@@ -67,7 +71,8 @@ class OutputsPane(QStackedWidget):
     def show_model(self, model: OutputsTreeModel) -> None:
         """Show `model` in the tree (the caller deletes the one it replaces) with "Outputs" open."""
         self.tree.setModel(model)
-        self.tree.setColumnWidth(0, 380)
+        for column, width in enumerate(COLUMN_WIDTHS):  # name and shape in view in the pane's width
+            self.tree.setColumnWidth(column, width)
         self.expand_outputs()
         self.setCurrentIndex(1)
 
@@ -75,6 +80,7 @@ class OutputsPane(QStackedWidget):
         """After the model's filter changed: a small filtered tree fully open, else "Outputs" open."""
         model = self.tree.model()
         if model.filter()[0] and model.visible_tensor_count() <= EXPAND_ALL_UP_TO:
+            self.expand_outputs()
             self.tree.expandAll()
         else:
             self.expand_outputs()
@@ -82,9 +88,11 @@ class OutputsPane(QStackedWidget):
     def expand_outputs(self) -> None:
         model = self.tree.model()
         for index in model.group_indexes(depth=1):
+            self.tree.setFirstColumnSpanned(index.row(), index.parent(), True)  # a group's label is never cut
             if model.node(index).label == OUTPUTS_GROUP:
                 self.tree.expand(index)
 
     def show_checked(self, outputs: list[str]) -> None:
         self.checked_label.setText(f"{len(outputs)} output(s) checked: " + ", ".join(outputs[:8])
                                    + (" …" if len(outputs) > 8 else ""))
+        self.checked_label.setToolTip(plain_tip("\n".join(outputs)))  # the pane may cut the line

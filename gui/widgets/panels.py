@@ -20,6 +20,7 @@ from onnxport.core.graph.index import TensorInfo
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
 
+from .tensor_text import readable_shape
 from .wrapped_label import WrappedLabel
 
 if TYPE_CHECKING:  # the quantize/validate stack loads with the first export that uses it, not at startup
@@ -105,7 +106,7 @@ def tensor_html(info: TensorInfo | None) -> str:
     if info is None:
         return "<i>Select a tensor in the tree.</i>"
     rows = [f"<b>{_esc(info.name)}</b>",
-            f"{_esc(info.dtype or '?')} {_esc(info.shape_text)} &middot; {info.kind.value}"]
+            f"{_esc(info.dtype or '?')} {_esc(readable_shape(info.shape))} &middot; {info.kind.value}"]
     if info.producer_op:
         rows.append(f"produced by {_esc(info.producer_op)} <tt>{_esc(info.producer)}</tt>")
     if info.consumers:

@@ -12,6 +12,8 @@ Checked names keep the order they were checked in: the export keeps outputs in t
 Training-only tensors (loss, anything fed by labels) are shown grey and cannot be checked unless
 `allow_training_only` is set, so nobody exports a loss by accident.
 Filtering rebuilds the plain tree (no proxy model asking every row for its text).
+A tensor under its scope's group shows its short name, shapes read `?` for unnamed dims
+(tensor_text.py); the tooltip has the whole name, as plain text.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from onnxport.core.graph.index import TensorIndex, TensorInfo, TensorKind
 
 from .outputs_tree import INPUTS_GROUP, OTHER_GROUP, OUTPUTS_GROUP, Tree, TreeNode, build_tree
 from .plain_text import plain_tip
+from .tensor_text import readable_shape, short_name
 
 __all__ = ["INPUTS_GROUP", "OTHER_GROUP", "OUTPUTS_GROUP", "OutputsTreeModel", "Tree", "TreeNode", "build_tree"]
 
@@ -65,6 +68,7 @@ class OutputsTreeModel(QAbstractItemModel):
         if index is not None:
             self._checked = dict.fromkeys(index.default_outputs())
             self._tree = tree if tree is not None else build_tree(index)
+        self._flat = _flat_groups(self._tree)
 
     @property
     def _root(self) -> TreeNode:
@@ -100,6 +104,7 @@ class OutputsTreeModel(QAbstractItemModel):
         self._text, self._outputs_only = text, outputs_only
         self.beginResetModel()
         self._tree = tree if tree is not None else build_tree(self.tensor_index, text, outputs_only)
+        self._flat = _flat_groups(self._tree)
         self.endResetModel()
 
     def node(self, index: ItemIndex) -> TreeNode | TensorInfo:
@@ -203,6 +208,8 @@ class OutputsTreeModel(QAbstractItemModel):
                 return f"{item.label}  ({item.count})" if col == 0 else None
             if col == 4 and info.name in self._suggested:
                 return "output (suggested)"
+            if col == 0 and index.internalPointer() not in self._flat:  # under its scope: what it adds
+                return short_name(info)
             return _cell(info, col)
         if role == CHECK_STATE and col == 0 and info is not None and self._checkable(info):
             return CHECKED if info.name in self._checked else UNCHECKED
@@ -232,11 +239,17 @@ class OutputsTreeModel(QAbstractItemModel):
         return True
 
 
+def _flat_groups(tree: Tree) -> tuple[TreeNode, ...]:
+    """The groups whose rows show whole names: "Outputs" and "Inputs and parameters" (no scope above them)."""
+    return tuple(g for g in (tree.root.child_group(OUTPUTS_GROUP), tree.root.child_group(INPUTS_GROUP))
+                 if g is not None)
+
+
 def _cell(info: TensorInfo, col: int) -> str:
     if col == 0:
         return info.name
     if col == 1:
-        return info.shape_text
+        return readable_shape(info.shape)
     if col == 2:
         return info.dtype or "?"
     if col == 3:
@@ -246,7 +259,7 @@ def _cell(info: TensorInfo, col: int) -> str:
 
 
 def _tooltip(info: TensorInfo) -> str:
-    lines = [info.name, f"{info.dtype or '?'} {info.shape_text}"]
+    lines = [info.name, f"{info.dtype or '?'} {readable_shape(info.shape)}"]
     if info.producer_op:
         lines.append(f"from {info.producer_op} ({info.producer})")
     if info.training_only:

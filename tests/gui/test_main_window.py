@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from onnxport.gui.dialogs.export_dialog import ExportChoices, ExportDialog
 from onnxport.gui.jobs import core_calls
+from onnxport.gui.widgets.app_state import LAYOUT_VERSION
 from tests.support.checkpoint_writer import write_checkpoint
 
 from .conftest import big_eval_model
@@ -226,5 +227,5 @@ def test_window_state_and_recent_files_survive_a_restart(qtbot, window, example,
     again = MainWindow(settings=settings)
     qtbot.addWidget(again)
     assert again.restoreGeometry(settings.value("window/geometry"))
-    assert again.restoreState(settings.value("window/state"))
+    assert again.restoreState(settings.value("window/state"), LAYOUT_VERSION)
     assert again.recent_menu.isEnabled() and len(again.recent_menu.actions()) == 1

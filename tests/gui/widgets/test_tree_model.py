@@ -84,7 +84,7 @@ def model_rows(model: OutputsTreeModel, parent: QModelIndex = QModelIndex()) -> 
         info = model.info(index)
         if info is not None:
             assert model.rowCount(index) == 0 and not model.hasChildren(index)
-            assert model.data(index) == info.name
+            assert model.data(index, Qt.UserRole) == info.name
             found.append(info.name)
             continue
         label, count = model.data(index).rsplit("  (", 1)
@@ -183,8 +183,8 @@ def test_every_role_the_tree_paints_with(qtbot, index):
     model = OutputsTreeModel(index)
     name = "/enc/layer.0/attn/MatMul_output_0"
     row = model.index_of(name)
-    assert model.data(row, Qt.DisplayRole) == name == model.data(row, Qt.UserRole)
-    assert model.data(row) == name  # DisplayRole by default
+    assert model.data(row, Qt.UserRole) == name
+    assert model.data(row, Qt.DisplayRole) == "MatMul_output_0" == model.data(row)  # DisplayRole by default
     assert name in model.data(row, Qt.ToolTipRole)
     assert model.data(row, Qt.ForegroundRole) is None  # checkable: not grey
     assert model.data(model.index_of("loss"), Qt.ForegroundRole) is not None  # training-only: grey
@@ -195,3 +195,31 @@ def test_every_role_the_tree_paints_with(qtbot, index):
         assert model.data(row, role) is None  # Qt's defaults
     assert model.headerData(0, Qt.Horizontal) == "Name" and model.headerData(0, Qt.Vertical) is None
     assert model.flags(QModelIndex()) == Qt.NoItemFlags
+
+
+def test_rows_read_short_under_their_scope_with_readable_shapes(qtbot):
+    """Under its scope a row shows what the scope does not say; "Outputs" and the inputs show whole
+    names; the tooltip has the whole name as plain text; unnamed dims read `?`, named ones stay."""
+    def relu(src, out, name):
+        return helper.make_node("Relu", [src], [out], name=name)
+
+    nodes = [relu("x", "/encoder/layer.3/output/LayerNorm/ReduceMean_output_0", "/encoder/layer.3/output/LayerNorm/RM"),
+             relu("/encoder/layer.3/output/LayerNorm/ReduceMean_output_0", "onnx::Add_7", "/encoder/layer.3/Add"),
+             relu("onnx::Add_7", "/encoder/<b>x</b>_output_0", "/encoder/Odd"),
+             relu("/encoder/<b>x</b>_output_0", "/head/out", "/head/Relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "unk__2", None])],
+                              [helper.make_tensor_value_info("/head/out", T.FLOAT, ["batch", "unk__2", None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    tree = OutputsTreeModel(build_index(model))
+    deep = tree.index_of("/encoder/layer.3/output/LayerNorm/ReduceMean_output_0")
+    assert tree.data(deep) == "ReduceMean_output_0"
+    assert tree.data(tree.index_of("onnx::Add_7")) == "onnx::Add_7"  # not under its scope's prefix: whole
+    odd = tree.index_of("/encoder/<b>x</b>_output_0")
+    assert tree.data(odd) == "<b>x</b>_output_0"
+    assert "&lt;b&gt;x&lt;/b&gt;" in tree.data(odd, Qt.ToolTipRole)  # escaped: shown as written
+    assert "/encoder/layer.3/output/LayerNorm/ReduceMean_output_0" in tree.data(deep, Qt.ToolTipRole)
+    assert tree.data(tree.index_of("/head/out")) == "/head/out"  # under "Outputs": the whole name
+    assert tree.data(tree.index_of("x")) == "x"
+    assert tree.data(tree.index_of("x").siblingAtColumn(1)) == "[batch, ?, ?]"
+    assert tree.data(tree.index_of("/head/out").siblingAtColumn(1)) == "[batch, ?, ?]"

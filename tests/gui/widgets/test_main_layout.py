@@ -1,0 +1,62 @@
+"""The graph gets the room: at 1400x860 the Preview's graph view covers at least half the window,
+the outputs tree docks on the left, details and report on the right; the docks' sizes come back
+in the next window (settings in a file of the test's own); the preview's status stays one line."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from onnxport.gui.widgets.elided_label import ElidedLabel
+
+pytestmark = pytest.mark.gui
+
+
+def test_the_graph_view_covers_half_the_window(qtbot, window):
+    window.resize(1400, 860)
+    qtbot.waitUntil(lambda: window.size().width() == 1400 and window.size().height() == 860)
+    qtbot.wait(100)
+    view = window.preview.view
+    assert view is not None and view.isVisible()  # seen without picking a tab
+    area = view.width() * view.height()
+    assert area >= 0.5 * 1400 * 860, (view.size(), window.size())
+    left, right = window.outputs_dock.geometry(), window.details_dock.geometry()
+    centre = window.preview.geometry()
+    assert left.right() < centre.left() and centre.right() < right.left()
+    assert window.left.isVisibleTo(window) and window.report_tab.isVisibleTo(window) is False  # Overview first
+
+
+def test_the_docks_sizes_come_back(qtbot, window, settings):
+    from onnxport.gui.main_window import MainWindow
+
+    window.resize(780, 560)  # inside the offscreen screen (800x800): its geometry comes back as it was
+    qtbot.waitUntil(lambda: window.size().width() == 780)
+    window.details_dock.close()  # put away by the user
+    qtbot.wait(50)
+    window.resizeDocks([window.outputs_dock, window.log_dock], [340, 120], Qt.Orientation.Horizontal)
+    qtbot.wait(200)
+    assert abs(window.outputs_dock.width() - 340) <= 8, (window.outputs_dock.width(), window.log_dock.width(), window.preview.width())
+    window.close()
+    again = MainWindow(settings=settings)
+    qtbot.addWidget(again)
+    again.show()
+    qtbot.waitUntil(lambda: again.isVisible())
+    qtbot.wait(100)
+    assert again.size() == window.size() and abs(again.outputs_dock.width() - 340) <= 8  # not the 283 it starts with
+    assert not again.details_dock.isVisible()
+    again.close()
+
+
+def test_the_preview_status_is_one_line_with_all_of_it_on_hover(qtbot, window):
+    status = window.preview.status
+    assert isinstance(status, ElidedLabel)
+    one_line = status.sizeHint().height()
+    long = "pruned graph, 55.0 KB without weights: showing 357 of 656 nodes around <b>embeddings</b>; " * 6
+    status.setText(long + "\nsecond line")
+    qtbot.wait(50)
+    assert status.text() == long + "\nsecond line"  # the whole text for whoever asks
+    assert status.height() <= one_line + 2 and status.sizeHint().height() == one_line
+    shown = super(ElidedLabel, status).text()
+    assert shown.endswith("…") and "\n" not in shown and len(shown) < len(long)
+    assert "&lt;b&gt;embeddings&lt;/b&gt;" in status.toolTip()  # as written, never markup
+    assert status.textFormat() == Qt.TextFormat.PlainText
