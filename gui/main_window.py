@@ -25,6 +25,7 @@ from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
 
+from .dialogs.deploy_flow import DeployFlow
 from .dialogs.error_dialog import error_text, show_error
 from .dialogs.export_dialog import ExportDialog
 from .dialogs.import_flow import ImportFlow
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
         self.log_dock = LogDock(self)  # the log (gui/widgets/log_dock.py); first: everything logs
         self.log, self.log_line, self.log_lines = self.log_dock.view, self.log_dock.log_line, self.log_dock.log_lines
         self.import_flow = ImportFlow(self, self.runner, self.log_line, self.open_paths)
+        self.deploy_flow = DeployFlow(self, self.runner, self.log_line, lambda: self.last_export)
         self._build_widgets()
         build_actions(self)  # gui/widgets/main_actions.py
         add_view_menu(self, [self.outputs_dock, self.details_dock, self.log_dock])
@@ -330,6 +332,7 @@ class MainWindow(QMainWindow):
         self.validate_action.setEnabled(ready)
         self.open_action.setEnabled(not self.busy)
         self.import_action.setEnabled(not self.busy)
+        self.deploy_action.setEnabled(not self.busy)
         self.cancel_action.setEnabled(self.busy)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
