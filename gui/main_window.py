@@ -28,6 +28,7 @@ from onnxport.core.workflow.sources import LoadedSources
 from .dialogs.deploy_flow import DeployFlow
 from .dialogs.error_dialog import error_text, show_error
 from .dialogs.export_dialog import ExportDialog
+from .dialogs.help_menu import add_help_menu
 from .dialogs.import_flow import ImportFlow
 from .jobs import core_calls
 from .jobs.runner import JobRunner
@@ -75,6 +76,7 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         build_actions(self)  # gui/widgets/main_actions.py
         add_view_menu(self, [self.outputs_dock, self.details_dock, self.log_dock])
+        add_help_menu(self)  # gui/dialogs/help_menu.py
         self._connect_runner()
         self._plan_timer = QTimer(self, singleShot=True, interval=PLAN_DEBOUNCE_MS, timeout=self._plan)
         self.state.restore_window(self)
@@ -244,7 +246,7 @@ class MainWindow(QMainWindow):
         outputs = self.model.checked_outputs()
         name = self.sources.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
         dialog = ExportDialog(self, outputs, name, quantize=quantize if isinstance(quantize, str) else None,
-                              settings=self.settings)
+                              settings=self.settings, folder=self.sources.model_path.parent)  # beside the model
         dialog.accepted.connect(lambda: self.start_export(dialog.choices()))
         dialog.open()
 

@@ -1,8 +1,10 @@
 """The export dialog: where to write, external data, quantization, validate afterwards.
 
 It only gathers choices (`ExportChoices`); the main window runs the export in the worker. The
-destination folder is remembered in QSettings; an existing destination asks before overwriting
-(the file is only replaced once the new one is complete). Below the choices, "Writes" names every
+destination starts beside the source model (`<model dir>/<stem>_inference.onnx`); the folder
+last exported to is remembered in QSettings (the start for callers with no model). An existing
+destination asks before overwriting (the file is only replaced once the new one is complete).
+Below the choices, "Writes" names every
 file the export will write (the float32 model, the quantized one beside it, the report), following
 the destination and the choices as they change (core/workflow/written_names.py gives the names).
 """
@@ -62,11 +64,12 @@ class ExportChoices:
 
 class ExportDialog(QDialog):
     def __init__(self, parent, outputs: list[str], suggested_name: str, quantize: str | None = None,
-                 settings: QSettings | None = None) -> None:
+                 settings: QSettings | None = None, folder: Path | None = None) -> None:
+        """`folder`: where the destination starts (the source model's folder); else the last one used."""
         super().__init__(parent)
         self.setWindowTitle("Export inference model")
         self.settings = settings or QSettings()
-        folder = self.settings.value("export/folder", str(Path.home()))
+        folder = folder if folder is not None else self.settings.value("export/folder", str(Path.home()))
         self.path_edit = QLineEdit(str(Path(folder) / suggested_name))
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QWidget
 
 from ..jobs import core_calls
 from ..jobs.runner import JobRunner
@@ -27,12 +27,12 @@ class ImportFlow:
         self.open_paths = open_paths
 
     def choose(self) -> None:
-        """Ask for a Hugging Face folder (or, on Cancel, a .pt/.pt2 program) and import it."""
-        path = QFileDialog.getExistingDirectory(self.parent, "Hugging Face model folder (Cancel to pick a file)")
-        if not path:
-            path, _ = QFileDialog.getOpenFileName(self.parent, "PyTorch program", "", "PyTorch (*.pt *.pt2)")
-        if path:
-            self.start(Path(path))
+        """Ask whether the source is a program file or a Hugging Face folder, pick it, import it."""
+        from .import_source_picker import pick_source
+
+        path = pick_source(self.parent)
+        if path is not None:
+            self.start(path)
 
     def start(self, source: Path) -> None:
         """Ask before running a program's code (once per file), describe the source in the worker,

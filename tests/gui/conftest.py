@@ -43,6 +43,12 @@ def no_job_outlives_its_test(qtbot):
     qtbot.waitUntil(lambda: all(pool.activeThreadCount() == 0 for pool in pools), timeout=30_000)
 
 
+@pytest.fixture(autouse=True)
+def own_cache_folder(tmp_path, monkeypatch):
+    """The error log (gui/dialogs/error_log.py) goes to the test's folder, never the user's cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def settings(tmp_path):
     from PySide6.QtCore import QSettings

@@ -9,6 +9,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from onnxport.gui.dialogs.error_log import error_log_path
 from onnxport.gui.dialogs.export_dialog import ExportChoices, ExportDialog
 from onnxport.gui.jobs import core_calls
 from onnxport.gui.widgets.app_state import LAYOUT_VERSION
@@ -196,7 +197,9 @@ def test_bad_file_is_an_error_dialog_not_a_crash(qtbot, window, tmp_path):
     assert "broken.onnx" in shown.args[0] and "Traceback" not in shown.args[0]
     boxes = error_boxes()
     assert boxes and boxes[0].text() == shown.args[0]
-    assert "Traceback" in boxes[0].detailedText()  # details on demand
+    details = boxes[0].detailedText()  # details on demand, in words; the traceback in a log file it names
+    assert "Traceback" not in details and "broken.onnx" in details and str(error_log_path()) in details
+    assert "Traceback" in error_log_path().read_text()
     boxes[0].close()
     assert window.sources is None and window.left.currentWidget() is window.left.empty
 

@@ -1,0 +1,118 @@
+"""The Help menu's answers: the keyboard shortcuts, where the documentation is, the versions.
+
+Everything here is local: the documentation opens as files from this copy of onnxport (README.md
+and docs/ next to the package, when it runs from a checkout or an editable install); nothing
+leaves the machine. Texts are plain (a QTableWidget's items and a plain-text message box).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QUrl, qVersion
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHeaderView,
+    QMessageBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent  # gui/dialogs/ -> the checkout
+
+
+def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
+    """(what, keys) for every action of `window` that has a shortcut, in menu order."""
+    rows, seen = [], set()
+    for act in window.findChildren(QAction):
+        keys = act.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        what = act.text().replace("&&", "\0").replace("&", "").replace("\0", "&").rstrip("…").strip()
+        if keys and (what, keys) not in seen:
+            seen.add((what, keys))
+            rows.append((what, keys))
+    return rows
+
+
+class ShortcutsDialog(QDialog):
+    def __init__(self, window: QWidget) -> None:
+        super().__init__(window)
+        self.setWindowTitle("Keyboard shortcuts")
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        rows = shortcut_rows(window)
+        self.table = QTableWidget(len(rows), 2)
+        self.table.setHorizontalHeaderLabels(["Action", "Shortcut"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for row, (what, keys) in enumerate(rows):
+            self.table.setItem(row, 0, QTableWidgetItem(what))
+            self.table.setItem(row, 1, QTableWidgetItem(keys))
+        self.table.resizeColumnToContents(1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, rejected=self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.table)
+        layout.addWidget(buttons)
+        self.resize(420, 420)
+
+
+def docs_location(root: Path = PROJECT_ROOT) -> Path | None:
+    """The documentation of this copy: its README.md (docs/ beside it), or None when not installed."""
+    readme = root / "README.md"
+    if readme.is_file():
+        return readme
+    docs = root / "docs"
+    return docs if docs.is_dir() else None
+
+
+def open_docs(window: QWidget) -> bool:
+    """Open the local documentation with the system's viewer; say where it is when there is none."""
+    where = docs_location()
+    if where is not None and QDesktopServices.openUrl(QUrl.fromLocalFile(str(where))):
+        return True
+    box = QMessageBox(QMessageBox.Icon.Information, "Documentation", "", QMessageBox.StandardButton.Ok, window)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(f"The documentation is {where}." if where is not None else
+                "This copy of onnxport was installed without its documentation: README.md and docs/ are in "
+                "the project's source.")
+    box.open()
+    return False
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def about_text() -> str:
+    """onnxport and what it runs on, one per line."""
+    import PySide6
+
+    return "\n".join([
+        f"onnxport {_version('onnxport')}",
+        "Turns trained models into ONNX inference models: export, quantize, validate, deploy.",
+        "",
+        f"ONNX Runtime {_version('onnxruntime')}",
+        f"onnx {_version('onnx')}",
+        f"Qt {qVersion()} (PySide6 {PySide6.__version__})",
+        f"Netron {_version('netron')} (the graph preview)",
+        f"Python {platform.python_version()}",
+    ])
+
+
+def show_about(window: QWidget) -> QMessageBox:
+    box = QMessageBox(QMessageBox.Icon.Information, "About onnxport", "", QMessageBox.StandardButton.Ok, window)
+    box.setObjectName("aboutDialog")
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(about_text())
+    box.open()
+    return box
