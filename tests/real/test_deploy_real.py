@@ -98,3 +98,21 @@ def test_minilm_ort_mobile_and_ort_1_14(minilm, tmp_path):
     onnx.save(up, tmp_path / "minilm-21.onnx")
     old = deploy(tmp_path / "minilm-21.onnx", "ort-1.14", tmp_path / "minilm.ort-1.14.onnx")
     assert old.check.passed and "opset 21 -> 18 (onnx.version_converter)" in old.converted
+
+
+@pytest.mark.parametrize("mode", ["fp16", "int8"])
+def test_quantized_and_fp16_results_deploy_too(mode, tmp_path):
+    quantized = tmp_path / f"cls.{mode}.onnx"
+    if mode == "fp16":
+        from onnxport.core.quantize.fp16 import to_float16
+
+        model = onnx.load(corpus.ocr_classifier())
+        to_float16(model)  # in place
+        onnx.save(model, quantized)
+    else:
+        from onnxruntime.quantization import quantize_dynamic
+
+        quantize_dynamic(corpus.ocr_classifier(), quantized)
+    for target, out in (("ort-mobile", f"cls.{mode}.ort"), ("ort-1.17", f"cls.{mode}.ort-1.17.onnx")):
+        result = deploy(quantized, target, tmp_path / out)
+        assert result.check.passed and not result.check.exact and (tmp_path / out).is_file()

@@ -88,3 +88,26 @@ def test_cancel_leaves_nothing(tmp_path):
     with pytest.raises(Cancelled):
         deploy(source, "ort-mobile", tmp_path / "m.ort", cancel=token)
     assert listing(tmp_path) == ["m.onnx"]
+
+
+def qdq_model() -> onnx.ModelProto:
+    """conv_model with its input through QuantizeLinear/DequantizeLinear (a QDQ model)."""
+    model = conv_model(opset=21, ir_version=10)
+    scale = onnx.numpy_helper.from_array(np.array(0.02, np.float32), "x_scale")
+    zero = onnx.numpy_helper.from_array(np.array(0, np.int8), "x_zero")
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            node.input[0] = "x_dq"
+    model.graph.initializer.extend([scale, zero])
+    model.graph.node.insert(0, onnx.helper.make_node("DequantizeLinear", ["x_q", "x_scale", "x_zero"], ["x_dq"]))
+    model.graph.node.insert(0, onnx.helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero"], ["x_q"]))
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize(("target", "out"), [("ort-mobile", "q.ort"), ("ort-1.17", "q.onnx")])
+def test_quantized_model_checked_with_quantization_tolerances(tmp_path, target, out):
+    source = save(qdq_model(), tmp_path / "m.onnx")
+    result = deploy(source, target, tmp_path / out)
+    assert result.check.passed and not result.check.exact and "min_cosine 0.99" in result.check.tolerance
+    assert (tmp_path / out).is_file()
