@@ -112,9 +112,11 @@ test-latest: $(TRAINING_DEPS) $(BACKEND_STAMP)
 	$(LATEST)/bin/python -m pip list 2>/dev/null | grep -i -E '^(onnx|onnxruntime|pyside6|numpy|torch|transformers) '
 	ONNXPORT_REQUIRE_REAL_MODELS=1 $(TEST_ENV) $(LATEST)/bin/python -m pytest -q -p no:cacheprovider
 
-# Record .venv's versions (after `make test` passed) as the lock.
-lock: $(STAMP)
-	$(BIN)/python scripts/lock.py write $(LOCK)
+# Record an environment's versions as the lock: .venv's (after `make test` passed), or the newest
+# ones once `make test-latest` passed: `make lock LOCK_FROM=.venv-latest`.
+LOCK_FROM ?= $(VENV)
+lock:
+	$(LOCK_FROM)/bin/python scripts/lock.py write $(LOCK)
 
 lint: $(STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench
