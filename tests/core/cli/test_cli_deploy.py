@@ -77,3 +77,15 @@ def test_export_with_unknown_target_writes_nothing(tmp_path, capsys):
     code = main(["export", source, "--outputs", "probs", "-o", str(tmp_path / "out.onnx"), "--target", "ort-0.1", "-q"])
     assert code == 2 and "unknown deploy target" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_op_ort_mobile_cannot_run_exit_2(tmp_path, capsys):
+    model = conv_model(opset=18, ir_version=8)
+    relu = next(n for n in model.graph.node if n.op_type == "Relu")
+    relu.op_type, relu.domain = "Swish", "com.example"  # no kernel for it in any ONNX Runtime
+    model.opset_import.append(onnx.helper.make_opsetid("com.example", 1))
+    source = save(model, tmp_path / "m.onnx")
+    assert main(["deploy", source, "--target", "ort-mobile", "-o", str(tmp_path / "m.ort"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "ONNX Runtime cannot convert m.onnx to ORT format" in err and "Swish" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
