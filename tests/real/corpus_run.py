@@ -69,20 +69,32 @@ def worker() -> int:
 
 
 class _Worker:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, selector: selectors.BaseSelector) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.real.corpus_run", "--worker", "--root", str(root)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, bufsize=1)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.selector = selector
+        selector.register(self.proc.stdout, selectors.EVENT_READ, self)
         self.model: str | None = None
         self.step = "start"
         self.started = 0.0
+        self.buffer = b""  # read with os.read: a buffered readline would hide a second line from select
 
     def give(self, model: str) -> None:
         self.model, self.step, self.started = model, "start", time.monotonic()
-        self.proc.stdin.write(model + "\n")
+        self.proc.stdin.write(model.encode() + b"\n")
         self.proc.stdin.flush()
 
+    def lines(self) -> list[bytes] | None:
+        """The complete lines it wrote since last asked; None when it died."""
+        chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+        if not chunk:
+            return None
+        self.buffer += chunk
+        *done, self.buffer = self.buffer.split(b"\n")
+        return done
+
     def stop(self) -> None:
+        self.selector.unregister(self.proc.stdout)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -99,49 +111,43 @@ def run_all(models: list[BackendModel], root: Path, jobs: int, log) -> list[dict
     todo = [m.name for m in models]
     results: list[dict] = []
     selector = selectors.DefaultSelector()
-    workers = [_Worker(root) for _ in range(max(1, min(jobs, len(todo))))]
+    workers = [_Worker(root, selector) for _ in range(max(1, min(jobs, len(todo))))]
 
     def feed(w: _Worker) -> None:
+        w.model = None
         if todo:
             w.give(todo.pop(0))
-            selector.register(w.proc.stdout, selectors.EVENT_READ, w)
+
+    def replace(w: _Worker, why: str) -> None:
+        w.stop()
+        results.append(_died(w.model, w.step, why))
+        log(results[-1])
+        fresh = workers[workers.index(w)] = _Worker(root, selector)
+        feed(fresh)
 
     for w in workers:
         feed(w)
     while any(w.model for w in workers):
         for key, _ in selector.select(timeout=1.0):
             w = key.data
-            line = w.proc.stdout.readline()
-            if not line:  # died: a crash in the step it was in
-                selector.unregister(w.proc.stdout)
-                w.stop()
-                results.append(_died(w.model, w.step, f"the process died (exit {w.proc.returncode})"))
-                log(results[-1])
-                workers[workers.index(w)] = w = _Worker(root)
-                w.model = None
+            lines = w.lines()
+            if lines is None:  # died: a crash in the step it was in
+                replace(w, f"the process died (exit {w.proc.poll()})")
+                continue
+            for line in lines:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if "step" in event:
+                    w.step = event["step"]
+                    continue
+                results.append(event)
+                log(event)
                 feed(w)
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if "step" in event:
-                w.step = event["step"]
-                continue
-            selector.unregister(w.proc.stdout)
-            results.append(event)
-            log(event)
-            w.model = None
-            feed(w)
-        for w in workers:
+        for w in list(workers):
             if w.model and time.monotonic() - w.started > MODEL_TIMEOUT_S:
-                selector.unregister(w.proc.stdout)
-                w.stop()
-                results.append(_died(w.model, w.step, f"over {MODEL_TIMEOUT_S:.0f} s"))
-                log(results[-1])
-                i = workers.index(w)
-                workers[i] = _Worker(root)
-                feed(workers[i])
+                replace(w, f"over {MODEL_TIMEOUT_S:.0f} s")
     for w in workers:
         w.stop()
     return results
