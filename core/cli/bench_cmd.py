@@ -11,7 +11,7 @@ import json
 import sys
 
 from onnxport.core.cli.input_options import add_input_options, input_sizes
-from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.cli.progress_line import StderrProgress, add_verbosity
 from onnxport.core.cli.report_option import check_report
 from onnxport.core.util.errors import OnnxportError
 
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="intra-op threads (default: ONNX Runtime's)")
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_verbosity(p)
     p.set_defaults(func=run)
 
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise OnnxportError("bench takes one or two models")
     check_report(args.report, args.models, args.inputs)
     result = benchmark(args.models, inputs=args.inputs, batch=args.batch, **input_sizes(args),
-                       seconds=args.seconds, threads=args.threads, progress=StderrProgress(quiet=args.quiet))
+                       seconds=args.seconds, threads=args.threads, progress=StderrProgress(quiet=args.quiet, verbose=args.verbose))
     if args.report:
         write_report(args.report, build_report(bench=result))
     if args.json:

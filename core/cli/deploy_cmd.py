@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+from onnxport.core.cli.progress_line import add_verbosity
+
 TARGET_HELP = ("ort-mobile (an .ort file + the operator config of a reduced build) or ort-X.Y (the opset and "
                "IR version ONNX Runtime X.Y reads, e.g. ort-1.17)")
 
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="fix a dimension (batch=1, a named dim, or INPUT:AXIS=N) or make it dynamic "
                         "(batch=dynamic); repeatable")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_verbosity(p)
     p.set_defaults(func=run)
 
 
@@ -50,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     target = parse_target(args.target)  # an unknown target is refused before anything is read
     request = parse_shape_options(args.shape, args.dim)
-    result = deploy(args.model, target, args.out, request=request, progress=StderrProgress(quiet=args.quiet))
+    result = deploy(args.model, target, args.out, request=request,
+                    progress=StderrProgress(quiet=args.quiet, verbose=args.verbose))
     if args.json:
         json.dump({"deploy": result.to_dict()}, sys.stdout, indent=2)
         sys.stdout.write("\n")

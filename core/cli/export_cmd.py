@@ -14,7 +14,7 @@ import sys
 
 from onnxport.core.cli.deploy_cmd import add_target_options
 from onnxport.core.cli.input_options import add_input_options, input_sizes
-from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
 from onnxport.core.util.progress import Steps
 from onnxport.core.util.text import human_size
@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="export without --checkpoint although parameter-like inputs (fc1.weight...) stay inputs")
     p.add_argument("--all-ranks", action="store_true", help="write on every rank of a distributed job")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_verbosity(p)
     p.set_defaults(func=run)
 
 
@@ -79,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
     review, notes = review_outputs(args, split_names(args.outputs or []))
     outputs = review.outputs
     # one monotonic bar over export, validation, quantization, benchmark (workflow.export_steps)
-    steps = Steps(StderrProgress(quiet=args.quiet), export_steps(args.validate, args.quantize))
+    steps = Steps(StderrProgress(quiet=args.quiet, verbose=args.verbose), export_steps(args.validate, args.quantize))
     gate = None
     if args.validate:  # validated before it is put in place: a failed validation writes nothing
         from onnxport.core.workflow.post_export import ValidationGate
@@ -123,6 +123,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {result.path}{data}: {human_size(result.size_bytes)}, outputs {', '.join(result.outputs)}, "
               f"inputs {', '.join(result.inputs) or '(none)'}, {result.nodes} nodes, {result.parameters} "
               f"initializers, {result.folded} folded, {result.seconds:.2f} s")
-        for line in report.get("summary_lines", []) + (deployed.summary_lines() if deployed else []):
+        for line in brief(report.get("summary_lines", []), args.verbose) + (deployed.summary_lines() if deployed else []):
             print(line)
     return 0

@@ -15,7 +15,7 @@ import sys
 
 from onnxport.core.cli.export_cmd import split_names
 from onnxport.core.cli.input_options import add_input_options, input_sizes
-from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.cli.report_option import check_report
 from onnxport.core.quantize import MODES
 
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-preprocess", action="store_true", help="skip ONNX Runtime's pre-processing")
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_verbosity(p)
     p.set_defaults(func=run)
 
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
         validation_inputs=args.validation_inputs, preprocess=not args.no_preprocess,
         tokenizer=args.tokenizer, block_size=args.block_size,
-        progress=StderrProgress(quiet=args.quiet), **input_sizes(args),
+        progress=StderrProgress(quiet=args.quiet, verbose=args.verbose), **input_sizes(args),
     )
     full = build_report(quantize=result)
     if args.report:
@@ -82,5 +82,6 @@ def run(args: argparse.Namespace) -> int:
         json.dump(full, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print("\n".join(result.summary_lines() + (["before/after:"] + diff_lines(full["diff"]) if "diff" in full else [])))
+        table = ["before/after:"] + diff_lines(full["diff"]) if "diff" in full else []
+        print("\n".join(brief(result.summary_lines() + table, args.verbose)))
     return 0 if result.validation is None or result.validation.passed else 1

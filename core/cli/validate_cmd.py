@@ -15,7 +15,7 @@ import json
 import sys
 
 from onnxport.core.cli.input_options import add_input_options, input_sizes
-from onnxport.core.cli.progress_line import StderrProgress
+from onnxport.core.cli.progress_line import StderrProgress, add_verbosity
 from onnxport.core.cli.report_option import check_report
 
 
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--exclude-worst", type=int, default=3, metavar="N", help="with --requantize: nodes to keep (3)")
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_verbosity(p)
     p.set_defaults(func=run)
 
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.io.readers import read_parameters
 
     check_report(args.report, args.model, args.reference, args.checkpoint, args.inputs)
-    progress = StderrProgress(quiet=args.quiet)
+    progress = StderrProgress(quiet=args.quiet, verbose=args.verbose)
     params = merge_parameter_sets([read_parameters(c) for c in args.checkpoint]) if args.checkpoint else None
     thresholds = None
     if args.min_cosine is not None or args.max_abs_diff is not None:

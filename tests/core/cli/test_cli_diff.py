@@ -14,7 +14,7 @@ from .test_cli_quantize import fp32  # noqa: F401 - fixture
 
 def test_quantize_prints_the_diff_and_the_jump(fp32, tmp_path, capsys):  # noqa: F811
     q = tmp_path / "int8.onnx"
-    code = main(["quantize", str(fp32), "-o", str(q), "--mode", "dynamic", "--int8-path", "avx2", "-q",
+    code = main(["quantize", str(fp32), "-o", str(q), "--mode", "dynamic", "--int8-path", "avx2", "-q", "-v",
                  "--report", str(tmp_path / "r.json")])
     text = capsys.readouterr().out
     assert code == 0, text
@@ -32,7 +32,7 @@ def test_export_quantize_prints_the_diff(tmp_path, capsys):
     ckpt = write_checkpoint(tmp_path / "checkpoint", {k: v.array() for k, v in param_set(mlp_weights()).items()})
     out = tmp_path / "model.onnx"
     code = main(["export", str(eval_path), "--checkpoint", str(ckpt), "--outputs", "logits", "-o", str(out),
-                 "--quantize", "fp16", "-q"])
+                 "--quantize", "fp16", "-q", "-v"])
     text = capsys.readouterr().out
     assert code == 0, text
     table = text[text.index("before/after:"):]

@@ -33,9 +33,10 @@ def check_reports(reports: list[tuple[float, str]], steps: list[str], optional: 
 
 def test_export_validate_quantize_progress_is_monotonic_and_named(tmp_path, capsys, monkeypatch):
     model, ckpt = eval_folder(tmp_path, hidden=256)
-    monkeypatch.setattr(export_cmd, "StderrProgress", lambda quiet: StderrProgress(quiet, interval=0, delay=0))
+    monkeypatch.setattr(export_cmd, "StderrProgress",
+                        lambda quiet, verbose: StderrProgress(quiet, verbose, interval=0, delay=0))
     code = main([str(a) for a in ("export", model, "--checkpoint", ckpt, "--outputs", "logits,probabilities",
-                                  "-o", tmp_path / "m.onnx", "--validate", "--quantize", "dynamic")])
+                                  "-o", tmp_path / "m.onnx", "--validate", "--quantize", "dynamic", "-v")])
     assert code == 0 and (tmp_path / "m.int8.onnx").is_file()
     lines = [LINE.match(line) for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
     reports = [(int(m.group(1)) / 100, m.group(2)) for m in lines]
