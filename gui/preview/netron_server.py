@@ -3,8 +3,11 @@
 Why our own instead of `netron.serve`: its `/data/` route serves any file in the model's folder,
 and its page locks itself ("Please update to the newest version") 180 days after its build
 date. Here:
-- it binds 127.0.0.1 with an OS-chosen port;
-- `/data/<name>` serves only the preview bytes published last (from memory; nothing on disk);
+- it binds 127.0.0.1 with an OS-chosen port, and answers only paths under an unguessable token
+  (`/<token>/...`, the page's URL carries it: no other local process can read the graph) with a
+  `Host` of 127.0.0.1:port or localhost:port (a web page cannot read it through DNS rebinding);
+  anything else is a 400 or 404, never a traceback; it remembers only the last requests' paths;
+- `data/<name>` serves only the preview bytes published last (from memory; nothing on disk);
 - Netron's static files come from the installed `netron` package, read-only, by extension;
 - `index.html` gets the serving day as its build date and the current model as its file, and
   `browser.js`'s age check is switched off, so the page never ages out whatever the clock says;
@@ -14,9 +17,13 @@ Thread-safe: `publish()` from the GUI thread while the server thread answers req
 
 from __future__ import annotations
 
+import collections
 import datetime
+import hmac
+import html as html_text
 import http.server
 import re
+import secrets
 import socket
 import threading
 import urllib.parse
@@ -29,6 +36,8 @@ MIME = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".pn
         ".ico": "image/x-icon", ".json": "application/json", ".svg": "image/svg+xml",
         ".woff": "font/woff", ".woff2": "font/woff2", ".ttf": "font/ttf"}
 AGE_CHECK = "if (days > 180) {"
+REMEMBERED = 256  # request paths kept in `requests` (tests, debugging) ...
+PATH_KEPT = 200  # ... each cut to this many characters
 # Netron's node sidebar keeps each value on one line (`white-space: pre`) in a box as wide as the
 # sidebar: a long tensor name (`/encoder/layer.0/attention/Softmax_output_0`) is cut off. Wrap
 # names anywhere instead; tensor values (`pre`) keep their layout.
@@ -44,15 +53,40 @@ def patched_index(html: str, file_url: str | None, name: str, today: datetime.da
     html = re.sub(r'<meta name="date" content="[^"]*">', f'<meta name="date" content="{stamp}">', html)
     meta = '<meta name="type" content="Python">'
     if file_url is not None:
+        file_url, name = html_text.escape(file_url), html_text.escape(name)
         meta += (f'\n<meta name="file" content="{file_url}">\n'
                  f'<meta name="name" content="{name}">\n<meta name="identifier" content="{name}">')
     html = re.sub(r'(<meta name="version" content="[^"]*">)', lambda m: m.group(1) + "\n" + meta, html, count=1)
     return html.replace("</head>", SIDEBAR_CSS + "\n</head>", 1)
 
 
+def _static_file(path: str) -> tuple[bytes | None, str]:
+    """One of Netron's own files (a name in its folder with a known extension), and its type."""
+    try:
+        file = (NETRON_DIR / path.lstrip("/")).resolve()
+        if file.parent != NETRON_DIR or file.suffix not in MIME or not file.is_file():
+            return None, "text/plain"
+        body = file.read_bytes()
+    except (OSError, ValueError):  # a name too long for the file system...
+        return None, "text/plain"
+    if file.name == "browser.js":
+        body = patched_browser_js(body.decode("utf-8")).encode("utf-8")
+    return body, MIME[file.suffix]
+
+
 def patched_browser_js(js: str) -> str:
     """Netron's browser.js without its build-age lock-out (a no-op if the check is not found)."""
     return js.replace(AGE_CHECK, "if (false && days > 180) {")
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """socketserver prints a traceback to stderr for any error in a handler (a client that hangs
+    up mid-request): the client had its answer or left; the app's console stays clean."""
+
+    errors = 0
+
+    def handle_error(self, request, client_address) -> None:
+        self.errors += 1
 
 
 class PreviewServer:
@@ -64,7 +98,9 @@ class PreviewServer:
         self._data = b""
         self._version = 0
         self.data_url = ""  # the published model itself (for opening it in a running page)
-        self.requests: list[str] = []  # paths asked for (tests, debugging)
+        self.token = secrets.token_urlsafe(24)  # the path prefix every answered request carries
+        self.requests: collections.deque[str] = collections.deque(maxlen=REMEMBERED)  # paths asked
+        # for, the token left out (tests, debugging)
         self.build_date = build_date
         server = self
 
@@ -78,10 +114,11 @@ class PreviewServer:
             def log_message(self, *args) -> None:  # quiet
                 pass
 
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._httpd.timeout = None  # handle_request waits for a connection, however long
         self.port = self._httpd.server_address[1]
+        self._hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="netron-server", daemon=True)
         self._thread.start()
@@ -90,14 +127,19 @@ class PreviewServer:
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def page_url(self) -> str:
+        """Netron's page (with the model published last, if any)."""
+        return f"{self.origin}/{self.token}/"
+
     def publish(self, data: bytes, name: str = "preview.onnx") -> str:
         """Make `data` the model the page opens; returns the page URL (new each time, so a reload
         really reloads)."""
         with self._lock:
             self._version += 1
             self._data, self._name = bytes(data), name
-            self.data_url = f"{self.origin}/data/{self._version}/{name}"
-            return f"{self.origin}/?v={self._version}"
+            self.data_url = f"{self.page_url}data/{self._version}/{urllib.parse.quote(name)}"
+            return f"{self.page_url}?v={self._version}"
 
     def _serve(self) -> None:
         """Serve until `stop`. Not `serve_forever`: it wakes every 0.5 s to look for a shutdown,
@@ -115,28 +157,48 @@ class PreviewServer:
         self._thread.join(timeout=5)
         self._httpd.server_close()
 
+    def _local_path(self, handler: http.server.BaseHTTPRequestHandler) -> str | int:
+        """The path asked for below the token (`/index.html`), or the HTTP status refusing it."""
+        if handler.headers.get("Host", "").lower() not in self._hosts:
+            return 400  # DNS rebinding: a page of another name resolved to this address
+        raw = urllib.parse.urlsplit(handler.path).path
+        prefix, _, rest = raw.lstrip("/").partition("/")
+        if not hmac.compare_digest(prefix.encode("utf-8", "replace"), self.token.encode()):
+            return 404
+        try:
+            path = "/" + urllib.parse.unquote(rest, errors="strict")
+        except UnicodeDecodeError:
+            return 400
+        if any(ord(c) < 0x20 or c in "\\\x7f" for c in path) or "/../" in path + "/":
+            return 400  # NUL, controls, backslashes, parent steps: never a file name of Netron's
+        return path
+
     def _answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
-        path = urllib.parse.unquote(urllib.parse.urlparse(handler.path).path)
-        self.requests.append(path)
+        path = self._local_path(handler)
+        shown = path if isinstance(path, str) else urllib.parse.urlsplit(handler.path).path
+        self.requests.append(shown.replace(self.token, "<token>")[:PATH_KEPT])
+        if isinstance(path, int):
+            self._send(handler, path, None, "text/plain")
+            return
         with self._lock:
             data, name, version = self._data, self._name, self._version
         body, ctype = None, "application/octet-stream"
         if path in ("/", "/index.html"):
             today = self.build_date or datetime.datetime.now(datetime.timezone.utc)
             html = (NETRON_DIR / "index.html").read_text(encoding="utf-8")
-            file_url = f"/data/{version}/{name}" if version else None  # nothing published yet: no model
+            # relative: Netron's page puts its own folder (the token's) before it; none published yet: no model
+            file_url = f"data/{version}/{urllib.parse.quote(name)}" if version else None
             body = patched_index(html, file_url, name, today).encode("utf-8")
             ctype = "text/html"
         elif path.startswith("/data/"):
             body = data if path == f"/data/{version}/{name}" else None
         else:
-            file = (NETRON_DIR / path.lstrip("/")).resolve()
-            if file.parent == NETRON_DIR and file.suffix in MIME and file.is_file():
-                body = file.read_bytes()
-                ctype = MIME[file.suffix]
-                if file.name == "browser.js":
-                    body = patched_browser_js(body.decode("utf-8")).encode("utf-8")
-        handler.send_response(200 if body is not None else 404)
+            body, ctype = _static_file(path)
+        self._send(handler, 200 if body is not None else 404, body, ctype)
+
+    @staticmethod
+    def _send(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes | None, ctype: str) -> None:
+        handler.send_response(status)
         handler.send_header("Content-Type", ctype)
         handler.send_header("Content-Length", str(len(body or b"")))
         handler.send_header("Cache-Control", "no-store")

@@ -110,7 +110,7 @@ class PreviewPanel(QWidget):
             return
         self._warming = True
         self.reloads += 1
-        self.view.load(QUrl(self.server.origin + "/"))
+        self.view.load(QUrl(self.server.page_url))
 
     def set_model(self, model_path: str, outputs: list[str], parameter_names=(), producer_of=None,
                   source=None) -> None:
