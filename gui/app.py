@@ -14,6 +14,9 @@ PRIVACY_SWITCHES = {
     "--force-webrtc-ip-handling-policy": "disable_non_proxied_udp",
     "--host-resolver-rules": '"MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"',
 }
+# Chromium's own log lines on stderr ("Failed to connect to the bus" at every start): fatal ones
+# only, unless the user asks for logging (--log-level / --enable-logging of their own).
+QUIET_SWITCH = "--log-level=3"
 PRIVACY_DISABLED_FEATURES = (
     "NetworkErrorLogging", "ConversionMeasurement", "BrowsingTopics", "Fledge", "AdInterestGroupAPI",
     "SharedStorageAPI", "PrivateStateTokens", "FedCm", "AutofillServerCommunication",
@@ -43,6 +46,8 @@ def chromium_flags(current: str, as_root: bool) -> str:
     resolver connect()s a UDP socket to [2001:4860:4860::8888]:443 to learn whether IPv6 is
     routable; it reads the local address and closes it, sending nothing (a UDP connect() sends no
     packet).
+    - `--log-level=3`: Chromium logs only fatal errors to stderr (a quiet start), unless the user
+      set `--log-level` or `--enable-logging`.
     A switch the user already gave is left as they gave it."""
     flags = current.strip()
     if as_root and "--no-sandbox" not in flags.split():
@@ -50,6 +55,8 @@ def chromium_flags(current: str, as_root: bool) -> str:
     for switch, value in PRIVACY_SWITCHES.items():
         if not re.search(rf"(^|\s){re.escape(switch)}(=|\s|$)", flags):
             flags += f" {switch}={value}" if value else f" {switch}"
+    if not re.search(r"(^|\s)--(log-level|enable-logging)(=|\s|$)", flags):
+        flags += " " + QUIET_SWITCH
     user_features = [f for m in _DISABLE_FEATURES.finditer(flags) for f in m.group(3).split(",") if f]
     flags = _DISABLE_FEATURES.sub("", flags)
     features = ",".join(dict.fromkeys(user_features + list(PRIVACY_DISABLED_FEATURES)))
@@ -160,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NO_DISPLAY
     prepare_environment()
     tune_process()
+    from .preview.qt_noise import quiet_qt_messages
+
+    quiet_qt_messages()  # before Qt prints anything
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtWidgets import QApplication
 
