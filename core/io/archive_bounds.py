@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from onnxport.core.io.regular_files import regular_file
 from onnxport.core.util.budgets import (
+    ARCHIVE_MEMBERS_MAX,
     MAX_INFLATE_RATIO,
     archive_member_limit,
     archive_total_limit,
@@ -36,6 +37,7 @@ ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error, N
 def open_zip(path: Path, what: str, hint: str = "") -> zipfile.ZipFile:
     """A ZipFile of `path` whose members passed `check_zip_members`; `what` names the kind ('.npz')."""
     regular_file(path)
+    check_member_count(path, what)
     try:
         zf = zipfile.ZipFile(path)
     except ZIP_ERRORS as exc:
@@ -46,6 +48,19 @@ def open_zip(path: Path, what: str, hint: str = "") -> zipfile.ZipFile:
         zf.close()
         raise
     return zf
+
+
+def check_member_count(path: Path, what: str) -> None:
+    """Refuse an archive whose end record declares over ARCHIVE_MEMBERS_MAX members, before
+    zipfile builds an object per member (500,000 took 25 s and 370 MB just to list)."""
+    try:
+        with open(path, "rb") as f:
+            end = zipfile._EndRecData(f)  # the end-of-central-directory record (zip64 too), as zipfile reads it
+    except (OSError, ValueError, struct.error, EOFError):
+        return  # zipfile says what is wrong
+    count = end[zipfile._ECD_ENTRIES_TOTAL] if end else 0
+    if count > ARCHIVE_MEMBERS_MAX:
+        raise CorruptFileError(f"{path}: a {what} of {count:,} members; onnxport reads at most {ARCHIVE_MEMBERS_MAX:,}")
 
 
 def check_zip_members(path: Path, infos: list[zipfile.ZipInfo], file_size: int, hint: str = "") -> None:

@@ -35,13 +35,14 @@ from onnxport.core.io.parameter_set import (
 )
 from onnxport.core.io.regular_files import regular_file
 from onnxport.core.io.shape_limits import shape_problem
+from onnxport.core.util.budgets import ENTRIES_MAX
 from onnxport.core.util.errors import CorruptFileError
 
 SUFFIX = ".pbseq"
 PARAM_FILES = {"paramtrain": True, "paramfrozen": False}
 OLDEST_PARAM_FILE = "param_tensors.pbseq"
 LR_PROPERTY, STEP_PROPERTY = "builtin.initial_learning_rate", "builtin.step"
-RECORDS_MAX = 2_000_000  # records one file may declare (flatbuf.TABLES_MAX's reasoning)
+RECORDS_MAX = ENTRIES_MAX  # records all files of a folder may declare together (budgets)
 _RAW_DATA_FIELD = 9
 _LEN = 2  # protobuf wire type of length-delimited fields
 
@@ -59,9 +60,10 @@ def read_legacy_checkpoint(folder: str | Path) -> ParameterSet:
         raise CorruptFileError(f"{folder}: not a checkpoint folder (no paramtrain_tensors.pbseq / "
                                f"paramfrozen_tensors.pbseq in it)")
     keepalive: list[object] = []
+    left = [RECORDS_MAX]  # records all the folder's files may declare
     params: dict[str, ParamTensor] = {}
     for path, trainable in param_files:
-        for tensor in _tensors(path, trainable, keepalive):
+        for tensor in _tensors(path, trainable, keepalive, left):
             if tensor.name in params:
                 raise CorruptFileError(f"{path}: parameter '{tensor.name}' appears twice")
             params[tensor.name] = tensor
@@ -71,18 +73,18 @@ def read_legacy_checkpoint(folder: str | Path) -> ParameterSet:
         if name.startswith("optim_") and name.endswith("_tensors" + SUFFIX):
             group_name, _, momentum = name[len("optim_"):-len("_tensors" + SUFFIX)].partition("_")
             group = groups.setdefault(group_name, OptimizerGroupState(group_name, 0, 0.0))
-            for tensor in _tensors(path, None, keepalive):
+            for tensor in _tensors(path, None, keepalive, left):
                 group.states.setdefault(tensor.name, {})[momentum] = tensor
         elif name.startswith("optim_") and name.endswith("_properties" + SUFFIX):
             group_name = name[len("optim_"):-len("_properties" + SUFFIX)]
             group = groups.setdefault(group_name, OptimizerGroupState(group_name, 0, 0.0))
-            props = _properties(path, keepalive)
+            props = _properties(path, keepalive, left)
             group.step = int(props.get(STEP_PROPERTY, 0))
             group.initial_learning_rate = float(props.get(LR_PROPERTY, 0.0))
     properties: dict[str, int | float | str] = {}
     for path in files:
         if path.name.startswith("custom"):
-            properties.update(_properties(path, keepalive))
+            properties.update(_properties(path, keepalive, left))
     return ParameterSet(params, sources=[folder], kind=SourceKind.ORT_CHECKPOINT_LEGACY.value,
                         optimizer_groups=[groups[k] for k in sorted(groups)], properties=properties,
                         keepalive=keepalive)
@@ -118,12 +120,14 @@ def _varint(data, pos: int, end: int, label: str) -> tuple[int, int]:
         shift += 7
 
 
-def _records(mm: mmap.mmap, label: str):
-    """Yield (offset, length) of each message of a message-sequence file."""
+def _records(mm: mmap.mmap, label: str, left: list[int]):
+    """Yield (offset, length) of each message of a message-sequence file; `left`: the records
+    the folder's files may still declare (one budget for all of them)."""
     count, pos = _varint(mm, 0, len(mm), label)
-    if count > min(RECORDS_MAX, len(mm) - pos):  # each record takes at least its length byte
+    left[0] -= count
+    if count > len(mm) - pos or left[0] < 0:  # each record takes at least its length byte
         raise CorruptFileError(f"{label}: declares {count:,} records, more than a {len(mm):,}-byte file holds "
-                               f"or onnxport reads ({RECORDS_MAX:,})")
+                               f"or onnxport reads in one folder ({RECORDS_MAX:,})")
     for _ in range(count):
         length, pos = _varint(mm, pos, len(mm), label)
         if pos + length > len(mm):
@@ -177,12 +181,12 @@ def _decode(proto: onnx.TensorProto, label: str) -> np.ndarray:
         raise CorruptFileError(f"{label}: tensor '{proto.name}' has inconsistent data") from None
 
 
-def _tensors(path: Path, trainable: bool | None, keepalive: list[object]) -> list[ParamTensor]:
+def _tensors(path: Path, trainable: bool | None, keepalive: list[object], left: list[int]) -> list[ParamTensor]:
     mm = map_file(path)
     keepalive.append(mm)
     label = str(path)
     tensors: dict[str, ParamTensor] = {}
-    for pos, length in _records(mm, label):
+    for pos, length in _records(mm, label, left):
         tensor = _tensor(mm, pos, length, path, label, trainable)
         if tensor.name in tensors:  # refused at once: 2M copies of one record took minutes
             raise CorruptFileError(f"{label}: tensor '{tensor.name[:120]}' appears twice")
@@ -221,9 +225,9 @@ def _tensor(mm: mmap.mmap, pos: int, length: int, path: Path, label: str, traina
                        source=label, trainable=trainable, span=span)
 
 
-def _properties(path: Path, keepalive: list[object]) -> dict[str, int | float | str]:
+def _properties(path: Path, keepalive: list[object], left: list[int]) -> dict[str, int | float | str]:
     props: dict[str, int | float | str] = {}
-    for tensor in _tensors(path, None, keepalive):
+    for tensor in _tensors(path, None, keepalive, left):
         values = tensor.array()
         if values.size != 1:
             raise CorruptFileError(f"{path}: property '{tensor.name}' is not a scalar")

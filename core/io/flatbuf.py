@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 
+from onnxport.core.util.budgets import ENTRIES_MAX
 from onnxport.core.util.errors import CorruptFileError
 
 _U8 = struct.Struct("<B")
@@ -32,9 +33,7 @@ _F32 = struct.Struct("<f")
 _VTABLE_ENTRIES: dict[int, struct.Struct] = {}
 COPY_FACTOR = 2
 COPY_FLOOR = 1 << 20
-# Tables reached through vectors, all vectors together: a 100,000-parameter model with Adam state
-# has ~400,000. Each costs Python objects and time: 24M entries made a 96 MB file take 3.6 GB.
-TABLES_MAX = 2_000_000
+TABLES_MAX = ENTRIES_MAX  # tables all vectors list together (budgets: ~40 us and ~1.5 KB each)
 
 
 def _entries(count: int) -> struct.Struct:

@@ -9,7 +9,7 @@ import zipfile
 from enum import Enum
 from pathlib import Path
 
-from onnxport.core.io.archive_bounds import ZIP_ERRORS
+from onnxport.core.io.archive_bounds import ZIP_ERRORS, check_member_count
 from onnxport.core.io.regular_files import regular_file
 from onnxport.core.util.errors import cannot_read
 
@@ -77,6 +77,7 @@ def _looks_like_onnx(head: bytes) -> bool:
 
 
 def _sniff_zip(path: Path) -> SourceKind:
+    check_member_count(path, "zip archive")  # before zipfile lists every member
     try:
         with zipfile.ZipFile(path) as zf:
             names = zf.namelist()

@@ -22,13 +22,13 @@ import numpy as np
 
 from onnxport.core.io.archive_bounds import ZIP_ERRORS, open_zip, stored_data_offset
 from onnxport.core.io.shape_limits import shape_problem
-from onnxport.core.util.budgets import MiB, human_bytes
+from onnxport.core.util.budgets import ARCHIVE_MEMBERS_MAX, MiB, human_bytes
 from onnxport.core.util.errors import CorruptFileError, cannot_read
 
 NPZ_HINT = "if it is genuine, save it uncompressed with np.savez"
 READ_CHUNK = 16 * MiB
 NUMERIC_KINDS = "biufc"  # bool, int, uint, float, complex
-MEMBERS_MAX = 200_000  # arrays one archive may hold (safetensors headers allow ~190,000: budgets)
+MEMBERS_MAX = ARCHIVE_MEMBERS_MAX  # arrays one archive may hold (safetensors headers allow ~190,000)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from onnxport.core.io import checkpoint as C
 from onnxport.core.io import flatbuf, npz_reader
 from onnxport.core.io.checkpoint import read_checkpoint
 from onnxport.core.io.flatbuf import FlatBuffer
+from onnxport.core.io.kinds import sniff
 from onnxport.core.io.npz_reader import list_npz
 from onnxport.core.util.errors import CorruptFileError
 from tests.support.checkpoint_writer import write_checkpoint
@@ -94,3 +95,30 @@ def test_an_npz_over_the_member_cap_or_naming_an_array_twice_is_refused(tmp_path
     write_zip(tmp_path / "twice.npz", [stored("w.npy", buf.getvalue()), stored("w.npy", buf.getvalue())])
     with pytest.raises(CorruptFileError, match="array 'w' appears twice"):
         list_npz(tmp_path / "twice.npz")
+
+
+def test_a_legacy_folders_records_share_one_budget(tmp_path, monkeypatch):
+    from onnxport.core.io import checkpoint_legacy
+
+    write_pbseq(tmp_path / "paramtrain_tensors.pbseq", [_record("a"), _record("b")])
+    write_pbseq(tmp_path / "optim_g_momentum0_tensors.pbseq", [_record("a"), _record("b")])
+    monkeypatch.setattr(checkpoint_legacy, "RECORDS_MAX", 4)
+    assert sorted(read_checkpoint(tmp_path)) == ["a", "b"]
+    monkeypatch.setattr(checkpoint_legacy, "RECORDS_MAX", 3)  # each file fits, the folder does not
+    with pytest.raises(CorruptFileError, match="reads in one folder"):
+        read_checkpoint(tmp_path)
+
+
+def test_an_archive_declaring_too_many_members_is_refused_before_zipfile_lists_them(tmp_path, monkeypatch):
+    from onnxport.core.io import archive_bounds
+
+    np.savez(tmp_path / "three.npz", **{f"a{i}": np.ones(2, np.float32) for i in range(3)})
+    monkeypatch.setattr(archive_bounds, "ARCHIVE_MEMBERS_MAX", 2)
+    listed = []
+    monkeypatch.setattr(archive_bounds.zipfile.ZipFile, "infolist", lambda self: listed.append(1) or [])
+    with pytest.raises(CorruptFileError, match="a .npz of 3 members; onnxport reads at most 2"):
+        list_npz(tmp_path / "three.npz")
+    monkeypatch.setattr(archive_bounds.zipfile.ZipFile, "namelist", lambda self: listed.append(1) or [])
+    with pytest.raises(CorruptFileError, match="a zip archive of 3 members"):
+        sniff(tmp_path / "three.npz")  # what every open does first
+    assert not listed
