@@ -33,6 +33,7 @@ from onnxport.core.deploy.targets import MOBILE, deployed_name, known_targets, p
 from onnxport.core.util.errors import OnnxportError
 
 from ..jobs.deploy_call import DeployChoices
+from ..widgets import plain_text
 
 
 def target_label(name: str) -> str:
@@ -149,8 +150,8 @@ class DeployDialog(QDialog):
         if not choices.out.name:
             return
         if choices.out.exists():
-            answer = QMessageBox.question(self, "Replace?", f"{choices.out.name} exists. Replace it once the new "
-                                          "one is written and checked?")
+            answer = plain_text.ask(self, "Replace?", f"{choices.out.name} exists. Replace it once the new "
+                                    "one is written and checked?")  # a file name: plain text
             if answer != QMessageBox.Yes:
                 return
         self.settings.setValue("deploy/folder", str(choices.out.parent))

@@ -99,3 +99,32 @@ def test_plain_tip_and_questions_show_text_as_written(qtbot, names):
     box = message_box(QMessageBox.Icon.Question, "Replace?", f"{names[0]} exists", QMessageBox.StandardButton.Yes,
                       None)
     assert box.textFormat() == Qt.TextFormat.PlainText and box.text() == f"{names[0]} exists"
+
+
+def test_replace_questions_name_the_file_as_written(qtbot, tmp_path, settings, monkeypatch):
+    """The export and deploy dialogs ask before replacing a file; its name is shown as plain text."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from onnxport.gui.dialogs.deploy_dialog import DeployDialog
+    from onnxport.gui.dialogs.export_dialog import ExportDialog
+    from onnxport.gui.widgets import plain_text
+    from tests.core.deploy.deploy_models import conv_model, save
+
+    asked: list[str] = []
+    monkeypatch.setattr(plain_text, "ask", lambda parent, title, text, *a, **k: asked.append(text)
+                        or QMessageBox.StandardButton.No)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.No)  # AutoText: not asked
+    existing = tmp_path / "<b>x<b>.onnx"  # markup a file name can hold (no slash)
+    existing.write_bytes(b"the user's file")
+    export = ExportDialog(None, ["y"], existing.name, settings=settings)
+    qtbot.addWidget(export)
+    export.path_edit.setText(str(existing))
+    export._accept()
+    save(conv_model(opset=18, ir_version=8), tmp_path / "m.onnx")
+    deploy = DeployDialog(None, tmp_path / "m.onnx", settings=settings)
+    qtbot.addWidget(deploy)
+    deploy.target.setCurrentIndex(deploy.target.findData("ort-1.14"))
+    deploy.out_edit.setText(str(existing))
+    deploy._accept()
+    assert len(asked) == 2 and all(text.startswith("<b>x<b>.onnx exists. Replace it") for text in asked), asked
+    assert existing.read_bytes() == b"the user's file"
