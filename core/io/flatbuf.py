@@ -115,10 +115,10 @@ class FlatBuffer:
                                    f"over {COPY_FACTOR}x the file's size; refused (a crafted file?)")
 
     def count_tables(self, count: int) -> None:
-        """Take `count` tables from the buffer's budget (vectors of tables, all together)."""
+        """Take `count` entries (tables, strings of string vectors) from the buffer's one budget."""
         self.tables_left -= count
         if self.tables_left < 0:
-            raise CorruptFileError(f"{self.label}: lists over {TABLES_MAX:,} tensors, states or properties; "
+            raise CorruptFileError(f"{self.label}: lists over {TABLES_MAX:,} tensors, states, properties or strings; "
                                    f"refused (a crafted file?)")
 
     def string(self, pos: int, what: str = "string") -> str:
@@ -208,6 +208,7 @@ class Table:
             return []
         start, count = vec
         buf = self.buf
+        buf.count_tables(count)  # the same budget: 24M offsets to one empty string cost no copy
         return [buf.raw_string(buf.deref(start + 4 * i, "string offset")) for i in range(count)]
 
     def int64s(self, slot: int) -> tuple[int, ...]:

@@ -61,7 +61,7 @@ def test_tables_over_the_cap_are_refused_before_they_are_read(tmp_path, monkeypa
     monkeypatch.setattr(flatbuf, "TABLES_MAX", 5)
     assert len(read_checkpoint(path)) == 3  # 3 tensors + 2 properties: at the cap
     monkeypatch.setattr(flatbuf, "TABLES_MAX", 4)
-    with pytest.raises(CorruptFileError, match="lists over 4 tensors, states or properties"):
+    with pytest.raises(CorruptFileError, match="lists over 4 tensors, states, properties or strings"):
         read_checkpoint(path)
 
 
@@ -122,3 +122,12 @@ def test_an_archive_declaring_too_many_members_is_refused_before_zipfile_lists_t
     with pytest.raises(CorruptFileError, match="a zip archive of 3 members"):
         sniff(tmp_path / "three.npz")  # what every open does first
     assert not listed
+
+
+def test_string_vectors_count_against_the_same_cap(tmp_path, monkeypatch):
+    path = write_checkpoint(tmp_path / "ckpt", {"s": np.array(["a", "b", "c"], dtype=object)})
+    monkeypatch.setattr(flatbuf, "TABLES_MAX", 4)  # 1 tensor table + 3 strings
+    assert read_checkpoint(path)["s"].array().tolist() == ["a", "b", "c"]
+    monkeypatch.setattr(flatbuf, "TABLES_MAX", 3)
+    with pytest.raises(CorruptFileError, match="lists over 3"):
+        read_checkpoint(path)
