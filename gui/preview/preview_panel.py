@@ -10,6 +10,7 @@ A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn focused (cor
 the neighbourhood of the selection, repeated layers collapsed, cut at the budget; the status line
 says what is shown, "Show more" doubles the budget, and a selected tensor the focused view does
 not draw becomes the focus. The graph read is kept for the next request on the same file.
+Until the first preview the panel shows how to start (the drop hint), not Netron's start page.
 Without WebEngine the panel says why and offers the same preview in the system browser.
 """
 
@@ -19,7 +20,7 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
 from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer, preview_answer
@@ -28,6 +29,7 @@ from onnxport.core.util.text import human_size
 from ..dialogs.error_dialog import error_text
 from ..jobs.runner import JobRunner
 from ..widgets.elided_label import ElidedLabel
+from ..widgets.outputs_pane import EMPTY_HINT
 from ..widgets.plain_text import plain_label
 from .netron_server import PreviewServer
 
@@ -96,6 +98,9 @@ class PreviewPanel(QWidget):
             self.view = NetronView(self.server.origin, self)
             self.view.loadFinished.connect(self._loaded)
             layout.addWidget(self.view, 1)
+            self.view.hide()  # until the first preview: how to start, not Netron's own start page
+            self.hint = QLabel(EMPTY_HINT, alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
+            layout.addWidget(self.hint, 1)
         except Exception as exc:  # noqa: BLE001 - no WebEngine: say why, offer the browser
             self.unavailable = plain_label(f"The embedded preview cannot start ({error_text(exc)}).\n"
                                            "Use \"Open in browser\" to see the same preview.")
@@ -235,6 +240,9 @@ class PreviewPanel(QWidget):
         shown = f": {focused.summary()}" if focused is not None and not focused.complete else ""
         self.status.setText(f"{self.mode} graph, {size} without weights{shown}")  # the short facts first
         self.more_button.setVisible(focused is not None and not focused.complete)
+        if self.view is not None and self.view.isHidden():
+            self.hint.hide()
+            self.view.show()
         if self.view is None:
             self.last_node_count = 0
         elif self._warming:

@@ -28,7 +28,8 @@ COLUMN_WIDTHS = (185, 90, 65, 90)  # Name (short under its scope), Shape, Type, 
 EXPAND_ALL_UP_TO = 2000  # a filtered tree this small is shown fully expanded
 EMPTY_HINT = ("<h2>Drop an eval model and its checkpoint here</h2>"
               "<p>…or use <b>File &gt; Open</b> (Ctrl+O). onnxport works out which file is the model<br>"
-              "and which holds the trained parameters. Any ONNX model works too.</p>")
+              "and which holds the trained parameters. Any ONNX model works too.</p>")  # the preview shows it
+NOTHING_OPEN = "The tensors of the model you open are listed here: check the outputs to keep."
 
 
 class OutputsPane(QStackedWidget):
@@ -59,7 +60,7 @@ class OutputsPane(QStackedWidget):
         tree_layout.addLayout(filters)
         tree_layout.addWidget(self.tree, 1)
         tree_layout.addWidget(self.checked_label)
-        self.empty = QLabel(EMPTY_HINT, alignment=Qt.AlignCenter, wordWrap=True)
+        self.empty = QLabel(NOTHING_OPEN, alignment=Qt.AlignCenter, wordWrap=True)
         self.empty.setObjectName("emptyHint")
         self.addWidget(self.empty)
         self.addWidget(tree_box)

@@ -12,12 +12,16 @@ from onnxport.gui.widgets.elided_label import ElidedLabel
 pytestmark = pytest.mark.gui
 
 
-def test_the_graph_view_covers_half_the_window(qtbot, window):
+def test_the_graph_view_covers_half_the_window(qtbot, window, example):
     window.resize(1400, 860)
+    assert window.preview.hint.isVisible() and not window.preview.view.isVisible()  # how to start, centred
+    with qtbot.waitSignal(window.loaded, timeout=20_000):
+        window.open_paths(example)
+    view = window.preview.view
+    qtbot.waitUntil(view.isVisible, timeout=30_000)  # the first preview: seen without picking a tab
+    assert not window.preview.hint.isVisible()
     qtbot.waitUntil(lambda: window.size().width() == 1400 and window.size().height() == 860)
     qtbot.wait(100)
-    view = window.preview.view
-    assert view is not None and view.isVisible()  # seen without picking a tab
     area = view.width() * view.height()
     assert area >= 0.5 * 1400 * 860, (view.size(), window.size())
     left, right = window.outputs_dock.geometry(), window.details_dock.geometry()
