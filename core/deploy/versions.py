@@ -4,8 +4,10 @@ Contract: `fit_versions(model, target)` returns (model, notes). A model already 
 target's limits is returned as it is (never converted up). A newer ai.onnx opset goes down with
 `onnx.version_converter`; the IR version is rewritten to the target's when nothing in the model
 needs a newer one (element types, local functions). Every ai.onnx op, subgraphs included, must
-exist at the target opset. What cannot be expressed is refused in one line naming the op (or the
-type, or the domain): `OnnxportError`.
+exist at the target opset. An op the converter has no adapter for, whose older version takes the
+same inputs and attributes (only its types grew, e.g. ConstantOfShape 20 -> 9), is relabelled when
+the checker accepts the types the model gives it. What cannot be expressed is refused in one line
+naming the op (or the type, or the domain): `OnnxportError`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ _ML = "ai.onnx.ml"
 # element types and the IR version that introduced them (onnx.proto: float8 in IR 9, int4 in 10...)
 _TYPE_IR = {17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 13, 26: 13}
 _LOCAL_FUNCTIONS_IR = 8
+_HELD = "onnxport.held"  # a private domain the converter leaves alone
 
 
 def opset_of(model: onnx.ModelProto, domains: tuple[str, ...] = _DEFAULT) -> int | None:
@@ -88,6 +91,97 @@ def _converter_refusal(message: str) -> tuple[str, str]:
     return (match.group(1) if match else ""), why
 
 
+def _same_signature(op: str, old: int, new: int) -> bool:
+    """Whether `op` at opset `new` takes what it takes at `old` (inputs, outputs, attributes), so
+    that only its type constraints can differ (the checker then checks the types the model uses)."""
+    a, b = onnx.defs.get_schema(op, old, ""), onnx.defs.get_schema(op, new, "")
+    def params(schema):
+        return ([(i.name, i.option) for i in schema.inputs], [(o.name, o.option) for o in schema.outputs],
+                sorted(schema.attributes))
+    return params(a) == params(b)
+
+
+def _hold(model: onnx.ModelProto, ops: set[str], domain_from: tuple[str, ...], domain_to: str) -> None:
+    for node in _nodes(model):
+        if node.op_type in ops and node.domain in domain_from:
+            node.domain = domain_to
+
+
+def _types(model: onnx.ModelProto) -> dict[str, str]:
+    """Value name -> its type as ONNX spells it ('tensor(float)'), over every graph, after shape
+    inference (best effort)."""
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
+        pass
+    types = {}
+    for graph in _graphs(model.graph):
+        for t in graph.initializer:
+            types[t.name] = _type_str(t.data_type)
+        for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                types[vi.name] = _type_str(vi.type.tensor_type.elem_type)
+    return types
+
+
+def _type_str(elem_type: int) -> str:
+    """ONNX's spelling in type constraints: FLOAT -> 'tensor(float)', FLOAT8E4M3FN -> 'tensor(float8e4m3fn)'."""
+    return f"tensor({onnx.TensorProto.DataType.Name(elem_type).lower()})"
+
+
+def _type_outside(model: onnx.ModelProto, ops: set[str], opset: int) -> tuple[str, str] | None:
+    """(op, type) for a held node given a type its opset-`opset` schema does not allow, else None."""
+    types = _types(model)
+    for node in _nodes(model):
+        if node.op_type not in ops or node.domain not in _DEFAULT:
+            continue
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+        formal = [(p.type_str, n) for p, n in zip(schema.inputs, node.input)] + \
+                 [(p.type_str, n) for p, n in zip(schema.outputs, node.output)]
+        for type_str, name in formal:
+            got = types.get(name)
+            if name and got and type_str in allowed and got not in allowed[type_str]:
+                return node.op_type, f"{got} ('{name}')"
+    return None
+
+
+def _convert(model: onnx.ModelProto, opset: int, target: int, where: str) -> tuple[onnx.ModelProto, set[str]]:
+    """onnx.version_converter down to `target`. An op it has no adapter for, whose older version
+    takes the same inputs and attributes, is held out of its way (in a private domain) and put back
+    at the target opset, if the checker then accepts the model's types for it; else the one-line
+    refusal naming the op."""
+    held: set[str] = set()
+    work = model
+    while True:
+        try:
+            converted = version_converter.convert_version(work, target)
+            break
+        except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            op, why = _converter_refusal(text)
+            refusal = OnnxportError(f"{f'op {op}' if op else 'the model'} cannot be converted to opset {target} "
+                                    f"for {where}: {why}")
+            if not op or op in held or "no adapter" not in why or not _same_signature(op, opset, target):
+                raise refusal from None
+            held.add(op)
+            if work is model:
+                work = onnx.ModelProto()
+                work.CopyFrom(model)
+                work.opset_import.append(onnx.helper.make_opsetid(_HELD, 1))
+            _hold(work, {op}, _DEFAULT, _HELD)
+    if held:
+        _hold(converted, held, (_HELD,), "")
+        del converted.opset_import[:]
+        converted.opset_import.extend([o for o in work.opset_import if o.domain != _HELD and o.domain not in _DEFAULT]
+                                      + [onnx.helper.make_opsetid("", target)])
+        wrong = _type_outside(converted, held, target)
+        if wrong:
+            raise OnnxportError(f"op {wrong[0]} cannot be converted to opset {target} for {where}: onnx.version_converter "
+                                f"has no adapter for it, and its opset-{target} version does not take {wrong[1]}")
+    return converted, held
+
+
 def fit_versions(model: onnx.ModelProto, target: Target) -> tuple[onnx.ModelProto, list[str]]:
     """See the module docstring."""
     assert target.max_opset is not None and target.max_ir is not None and target.max_ml_opset is not None
@@ -102,14 +196,11 @@ def fit_versions(model: onnx.ModelProto, target: Target) -> tuple[onnx.ModelProt
         if op is not None:
             raise OnnxportError(f"op {op} cannot be expressed at opset {target.max_opset}: it does not exist "
                                 f"before opset {onnx.defs.get_schema(op, opset, '').since_version}; {where} cannot run it")
-        try:
-            model = version_converter.convert_version(model, target.max_opset)
-        except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
-            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            op, why = _converter_refusal(text)
-            named = f"op {op}" if op else "the model"
-            raise OnnxportError(f"{named} cannot be converted to opset {target.max_opset} for {where}: {why}") from None
+        model, held = _convert(model, opset, target.max_opset, where)
         notes.append(f"opset {opset} -> {target.max_opset} (onnx.version_converter)")
+        if held:
+            notes.append(f"{', '.join(sorted(held))} relabelled to opset {target.max_opset}: onnx.version_converter has "
+                         "no adapter for it, and its older version takes the same inputs, attributes and the types used")
     else:
         notes.append(f"opset {opset} kept (ONNX Runtime {target.name[4:]} reads up to {target.max_opset})")
     if model.ir_version > target.max_ir:

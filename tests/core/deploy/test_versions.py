@@ -46,3 +46,31 @@ def test_type_the_older_op_lacks_is_refused_by_op():
     with pytest.raises(OnnxportError) as err:
         fit_versions(model, parse_target("ort-1.17"))
     assert "op Reshape cannot be converted to opset 20" in str(err.value) and "INT4" in str(err.value)
+
+
+def constant_of_shape_model(value: onnx.TensorProto, opset: int = 21) -> onnx.ModelProto:
+    """shape [2] int64 -> ConstantOfShape(value) -> y: an op onnx.version_converter has no adapter
+    for below opset 20 (only its types grew since opset 9)."""
+    node = onnx.helper.make_node("ConstantOfShape", ["shape"], ["y"], value=value)
+    graph = onnx.helper.make_graph([node], "g", [onnx.helper.make_tensor_value_info("shape", onnx.TensorProto.INT64, [2])],
+                                   [onnx.helper.make_tensor_value_info("y", value.data_type, ["a", "b"])])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+def test_op_without_adapter_is_relabelled_when_its_older_version_takes_the_same():
+    value = onnx.helper.make_tensor("value", onnx.TensorProto.FLOAT, [1], [0.5])
+    model, notes = fit_versions(constant_of_shape_model(value), parse_target("ort-1.14"))
+    assert opset_of(model) == 18 and [n.domain for n in model.graph.node] == [""]
+    assert [o.domain for o in model.opset_import] == [""]
+    assert any(n.startswith("ConstantOfShape relabelled to opset 18") for n in notes)
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_op_without_adapter_refused_when_its_older_version_lacks_the_type():
+    value = onnx.helper.make_tensor("value", onnx.TensorProto.BFLOAT16, [1], [0])
+    with pytest.raises(OnnxportError) as err:
+        fit_versions(constant_of_shape_model(value), parse_target("ort-1.14"))
+    text = str(err.value)
+    assert "op ConstantOfShape cannot be converted to opset 18" in text and "tensor(bfloat16)" in text
