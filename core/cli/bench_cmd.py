@@ -14,6 +14,7 @@ from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity
 from onnxport.core.cli.report_option import check_report
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.text import shown_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,5 +47,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(build_report(bench=result), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print("\n".join(result.summary_lines()))
+        print(shown_lines(result.summary_lines()))
     return 0

@@ -15,6 +15,7 @@ import json
 import sys
 
 from onnxport.core.cli.progress_line import add_verbosity
+from onnxport.core.util.text import shown_lines
 
 TARGET_HELP = ("ort-mobile (an .ort file + the operator config of a reduced build) or ort-X.Y (the opset and "
                "IR version ONNX Runtime X.Y reads, e.g. ort-1.17)")
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump({"deploy": result.to_dict()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print("\n".join(result.summary_lines()))
+        print(shown_lines(result.summary_lines()))
     return 0
 
 

@@ -18,12 +18,14 @@ import select
 import signal
 import sys
 
+from onnxport.core.util.text import shown
+
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 def report_error(line: str, kind: str, as_json: bool) -> None:
     """The error's one line on stderr; with `as_json` its JSON object on stdout too."""
-    print(f"onnxport: error: {line}", file=sys.stderr)
+    print(f"onnxport: error: {shown(line)}", file=sys.stderr)  # names from files: no terminal escapes
     if as_json:
         try:
             json.dump({"error": {"message": line, "kind": kind}}, sys.stdout, indent=2)

@@ -17,7 +17,7 @@ from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
 from onnxport.core.util.progress import Steps
-from onnxport.core.util.text import human_size
+from onnxport.core.util.text import human_size, shown
 from onnxport.core.workflow.export_steps import export_steps, post_steps
 
 
@@ -91,15 +91,15 @@ def _run(args: argparse.Namespace) -> int:
                                   all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate,
                                   model=review.model, table=review.table)
     if result.skipped:
-        print(f"onnxport: {result.skipped}; nothing to do here", file=sys.stderr)
+        print(shown(f"onnxport: {result.skipped}; nothing to do here"), file=sys.stderr)
         return 0
     for line in notes:  # the outputs defaulted to, training-only outputs: about what was written
-        print(line, file=sys.stderr)
+        print(shown(line), file=sys.stderr)
     if result.fixed_outputs:  # a Dropout mask, a Constant: the same value on every run
         from onnxport.core.graph.fixed_outputs import fixed_output_line
 
         for name, why in result.fixed_outputs.items():
-            print(f"onnxport: warning: {fixed_output_line(name, why)}", file=sys.stderr)
+            print(shown(f"onnxport: warning: {fixed_output_line(name, why)}"), file=sys.stderr)
     report = {"export": result.to_dict()}
     if args.quantize or args.validate:
         from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline
@@ -120,9 +120,9 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         data = f" + {result.data_path.name}" if result.data_path else ""
-        print(f"wrote {result.path}{data}: {human_size(result.size_bytes)}, outputs {', '.join(result.outputs)}, "
-              f"inputs {', '.join(result.inputs) or '(none)'}, {result.nodes} nodes, {result.parameters} "
-              f"initializers, {result.folded} folded, {result.seconds:.2f} s")
+        print(shown(f"wrote {result.path}{data}: {human_size(result.size_bytes)}, outputs {', '.join(result.outputs)}, "
+                    f"inputs {', '.join(result.inputs) or '(none)'}, {result.nodes} nodes, {result.parameters} "
+                    f"initializers, {result.folded} folded, {result.seconds:.2f} s"))
         for line in brief(report.get("summary_lines", []), args.verbose) + (deployed.summary_lines() if deployed else []):
-            print(line)
+            print(shown(line))
     return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnxport.core.util.errors import OnnxportError
-from onnxport.core.util.text import human_size
+from onnxport.core.util.text import human_size, shown
 
 if TYPE_CHECKING:  # the modules behind them import onnx and numpy: not at parser build
     from onnxport.core.graph.index import TensorIndex, TensorInfo
@@ -135,10 +135,11 @@ def to_dict(loaded: LoadedSources, include_all: bool = True) -> dict:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    rows = [[shown(str(c)) for c in r] for r in rows]  # names from the file: no terminal escapes
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for r in rows:
-        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)))
 
 
 def _rows(index: TensorIndex, names: list[str]) -> list[list[str]]:
@@ -157,11 +158,12 @@ def _print_subgraphs(index: TensorIndex) -> None:
     for sub in index.subgraphs:
         pad = "  " * sub.depth
         reads = f"; reads {', '.join(sub.captures)}" if sub.captures else ""
-        print(f"\n{pad}{sub.node} ({sub.op}) {sub.attribute}: {sub.nodes} nodes, {len(sub.tensors)} tensors{reads}")
-        rows = [[t.name, t.kind.value, t.dtype or "?", t.shape_text, t.producer_op or "-"] for t in sub.tensors]
-        widths = [max(len(str(r[i])) for r in rows) for i in range(5)] if rows else []
+        print("\n" + shown(f"{pad}{sub.node} ({sub.op}) {sub.attribute}: {sub.nodes} nodes, {len(sub.tensors)} tensors{reads}"))
+        rows = [[shown(str(c)) for c in (t.name, t.kind.value, t.dtype or "?", t.shape_text, t.producer_op or "-")]
+                for t in sub.tensors]
+        widths = [max(len(r[i]) for r in rows) for i in range(5)] if rows else []
         for r in rows:
-            print(pad + "  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+            print(pad + "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
 def print_tables(loaded: LoadedSources, include_all: bool) -> None:
@@ -169,8 +171,8 @@ def print_tables(loaded: LoadedSources, include_all: bool) -> None:
     if index is not None:
         name = Path(index.path).name if index.path else "model"
         opsets = ", ".join(f"{d} {v}" for d, v in index.opsets.items())
-        print(f"{name}: IR {index.ir_version}, opsets {opsets}; {index.node_count} nodes, {len(index)} tensors, "
-              f"{len(index.parameters)} parameters")
+        print(shown(f"{name}: IR {index.ir_version}, opsets {opsets}; {index.node_count} nodes, {len(index)} tensors, "
+                    f"{len(index.parameters)} parameters"))
         print("\nInputs:")
         _table(_rows(index, index.graph_inputs) or [["(none)", "", "", "", ""]], ["name", "dtype", "shape", "op", ""])
         print("\nGraph outputs:")
@@ -178,7 +180,7 @@ def print_tables(loaded: LoadedSources, include_all: bool) -> None:
         if index.suggested:
             print("\nForward outputs inside the graph (usable with --outputs):")
             _table(_rows(index, index.suggested), ["name", "dtype", "shape", "op", ""])
-        print(f"\nDefault outputs for export: {', '.join(index.default_outputs()) or '(none)'}")
+        print("\n" + shown(f"Default outputs for export: {', '.join(index.default_outputs()) or '(none)'}"))
         if include_all:
             print("\nAll tensors:")
             _table([[t.name, t.kind.value, t.dtype or "?", t.shape_text, t.producer_op or "-", t.scope]
@@ -188,29 +190,30 @@ def print_tables(loaded: LoadedSources, include_all: bool) -> None:
     if params is not None:
         files = ", ".join(Path(p).name for p in params.sources)
         nominal = "  NOMINAL (names only, no values)" if params.nominal else ""
-        print(f"\nCheckpoint {files} ({params.kind}, version {params.version}): {len(params)} tensors, "
-              f"{human_size(params.nbytes)}, {len(params.trainable)} trainable, {len(params.frozen)} frozen{nominal}")
+        print("\n" + shown(f"Checkpoint {files} ({params.kind}, version {params.version}): {len(params)} tensors, "
+                           f"{human_size(params.nbytes)}, {len(params.trainable)} trainable, "
+                           f"{len(params.frozen)} frozen{nominal}"))
         if include_all or index is None:
             _table([[n, p.dtype, str(list(p.shape)), "trainable" if p.trainable else
                      "frozen" if p.trainable is False else ""] for n, p in params.params.items()],
                    ["name", "dtype", "shape", ""])
         for g in params.optimizer_groups:
-            print(f"  optimizer group '{g.name}': step {g.step}, initial lr {g.initial_learning_rate:g}, "
-                  f"state for {len(g.states)} parameters")
+            print(shown(f"  optimizer group '{g.name}': step {g.step}, initial lr {g.initial_learning_rate:g}, "
+                        f"state for {len(g.states)} parameters"))
         for key, value in params.properties.items():
-            print(f"  property {key} = {value!r}")
+            print(shown(f"  property {key} = {value!r}"))
     if loaded.ortmodule is not None:
-        print(f"\nORTModule graphs {loaded.ortmodule.describe()}; using {Path(loaded.model_path).name}")
+        print("\n" + shown(f"ORTModule graphs {loaded.ortmodule.describe()}; using {Path(loaded.model_path).name}"))
     if loaded.alignment is not None:
-        print(f"\nParameter names fitted to the model: {loaded.alignment.how()}")
+        print("\n" + shown(f"Parameter names fitted to the model: {loaded.alignment.how()}"))
     if loaded.match is not None:
         m = loaded.match
-        print(f"\nMatch: {m.summary()}")
+        print("\n" + shown(f"Match: {m.summary()}"))
         for name in m.missing[:20]:
-            print(f"  missing from checkpoint: {name}")
+            print(shown(f"  missing from checkpoint: {name}"))
         for name in m.unexpected[:20]:
-            print(f"  not in the model: {name}")
+            print(shown(f"  not in the model: {name}"))
         for mm in m.mismatched[:20]:
-            print(f"  mismatch: {mm.name}: model {mm.expected}, checkpoint {mm.got}")
+            print(shown(f"  mismatch: {mm.name}: model {mm.expected}, checkpoint {mm.got}"))
     for path, kind in loaded.others:
-        print(f"\nNot used: {path} ({kind.value})")
+        print("\n" + shown(f"Not used: {path} ({kind.value})"))

@@ -13,6 +13,8 @@ import sys
 import time
 from typing import TextIO
 
+from onnxport.core.util.text import shown
+
 TABLE_START = "before/after:"
 TABLE_HINT = "before/after: sizes, parameters, ops and latency side by side with -v"
 
@@ -55,7 +57,7 @@ class StderrProgress:
             return
         self._last_time, self._last_message = now, message
         percent = "    " if fraction is None else f"{100 * min(max(fraction, 0.0), 1.0):3.0f}%"
-        print(f"[{percent}] {message}", file=self._stream or sys.stderr, flush=True)
+        print(f"[{percent}] {shown(message)}", file=self._stream or sys.stderr, flush=True)
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -4,7 +4,8 @@ Quantizes (int8 dynamic, int8 static QDQ, int4 weight-only MatMulNBits for large
 or converts (float16) a float32 model, keeping the
 nodes that cost accuracy in float until every output reaches the cosine target on the validation
 inputs (default 0.99), and prints (or --json) what was written, what stayed float and the
-validation against the float32 model. Exit 0, or 1 if the final validation failed (--no-target).
+validation against the float32 model on held-out inputs the search never saw. Exit 0 when the
+model was written (with --no-target too: the figures are printed, no verdict); 2 when nothing was.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from onnxport.core.cli.export_cmd import split_names
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.cli.report_option import check_report
 from onnxport.core.quantize import MODES
+from onnxport.core.util.text import shown_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", metavar="DATA",
                    help="static: calibration inputs (.npz with arrays named like the inputs or unnamed in their "
                         "order, a folder of .npy/.npz, or a .txt of lines for a Hugging Face model's tokenizer); "
-                        "default: generated from the input specs")
+                        "needed unless the model takes text and its tokenizer is known (bundled sentences are "
+                        "used); 'generated': random inputs from the input specs")
     p.add_argument("--tokenizer", metavar="FOLDER",
                    help="Hugging Face tokenizer folder for a .txt --calibration (default: beside the model or the text)")
     p.add_argument("--block-size", type=int, default=32, metavar="N",
@@ -66,8 +70,10 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.quantize.quantize import quantize
 
     check_report(args.report, args.model, args.out, args.calibration, args.validation_inputs)
+    generated = args.calibration == "generated" and not Path(args.calibration).exists()
     result = quantize(
-        args.model, args.out, args.mode, calibration=args.calibration, per_channel=args.per_channel,
+        args.model, args.out, args.mode, calibration=None if generated else args.calibration,
+        calibration_required=not generated, per_channel=args.per_channel,
         reduce_range=args.reduce_range, int8_path=args.int8_path, op_types=split_names(args.op_types) or None,
         exclude_nodes=split_names(args.exclude), keep_io_types=not args.fp16_io,
         block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
@@ -83,5 +89,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         table = ["before/after:"] + diff_lines(full["diff"]) if "diff" in full else []
-        print("\n".join(brief(result.summary_lines() + table, args.verbose)))
-    return 0 if result.validation is None or result.validation.passed else 1
+        print(shown_lines(brief(result.summary_lines() + table, args.verbose)))
+    return 0 if result.target is None or result.validation is None or result.validation.passed else 1

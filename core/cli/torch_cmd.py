@@ -18,6 +18,7 @@ from onnxport.core.cli.export_cmd import split_names
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.pytorch.presets import POOLING_MODES, TASKS
 from onnxport.core.training.choices import LOSSES, OPTIMIZERS
+from onnxport.core.util.text import shown
 
 TRUST_HINT = "pass --trust-model-code if you trust where it came from"
 
@@ -103,7 +104,7 @@ def _print(report: dict, args: argparse.Namespace, lines: list[str]) -> None:
         sys.stdout.write("\n")
     else:
         for line in brief(lines, args.verbose):  # the before/after table with -v
-            print(line)
+            print(shown(line))
 
 
 def run_torch_export(args: argparse.Namespace) -> int:

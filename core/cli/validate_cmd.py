@@ -17,6 +17,7 @@ import sys
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity
 from onnxport.core.cli.report_option import check_report
+from onnxport.core.util.text import shown, shown_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,13 +72,13 @@ def run(args: argparse.Namespace) -> int:
         json.dump(full, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print("\n".join(report.summary_lines()))
+        print(shown_lines(report.summary_lines()))
         if report.layers and not requantized and report.precision != "float32" and not report.passed:
             names = ",".join(report.worst_nodes(3))
             if names:
-                print(f"  to keep them in float: onnxport validate {args.model} --reference {args.reference} "
-                      f"--requantize OUT.onnx (or onnxport quantize ... --exclude {names})")
+                print(shown(f"  to keep them in float: onnxport validate {args.model} --reference {args.reference} "
+                            f"--requantize OUT.onnx (or onnxport quantize ... --exclude {names})"))
         if requantized is not None:
-            print("\n".join(requantized.summary_lines()))
+            print(shown_lines(requantized.summary_lines()))
     final = requantized.validation if requantized is not None else report
     return 0 if final is None or final.passed else 1

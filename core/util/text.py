@@ -1,4 +1,4 @@
-"""Small text helpers for one-line messages."""
+"""Small text helpers for one-line messages and terminal output."""
 
 from __future__ import annotations
 
@@ -26,3 +26,29 @@ def human_size(n: float | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} {_UNITS[-1]}"  # pragma: no cover - the loop returns
+
+
+def shown(text: str) -> str:
+    """`text` (a name or a line holding names read from a file) safe to print on a terminal:
+    every character Python does not count printable (C0 and C1 controls such as ESC and BEL,
+    newlines, DEL, bidi overrides such as U+202E, other format and separator characters, lone
+    surrogates) becomes its repr-style escape (\\x1b, \\n, \\u202e); the rest is left as it is.
+    The one function the CLI passes such text through before it prints it."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def shown_lines(lines) -> str:
+    """`lines` (each may hold names from a file) as one printable block: each `shown`, joined by newlines."""
+    return "\n".join(shown(line) for line in lines)
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    if c in _NAMED:
+        return _NAMED[c]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
