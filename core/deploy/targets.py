@@ -1,11 +1,12 @@
 """What each deploy target reads: `parse_target("ort-1.17")`, `parse_target("ort-mobile")`.
 
-An ONNX Runtime release reads models up to the ai.onnx opset, ai.onnx.ml opset and IR version of
-the ONNX release it was built with. Rows from ONNX Runtime's compatibility table (the "ONNX opset
-support" section of https://onnxruntime.ai/docs/reference/compatibility.html), the ONNX release of
-each row checked against `onnx.helper.VERSION_TABLE` for its ml opset. A release not in the table
-is refused in one line listing the known ones. ORT Mobile is the installed onnxruntime's ORT
-format: the `.ort` file plus the operator config of a reduced build.
+An ONNX Runtime release reads models up to an ai.onnx opset, an ai.onnx.ml opset and an IR
+version. Rows 1.14-1.18: ONNX Runtime's compatibility table ("ONNX opset support",
+https://onnxruntime.ai/docs/reference/compatibility.html, docs/reference/compatibility.md of the
+gh-pages branch); 1.19-1.22 follow the ONNX release each ships (onnx.helper.VERSION_TABLE), the
+ml opset kept at the table's last value. A release not in the table is refused in one line
+listing the known ones. ORT Mobile is the installed onnxruntime's ORT format: the `.ort` file
+plus the operator config of a reduced build.
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from onnxport.core.util.errors import OnnxportError
 
 MOBILE = "ort-mobile"
 
-# ORT release -> (ONNX release it ships, max ai.onnx opset, max ai.onnx.ml opset, max IR version)
+# ORT release -> (ONNX release it ships, max ai.onnx opset, max ai.onnx.ml opset, max IR version);
+# 1.15 reads IR 8 by the table although its ONNX 1.14 defines IR 9
 ORT_RELEASES: dict[tuple[int, int], tuple[str, int, int, int]] = {
     (1, 14): ("1.13", 18, 3, 8),
-    (1, 15): ("1.14", 19, 3, 9),
-    (1, 16): ("1.14", 19, 3, 9),
+    (1, 15): ("1.14", 19, 3, 8),
+    (1, 16): ("1.14.1", 19, 3, 9),
     (1, 17): ("1.15", 20, 4, 9),
-    (1, 18): ("1.16", 21, 5, 10),
-    (1, 19): ("1.16", 21, 5, 10),
-    (1, 20): ("1.16", 21, 5, 10),
-    (1, 21): ("1.17", 22, 5, 10),
-    (1, 22): ("1.18", 22, 5, 11),
+    (1, 18): ("1.16", 21, 4, 10),
+    (1, 19): ("1.16.1", 21, 4, 10),
+    (1, 20): ("1.16.1", 21, 4, 10),
+    (1, 21): ("1.17", 22, 4, 10),
+    (1, 22): ("1.18", 22, 4, 11),
 }
 _RUNTIME = re.compile(r"ort-(\d+)\.(\d+)(?:\.\d+)?")
 

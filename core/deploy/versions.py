@@ -6,7 +6,7 @@ target's limits is returned as it is (never converted up). A newer ai.onnx opset
 needs a newer one (element types, local functions). Every ai.onnx op, subgraphs included, must
 exist at the target opset. An op the converter has no adapter for, whose older version takes the
 same inputs and attributes (only its types grew, e.g. ConstantOfShape 20 -> 9), is relabelled when
-the checker accepts the types the model gives it. What cannot be expressed is refused in one line
+that version allows the types the model gives it (inferred). What cannot be expressed is refused in one line
 naming the op (or the type, or the domain): `OnnxportError`.
 """
 
@@ -149,8 +149,8 @@ def _type_outside(model: onnx.ModelProto, ops: set[str], opset: int) -> tuple[st
 def _convert(model: onnx.ModelProto, opset: int, target: int, where: str) -> tuple[onnx.ModelProto, set[str]]:
     """onnx.version_converter down to `target`. An op it has no adapter for, whose older version
     takes the same inputs and attributes, is held out of its way (in a private domain) and put back
-    at the target opset, if the checker then accepts the model's types for it; else the one-line
-    refusal naming the op."""
+    at the target opset if that version allows the model's types for it; else the one-line refusal
+    naming the op."""
     held: set[str] = set()
     work = model
     while True:

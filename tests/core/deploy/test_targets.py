@@ -8,7 +8,7 @@ from onnxport.core.deploy.targets import ORT_RELEASES, parse_target
 from onnxport.core.util.errors import OnnxportError
 
 
-@pytest.mark.parametrize(("name", "opset", "ir"), [("ort-1.14", 18, 8), ("ort-1.15", 19, 9), ("ort-1.16", 19, 9),
+@pytest.mark.parametrize(("name", "opset", "ir"), [("ort-1.14", 18, 8), ("ort-1.15", 19, 8), ("ort-1.16", 19, 9),
                                                    ("ort-1.17", 20, 9), ("ort-1.18", 21, 10), ("ort-1.19", 21, 10),
                                                    ("ort-1.20", 21, 10), ("ort-1.21", 22, 10), ("ort-1.22", 22, 11),
                                                    ("ORT-1.17.3", 20, 9)])
