@@ -29,9 +29,10 @@ def report_path_for(out_path: str | Path) -> Path:
 
 
 def check_companions(out_path: str | Path, quantize: str | None, report: bool, reads: list) -> None:
-    """Refuse, before any work, a quantized model or report path (above) that is a pipe or one
-    of `reads` (the model, checkpoints, calibration data): they are written after the export."""
+    """Refuse, before any work, an export path, or its quantized model or report path (above),
+    that is a pipe or one of `reads` (the model, checkpoints, calibration data)."""
     named = {p: "a file this run reads" for p in reads if p}
+    check_output(out_path, named)  # the calibration data is read after the export is written
     if quantize:
         check_output(quantized_path(out_path, quantize), named)
     if quantize or report:

@@ -188,3 +188,18 @@ def test_export_quantize_and_report_never_land_on_an_input(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and "out.int8.onnx: the output would overwrite a file this run reads" in err, err
     assert ckpt.read_bytes() == before and not (tmp_path / "out.onnx").exists()
+
+
+def test_export_onto_its_calibration_data_is_refused_before_writing(tmp_path, capsys):
+    from onnxport.core.cli import main
+
+    model = tmp_path / "m.onnx"
+    onnx.save(forward_mlp(), model)
+    calibration = tmp_path / "calib.onnx"
+    np.savez(tmp_path / "calib.npz", input=np.zeros((2, 8), np.float32))
+    (tmp_path / "calib.npz").rename(calibration)
+    before = calibration.read_bytes()
+    code = main(["export", str(model), "--outputs", "logits", "-o", str(calibration), "--quantize", "static",
+                 "--calibration", str(calibration), "-q"])
+    assert code == 2 and "a file this run reads" in capsys.readouterr().err
+    assert calibration.read_bytes() == before
