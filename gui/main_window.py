@@ -40,7 +40,7 @@ from .widgets.export_gate import gate_export
 from .widgets.job_status import JobStatus
 from .widgets.log_dock import LogDock
 from .widgets.main_actions import build_actions
-from .widgets.main_layout import add_view_menu, lay_out
+from .widgets.main_layout import add_view_menu, fit_width, lay_out
 from .widgets.outputs_pane import OutputsPane
 from .widgets.panels import export_html, plan_html, sources_html, tensor_html
 from .widgets.tabs import OverviewTab, ReportTab
@@ -278,6 +278,7 @@ class MainWindow(QMainWindow):
 
     def _show_report_tab(self) -> None:
         self.tabs.setCurrentWidget(self.report_tab)
+        fit_width(self, self.details_dock, self.report_tab.widget())  # the report, without a side scroll
 
     def validate_last(self) -> None:
         if self.last_export is None:

@@ -99,7 +99,7 @@ def take_shots(app) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="onnxport-shots-"))
     window = MainWindow(settings=QSettings(str(tmp / "settings.ini"), QSettings.IniFormat))
     window.settings.setValue("export/folder", str(tmp))
-    window.resize(1500, 900)
+    window.resize(1400, 860)  # a laptop's window on a 1600x1000 screen
     window.move(40, 40)
     window.show()
 
@@ -181,6 +181,7 @@ def take_shots(app) -> int:
     box.move(window.x() + 450, window.y() + 300)
     shot("07-error-dialog", window)
     box.close()
+    extra_shots(window, shot)
     # the error map on the preview, the before/after table (scripts/accuracy_shots.py)
     from accuracy_shots import accuracy_shots
 
@@ -189,6 +190,23 @@ def take_shots(app) -> int:
     pump(0.5)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def extra_shots(window, shot) -> None:
+    """Import from PyTorch's first question and the Help menu's shortcuts."""
+    from onnxport.gui.dialogs.help_dialogs import ShortcutsDialog
+    from onnxport.gui.dialogs.import_source_picker import source_kind_box
+
+    box = source_kind_box(window)
+    box.open()
+    box.move(window.x() + 450, window.y() + 300)
+    shot("10-import-from-pytorch", window)
+    box.close()
+    dialog = ShortcutsDialog(window)
+    dialog.open()
+    dialog.move(window.x() + 480, window.y() + 200)
+    shot("11-keyboard-shortcuts", window)
+    dialog.close()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QHeaderView,
+    QMainWindow,
     QMessageBox,
     QTableWidget,
     QTableWidgetItem,
@@ -28,10 +29,17 @@ from PySide6.QtWidgets import (
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent  # gui/dialogs/ -> the checkout
 
 
-def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
-    """(what, keys) for every action of `window` that has a shortcut, in menu order."""
+def _menu_actions(actions: list[QAction]) -> list[QAction]:
+    found = []
+    for act in actions:
+        found += _menu_actions(act.menu().actions()) if act.menu() is not None else [act]
+    return found
+
+
+def shortcut_rows(window: QMainWindow) -> list[tuple[str, str]]:
+    """(what, keys) for every menu action of `window` that has a shortcut, in menu order."""
     rows, seen = [], set()
-    for act in window.findChildren(QAction):
+    for act in _menu_actions(window.menuBar().actions()):
         keys = act.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
         what = act.text().replace("&&", "\0").replace("&", "").replace("\0", "&").rstrip("…").strip()
         if keys and (what, keys) not in seen:
@@ -41,7 +49,7 @@ def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
 
 
 class ShortcutsDialog(QDialog):
-    def __init__(self, window: QWidget) -> None:
+    def __init__(self, window: QMainWindow) -> None:
         super().__init__(window)
         self.setWindowTitle("Keyboard shortcuts")
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -49,6 +57,9 @@ class ShortcutsDialog(QDialog):
         self.table = QTableWidget(len(rows), 2)
         self.table.setHorizontalHeaderLabels(["Action", "Shortcut"])
         self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for row, (what, keys) in enumerate(rows):
@@ -59,7 +70,8 @@ class ShortcutsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.table)
         layout.addWidget(buttons)
-        self.resize(420, 420)
+        row = self.fontMetrics().height() + 8
+        self.resize(420, min(600, (len(rows) + 1) * row + 80))  # every row, no empty room
 
 
 def docs_location(root: Path = PROJECT_ROOT) -> Path | None:

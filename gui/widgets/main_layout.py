@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QStyle, QTabWidget, QWidget
 
 OUTPUTS_WIDTH = 290  # at 1400x860 the graph keeps more than half of the window
 DETAILS_WIDTH = 270
@@ -43,6 +43,15 @@ def lay_out(window: QMainWindow, outputs: QWidget, overview: QWidget, report: QW
     window.resizeDocks([outputs_dock, details_dock], [OUTPUTS_WIDTH, DETAILS_WIDTH], Qt.Orientation.Horizontal)
     window.resizeDocks([log_dock], [LOG_HEIGHT], Qt.Orientation.Vertical)
     return tabs, outputs_dock, details_dock
+
+
+def fit_width(window: QMainWindow, panel: QDockWidget, page: QWidget, cap: float = 0.45) -> None:
+    """Widen `panel` (never narrow it) so that `page`, the content of a scroll area in it, fits
+    without a horizontal scroll bar (at most `cap` of the window): a report wider than the panel."""
+    needed = page.minimumSizeHint().width() + panel.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent) + 24
+    wanted = min(needed, int(cap * window.width()))
+    if panel.isVisible() and panel.width() < wanted:
+        window.resizeDocks([panel], [wanted], Qt.Orientation.Horizontal)
 
 
 def add_view_menu(window: QMainWindow, docks: list[QDockWidget]) -> list[QAction]:

@@ -64,3 +64,16 @@ def test_the_preview_status_is_one_line_with_all_of_it_on_hover(qtbot, window):
     assert shown.endswith("…") and "\n" not in shown and len(shown) < len(long)
     assert "&lt;b&gt;embeddings&lt;/b&gt;" in status.toolTip()  # as written, never markup
     assert status.textFormat() == Qt.TextFormat.PlainText
+
+
+def test_a_report_gets_the_width_it_needs(qtbot, window, tmp_path):
+    from ..quantized_report import quantized_mlp_report
+
+    report = quantized_mlp_report(tmp_path)[1]
+    window.resize(1400, 860)
+    qtbot.waitUntil(lambda: window.size().width() == 1400)
+    window.report_view.set_report(report)
+    window._show_report_tab()
+    tab = window.report_tab
+    qtbot.waitUntil(lambda: tab.horizontalScrollBar().maximum() == 0, timeout=5000)  # no side scroll
+    assert window.details_dock.width() <= 0.45 * 1400 + 8  # the graph keeps the rest
