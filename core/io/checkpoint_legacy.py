@@ -125,9 +125,11 @@ def _records(mm: mmap.mmap, label: str, left: list[int]):
     the folder's files may still declare (one budget for all of them)."""
     count, pos = _varint(mm, 0, len(mm), label)
     left[0] -= count
-    if count > len(mm) - pos or left[0] < 0:  # each record takes at least its length byte
-        raise CorruptFileError(f"{label}: declares {count:,} records, more than a {len(mm):,}-byte file holds "
-                               f"or onnxport reads in one folder ({RECORDS_MAX:,})")
+    if count > len(mm) - pos:  # each record takes at least its length byte
+        raise CorruptFileError(f"{label}: declares {count:,} records, more than its {len(mm):,} bytes can hold")
+    if left[0] < 0:
+        raise CorruptFileError(f"{label}: declares {count:,} records; onnxport reads at most {RECORDS_MAX:,} "
+                               f"in one folder")
     for _ in range(count):
         length, pos = _varint(mm, pos, len(mm), label)
         if pos + length > len(mm):
