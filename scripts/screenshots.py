@@ -132,12 +132,15 @@ def take_shots(app) -> int:
     window.open_paths([str(p) for p in example_files()])
     until(lambda: loaded)
     until(lambda: "nodes written" in window.plan_panel.text())
+    drawn = getattr(window.preview, "wait_rendered", lambda _timeout: 0)  # the graph is in the middle now
+    drawn(30)
     shot("02-example-loaded")
 
     relu = window.model.index_of("/Relu_output_0")
     window.model.setData(relu, Qt.Checked.value, Qt.CheckStateRole)
     window.tree.setCurrentIndex(relu)
     until(lambda: "/Relu_output_0" in window.plan_panel.text())
+    drawn(30)
     shot("03-outputs-checked")
     window.model.set_checked("/Relu_output_0", False)
 
