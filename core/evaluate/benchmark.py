@@ -8,7 +8,8 @@ first_run.py; an ORT failure is one line naming the input shapes), warms up, the
 frequency scaling) hits both alike. It stops after `seconds` of measuring per model (at least
 `min_runs`, at most `max_runs` rounds). Reported per model: file size (with external data),
 p50/p90/mean/min latency, throughput in samples/s; and, for two models, the second against the
-first: size ratio, latency ratio (p50) and speed-up. Nothing is written.
+first: size ratio, latency ratio (p50) and speed-up, with a note when a float16 second model is not
+faster (expected on CPUs without native float16 math). Nothing is written.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from onnxport.core.evaluate.runtime import (
     describe_feed,
     intra_op_threads,
     model_size,
+    precision_of,
     run,
     session,
 )
@@ -36,6 +38,10 @@ from onnxport.core.io.model_io import check_model_file
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 from onnxport.core.util.text import human_size
+
+FP16_SLOWER = ("the float16 model is not faster than float32 here: expected on a CPU without native float16 "
+               "math (ONNX Runtime's CPU kernels convert to float32 and back); float16 halves the size, and "
+               "pays off on GPUs and CPUs with float16 arithmetic")
 
 
 @dataclass
@@ -92,7 +98,7 @@ class BenchReport:
         if len(self.models) > 1:
             lines.append(f"  second vs first: size x{self.size_ratio:.3f}, latency x{self.latency_ratio:.3f} "
                          f"({self.speedup:.2f}x {'faster' if self.speedup >= 1 else 'as fast'})")
-        return lines
+        return lines + [f"  note: {n}" for n in self.notes]
 
 
 def benchmark(
@@ -172,5 +178,13 @@ def benchmark(
         ))
     shapes = describe_feed(feed)
     report(1.0, "measured")
-    return BenchReport(results, f"{described} ({shapes})",
-                       threads, time.perf_counter() - started)
+    bench = BenchReport(results, f"{described} ({shapes})", threads, time.perf_counter() - started)
+    note = fp16_note(bench, precision_of(load_light_graph(paths[1]))) if len(paths) == 2 else None
+    bench.notes += [note] if note else []
+    return bench
+
+
+def fp16_note(bench: BenchReport, second_precision: str) -> str | None:
+    """Why a float16 second model is not faster, when it is not (else None)."""
+    slower = bench.latency_ratio is not None and bench.latency_ratio >= 1.0
+    return FP16_SLOWER if slower and second_precision == "float16" else None

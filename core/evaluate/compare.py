@@ -3,7 +3,8 @@
 Contract: `OutputStats.update(got, want)` folds one batch in (float64 sums, so memory is one batch);
 `OutputStats.result(thresholds)` gives an `OutputComparison`: max/mean abs diff, cosine similarity
 of the flattened outputs, relative L2 error, argmax agreement over the last axis (for float
-outputs with more than one class), NaN/Inf mismatches, and whether it passes `Thresholds`.
+outputs with more than one class), NaN/Inf mismatches, the spread of per-sample cosines (rows
+along axis 0: min, p5, mean) and whether it passes `Thresholds`.
 
 Pass criteria depend on the output's kind (`output_kinds`): every output must reach the cosine
 bound; a classifier's output (a Softmax/LogSoftmax result, or named like logits/probabilities/
@@ -24,6 +25,7 @@ VALUES, CLASSES = "values", "classes"
 _CLASS_OPS = {"Softmax", "LogSoftmax"}
 _CLASS_NAME = re.compile(r"logit|prob|class|label|softmax", re.IGNORECASE)
 _PASS_THROUGH = {"Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"}
+MAX_SAMPLES = 100_000  # per-sample cosines kept per output (bounded memory)
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 
 
@@ -86,9 +88,15 @@ class OutputComparison:
     passed: bool
     reason: str = ""
     kind: str = VALUES
+    samples: dict | None = None  # per-sample cosine spread (rows along axis 0): count, min, p5, mean
 
     def to_dict(self) -> dict:
         return {k: _finite(v) for k, v in asdict(self).items()}
+
+    def spread_line(self) -> str:
+        s = self.samples
+        return "" if not s else (f"per sample ({s['count']}): min {s['min']:.4f}, p5 {s['p5']:.4f}, "
+                                 f"mean {s['mean']:.4f}")
 
 
 def _finite(v):
@@ -114,6 +122,7 @@ class OutputStats:
     nan_mismatches: int = 0
     shapes: list[tuple[list[int], list[int]]] = field(default_factory=list)
     shape_error: str = ""
+    sample_cosines: list[float] = field(default_factory=list)
 
     def update(self, got: np.ndarray, want: np.ndarray) -> None:
         if isinstance(got, list) or isinstance(want, list) or got is None or want is None:
@@ -125,6 +134,15 @@ class OutputStats:
             self.shape_error = self.shape_error or f"shape {list(got.shape)} != reference {list(want.shape)}"
             return
         self._update_values(got, want)
+        if got.ndim >= 2 and len(self.sample_cosines) < MAX_SAMPLES:
+            self.sample_cosines += _row_cosines(got, want)[: MAX_SAMPLES - len(self.sample_cosines)]
+
+    def spread(self) -> dict | None:
+        c = np.array(self.sample_cosines, np.float64)
+        if c.size == 0:
+            return None
+        return {"count": int(c.size), "min": round(float(c.min()), 6), "p5": round(float(np.percentile(c, 5)), 6),
+                "mean": round(float(c.mean()), 6)}
 
     def _update_items(self, got, want) -> None:
         """Sequence outputs compare item by item; a different length (or an empty optional on one
@@ -200,4 +218,20 @@ class OutputStats:
             cosine=self.cosine if not self.shape_error else 0.0, rel_l2_error=rel_l2,
             argmax_agreement=argmax, reference_max_abs=self.want_max_abs,
             nan_mismatches=self.nan_mismatches, passed=not reasons, reason="; ".join(reasons), kind=self.kind,
+            samples=None if self.shape_error else self.spread(),
         )
+
+
+def _row_cosines(got: np.ndarray, want: np.ndarray) -> list[float]:
+    """Cosine of each row along axis 0 (a sample, for batch-first outputs), over its finite values."""
+    if got.dtype.kind not in "fc" or not got.size:
+        return []
+    g = got.astype(np.float64, copy=False).reshape(got.shape[0], -1)
+    w = want.astype(np.float64, copy=False).reshape(want.shape[0], -1)
+    ok = np.isfinite(g) & np.isfinite(w)
+    g, w = np.where(ok, g, 0.0), np.where(ok, w, 0.0)
+    dot, gg, ww = (g * w).sum(1), (g * g).sum(1), (w * w).sum(1)
+    both_zero = (gg == 0) & (ww == 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos = np.where(both_zero, 1.0, np.where((gg == 0) | (ww == 0), 0.0, dot / np.sqrt(gg * ww)))
+    return [float(c) for c in cos]

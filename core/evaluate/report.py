@@ -127,6 +127,7 @@ def summary_lines(report: dict) -> list[str]:
                          f"{m['throughput']:.1f} samples/s")
         if b.get("speedup"):
             lines.append(f"  latency x{b['latency_ratio']:.3f} ({b['speedup']:.2f}x), size x{b['size_ratio']:.3f}")
+        lines += ["  note: " + n for n in b.get("notes", [])]
     if report.get("diff"):
         lines += ["before/after:"] + diff_lines(report["diff"])
     return lines
@@ -139,6 +140,9 @@ def _validation_lines(v: dict, what: str) -> list[str]:
         argmax = "" if o.get("argmax_agreement") is None else f", argmax {100 * o['argmax_agreement']:.1f}%"
         lines.append(f"  {'ok ' if o['passed'] else 'BAD'} {o['name']}: max abs diff {_num(o['max_abs_diff'], '.3g')}, "
                      f"cosine {_num(o['cosine'], '.6f')}{argmax}" + ("" if o["passed"] else f" ({o['reason']})"))
+        if o.get("samples") and v.get("precision") != "float32":
+            s = o["samples"]
+            lines.append(f"      per sample ({s['count']}): min {s['min']:.4f}, p5 {s['p5']:.4f}, mean {s['mean']:.4f}")
     jump = (v.get("tensors") or {}).get("first_jump")
     if v.get("tensors") and v["tensors"].get("tensors_compared"):
         lines.append(f"  the error jumps first at tensor {jump['tensor']}, made by {jump['node']} ({jump['op_type']})"

@@ -85,15 +85,18 @@ class ValidationReport:
             "tensors": self.tensors.to_dict() if self.tensors is not None else None,
         }
 
-    def summary_lines(self) -> list[str]:
-        verdict = "PASSED" if self.passed else "FAILED"
-        lines = [f"validation {verdict}: {Path(self.model).name} vs {self.reference_kind} {Path(self.reference).name} "
+    def summary_lines(self, verdict: bool = True) -> list[str]:
+        """`verdict` False: the figures only (no target was set), no PASSED/FAILED."""
+        head = f"validation {'PASSED' if self.passed else 'FAILED'}" if verdict else "measured (no accuracy target)"
+        lines = [f"{head}: {Path(self.model).name} vs {self.reference_kind} {Path(self.reference).name} "
                  f"on {self.inputs}"]
         for o in self.outputs:
             argmax = "" if o.argmax_agreement is None else f", argmax {100 * o.argmax_agreement:.1f}%"
-            mark = "ok " if o.passed else "BAD"
+            mark = ("ok " if o.passed else "BAD") if verdict else "   "
             lines.append(f"  {mark} {o.name}: max abs diff {o.max_abs_diff:.3g}, mean {o.mean_abs_diff:.3g}, "
-                         f"cosine {o.cosine:.6f}{argmax}" + ("" if o.passed else f"  ({o.reason})"))
+                         f"cosine {o.cosine:.6f}{argmax}" + ("" if o.passed or not verdict else f"  ({o.reason})"))
+            if o.spread_line() and self.precision != "float32":  # a lossy model's spread over samples
+                lines.append(f"      {o.spread_line()}")
         jump = ["  " + self.tensors.jump_line()] if self.tensors is not None and self.tensors.tensors else []
         return lines + ["  " + line for line in ranking_lines(self.layers, 5)] + jump
 

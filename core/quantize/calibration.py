@@ -35,11 +35,12 @@ def _reader_class():
 
         def get_next(self):
             self._report.check()
-            self._report(self._done / self._total, f"calibrating (batch {self._done + 1}/{self._total})")
             feed = next(self._iter, None)
-            if feed is None:
+            if feed is None:  # the end: nothing to announce (never "batch 17/16")
                 return None
             self._done += 1
+            self._report((self._done - 1) / self._total,
+                         f"calibrating (batch {min(self._done, self._total)}/{self._total})")
             return feed
 
         def __len__(self) -> int:

@@ -4,14 +4,15 @@ Contract: `quantize(model, out, mode, ...)` writes `out` atomically (a failure o
 nothing and never touches an existing `out`) and returns a `QuantizeResult`. Steps:
 0. int8 modes: the CPU's int8 path (cpu_int8.py, or `int8_path`) picks 7-bit or 8-bit weights;
 1. ONNX Runtime's pre-processing (prep.py) for the int8 modes;
-2. static: calibration ranges (calibration data or generated), computed once, one batch in memory;
-3. quantize (modes.py) and check ONNX Runtime runs the result;
-4. with `accuracy_target` (default 0.99 cosine per output, and argmax agreement for a classifier,
-   on `validation_inputs`): while it misses, keep nodes in float (search.py, search_static.py);
-   the nodes kept are reported (`kept_float_nodes`) and recorded in the metadata
-   (`onnxport.quantize`) so `requantize` can exclude more. If even that misses, or nothing was
-   gained (gain.py), nothing is written;
-5. a final validation report against the original model.
+2. the validation inputs (given; else calibration data; else bundled sentences for a text model
+   with a known tokenizer; else generated) are split (held_out.py): search part, held-out part;
+3. static: calibration ranges (not from the held-out part), computed once; `calibration_required`
+   refuses up front when there is no calibration data and no bundled text fits;
+4. with `accuracy_target` (default 0.99 cosine per output, argmax agreement for a classifier):
+   while the search part misses, keep nodes in float (search.py, search_static.py), recorded in
+   `kept_float_nodes` and the `onnxport.quantize` metadata (for `requantize`);
+5. the verdict on the held-out part (per-sample spread included): a miss, or nothing gained
+   (gain.py), writes nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.run_reads import model_reads
-from onnxport.core.quantize import MODES, cpu_int8, gain, modes, search
+from onnxport.core.quantize import MODES, cpu_int8, gain, held_out, modes, search
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
@@ -74,6 +75,7 @@ def quantize(
     cancel: CancelToken | None = None,
     dim_sizes: dict[str, int] | None = None,
     shapes: dict[str, tuple[int, ...]] | None = None,
+    calibration_required: bool = False,
 ) -> QuantizeResult:
     """See the module docstring."""
     started = time.perf_counter()
@@ -98,6 +100,12 @@ def quantize(
     session(model_path, checked=True)  # a model ORT cannot run cannot be quantized meaningfully: say so first
     calibration, validation_inputs = (calibration_data(d, specs, model_path, tokenizer)
                                       for d in (calibration, validation_inputs))
+    text = None  # the bundled sentences, for a text model whose tokenizer is known (held_out.py)
+    if (validation_inputs is None and (mode != "static" or calibration is None)) or (
+            mode == "static" and calibration is None):
+        text = held_out.default_text(specs, model_path, tokenizer)
+    if mode == "static" and calibration is None and text is None and calibration_required:
+        raise held_out.calibration_needed(model_path.name)
     source_bytes = model_size(model_path)
     big = source_bytes > modes.SAVE_EXTERNAL_BYTES
     notes: list[str] = []
@@ -129,18 +137,28 @@ def quantize(
             notes += _preprocess(model_path, prepared)
         excluded = _map_node_names(excluded, model_path, prepared, notes)
         val_source = validation_inputs if validation_inputs is not None else (
-            calibration if mode == "static" and calibration is not None else None)
+            calibration if mode == "static" and calibration is not None else text)
         val_feeds = fitted_feeds(model_path, val_source, model=source, specs=specs, batch_size=CALIBRATION_BATCH,
                                  dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)  # sizes that run
+        parts = held_out.split(val_feeds, after=GENERATED_CALIBRATION_BATCHES if mode == "static" else 0)
+        notes += parts.notes
         if val_feeds.generated:
-            notes.append(f"validated on generated inputs ({val_feeds.description})")
+            notes.append(f"validated on generated inputs ({parts.held_out.description})")
+        elif val_source is text and text is not None:
+            notes.append("validated on bundled English sentences (tokenized by the model's tokenizer), the verdict "
+                         "on ones the search never saw: give --validation-inputs for your own data")
+        if mode == "static" and calibration is None and text is not None:
+            calibration = parts.seen if val_source is text else text  # real sentences, not random ids
+        elif mode == "static" and val_source is calibration and calibration is not None:
+            calibration = parts.seen  # the held-out part stays unseen by calibration too
+        fitted, val_feeds = val_feeds, parts.search  # the search sees only its part
         tensors_range = means = None
         if mode == "static":
             if per_channel:  # per-channel QDQ needs opset 13: convert before calibrating, so ranges match
                 prepared, per_channel = _axis_opset(prepared, stage.path("opset13.onnx"), big, notes, channel_default)
                 options["per_channel"] = per_channel
             tensors_range, means = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
-                                              report.sub(0.1, 0.4), notes, like=val_feeds)
+                                              report.sub(0.1, 0.4), notes, like=fitted)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
 
         gemms = {n.name for g in gain.all_graphs(load_graph(prepared)) for n in g.node
@@ -188,9 +206,14 @@ def quantize(
                 hint="lower the target, or validate with representative inputs")
         _check_gain(model_path, source, dst, mode, op_types, kept, val_feeds, report)
         report.check()
-        report(0.93, "validating against the float32 model")
-        final = validate(dst, model_path, inputs=val_feeds, thresholds=thresholds or LOSSY, layers=True)
+        report(0.93, "validating against the float32 model on held-out inputs")
+        final = validate(dst, model_path, inputs=parts.held_out, thresholds=thresholds or LOSSY, layers=True)
         final.model = str(out_path)
+        if thresholds is not None and not final.passed:
+            raise OnnxportError(
+                f"{model_path.name}: the quantized model meets the accuracy target on the inputs the search tuned "
+                f"on, but not on held-out ones ({'; '.join(final.failures())}) with {len(kept)} node(s) kept in "
+                "float; nothing written", hint="lower the target, or validate with more representative inputs")
         _stamp(dst, {**options, "excluded_nodes": excluded, "kept_float_nodes": kept, "source": model_path.name})
         report.check()
         report(0.98, f"writing {out_path.name}")

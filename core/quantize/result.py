@@ -55,5 +55,5 @@ class QuantizeResult:
             lines.append(f"  excluded on request: {', '.join(self.excluded_nodes)}")
         lines += [f"  note: {n}" for n in self.notes]
         if self.validation is not None:
-            lines += ["  " + line for line in self.validation.summary_lines()]
+            lines += ["  " + line for line in self.validation.summary_lines(verdict=self.target is not None)]
         return lines

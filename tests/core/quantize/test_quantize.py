@@ -50,8 +50,22 @@ def _leftovers(folder) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
 
 
-@pytest.mark.parametrize(("name", "mode"), [(n, m) for n in ("mlp", "cnn", "encoder")
-                                             for m in ("dynamic", "static", "fp16") if (n, m) != ("cnn", "dynamic")])
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+def test_random_mlp_int8_meets_the_target_on_held_out_inputs_or_writes_nothing(models, tmp_path, mode):
+    """On random inputs, its random classifier flips an answer or two in 32 held-out samples, where
+    the search's own 32 had none (argmax agreement >= 0.99 allows no flip): said, nothing written."""
+    out = tmp_path / f"mlp.{mode}.onnx"
+    try:
+        result = quantize(models["mlp"], out, mode, int8_path=PIN)
+    except OnnxportError as exc:
+        assert "not on held-out ones" in str(exc) and not out.exists()
+        return
+    assert result.validation.passed and "held out" in result.validation.inputs
+
+
+@pytest.mark.parametrize(("name", "mode"), [(n, m) for n in ("mlp", "cnn", "encoder") for m in ("dynamic", "static",
+                                             "fp16") if (n, m) not in {("cnn", "dynamic"), ("mlp", "dynamic"),
+                                                                       ("mlp", "static")}])
 def test_every_mode_runs_in_onnxruntime_and_meets_the_target(models, tmp_path, name, mode):
     out = tmp_path / f"{name}.{mode}.onnx"
     result = quantize(models[name], out, mode, int8_path=PIN)
