@@ -1,4 +1,4 @@
-"""The "Preview" tab: Netron served from a loopback server, shown in a locked-down WebEngine view."""
+"""The Preview (the window's centre): Netron served from a loopback server, in a locked-down WebEngine view."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The "Preview" tab: the graph the export will write, drawn by Netron, following the selection.
+"""The Preview, in the middle of the window: the graph the export will write, drawn by Netron,
+following the selection.
 
 `set_model(path, outputs, parameter_names)` is debounced; the weight-free preview model
 (core/graph/preview.py) is built in a side job (newest answer only), published on the loopback
