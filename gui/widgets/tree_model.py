@@ -11,9 +11,8 @@ when it is painted, so rows first shown after a check (in a group expanded later
 Checked names keep the order they were checked in: the export keeps outputs in that order.
 Training-only tensors (loss, anything fed by labels) are shown grey and cannot be checked unless
 `allow_training_only` is set, so nobody exports a loss by accident.
-Filtering rebuilds the plain tree (no proxy model asking every row for its text).
-A tensor under its scope's group shows its short name, shapes read `?` for unnamed dims
-(tensor_text.py); the tooltip has the whole name, as plain text.
+Filtering rebuilds the plain tree (no proxy model). Under its scope a row shows its short name,
+shapes read `?` for unnamed dims (tensor_text.py); the tooltip has the whole name, as plain text.
 """
 
 from __future__ import annotations
