@@ -27,7 +27,6 @@ from onnxport.core.evaluate.input_specs import input_specs
 from onnxport.core.io.model_io import check_model_file, load_graph
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken
-from onnxport.core.util.text import first_line
 
 
 @dataclass
@@ -92,7 +91,7 @@ def _source_session(source: Path, disabled: list[str]):
         return onnxruntime.InferenceSession(str(source), runtime.session_options(), providers=["CPUExecutionProvider"],
                                             disabled_optimizers=disabled)
     except Exception as exc:  # noqa: BLE001 - ORT raises several Fail/InvalidGraph/NotImplemented types
-        raise OnnxportError(f"{source}: ONNX Runtime cannot run this model: {first_line(exc, 400)}") from None
+        raise OnnxportError(f"{source}: ONNX Runtime cannot run this model: {runtime.ort_reason(exc)}") from None
 
 
 def _judge(g: np.ndarray, w: np.ndarray, thresholds: Thresholds | None, name: str) -> dict:

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import onnx
 
-from onnxport.core.evaluate.runtime import ort_message
+from onnxport.core.evaluate.runtime import ort_reason
 from onnxport.core.util.errors import OnnxportError
-from onnxport.core.util.text import first_line
 
 CONFIG_SUFFIX = ".required_operators_and_types.config"
 # what the converter leaves out off ARM/x64 targets (a device-specific layout); the check runs the
@@ -46,7 +45,7 @@ def to_ort_format(model_path: Path, work: Path) -> tuple[Path, Path]:
                                        enable_type_reduction=True)
     except Exception as exc:  # noqa: BLE001 - ORT raises Fail/InvalidGraph/NotImplemented...
         raise OnnxportError(f"ONNX Runtime cannot convert {model_path.name} to ORT format: "
-                            f"{ort_message(first_line(exc, 400))}") from None
+                            f"{ort_reason(exc)}") from None
     ort_file, config = out / (model_path.stem + ".ort"), out / (model_path.stem + CONFIG_SUFFIX)
     if not ort_file.is_file() or not config.is_file():
         raise OnnxportError(f"ONNX Runtime wrote no ORT format model for {model_path.name}")

@@ -17,9 +17,11 @@ import sys
 _TYPES = {"float": "float32", "double": "float64", "bool": "bool"}
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException, limit: int = 600) -> str:
+    """As util/text.first_line (this file imports nothing of onnxport): a long line keeps its end."""
     text = str(exc).strip()
-    return text.splitlines()[0][:600] if text else type(exc).__name__
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[:limit // 3 - 5] + " ... " + line[-(limit - limit // 3):]
 
 
 def main(job_path: str) -> int:

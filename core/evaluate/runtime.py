@@ -23,7 +23,7 @@ from onnxport.core.io.external_data import has_external
 from onnxport.core.io.model_io import check_model_file, load_graph
 from onnxport.core.util.background import allowed_cpu_count
 from onnxport.core.util.errors import OnnxportError, no_such_file
-from onnxport.core.util.text import first_line
+from onnxport.core.util.text import clipped, first_line
 
 SESSION_BYTES_LIMIT = (2**31 - 1) - (64 << 20)
 # where ORT resolves the external data of a model given as bytes (it refuses absolute locations)
@@ -108,7 +108,7 @@ def session(model: str | Path | onnx.ModelProto, *, label: str | None = None, th
     try:
         return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises several Fail/InvalidGraph/NotImplemented types
-        raise OnnxportError(f"{label}: ONNX Runtime cannot run this model: {first_line(exc, 400)}") from None
+        raise OnnxportError(f"{label}: ONNX Runtime cannot run this model: {ort_reason(exc)}") from None
 
 
 def describe_feed(feed: Mapping[str, np.ndarray]) -> str:
@@ -117,12 +117,20 @@ def describe_feed(feed: Mapping[str, np.ndarray]) -> str:
                      for k, v in feed.items())
 
 
+def ort_reason(exc: BaseException, limit: int = 400) -> str:
+    """ORT's error as the reason it gives: its first line without boilerplate (`ort_message`), then
+    `clipped` to `limit` keeping its end (where ORT says what is wrong)."""
+    return clipped(ort_message(first_line(exc, 1 << 20)), limit)
+
+
 def ort_message(text: str) -> str:
-    """ORT's error line without its boilerplate: '[ONNXRuntimeError] : 1 : FAIL : ', source paths and
-    C++ signatures (what is left names the node and what was wrong)."""
+    """ORT's error line without its boilerplate: '[ONNXRuntimeError] : 1 : FAIL : ', 'Load model
+    from <path> failed:' (the path the message around it names already), source paths and C++
+    signatures (what is left names the node and what was wrong)."""
     text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"^\s*Load model from .*? failed:\s*", "", text)
     text = re.sub(r"\S*onnxruntime_src/\S+:\d+ ", "", text)
-    return re.sub(r"\b[\w:<>]+ onnxruntime::[\w:<>]+\([^)]*\)(?: const)? ", "", text).strip()
+    return re.sub(r"(?:\b[\w:<>]+ )?\bonnxruntime::[\w:<>]+\([^)]*\)(?: const)? ", "", text).strip()
 
 
 def run(sess, outputs: list[str] | None, feed: Mapping[str, np.ndarray], *, label: str, hint: str | None = None,
@@ -133,7 +141,7 @@ def run(sess, outputs: list[str] | None, feed: Mapping[str, np.ndarray], *, labe
         return sess.run(outputs, dict(feed))
     except Exception as exc:  # noqa: BLE001 - ORT raises Fail/InvalidArgument/RuntimeException...
         described = describe_feed(feed if shown is None else {k: feed[k] for k in shown if k in feed})
-        raise OnnxportError(f"{label}: ONNX Runtime failed on inputs {described}: {ort_message(first_line(exc, 600))}",
+        raise OnnxportError(f"{label}: ONNX Runtime failed on inputs {described}: {ort_reason(exc, 600)}",
                             hint=hint) from None
 
 

@@ -37,6 +37,7 @@ from onnxport.core.pytorch.program import (
 from onnxport.core.pytorch.pt2_check import check_pt2_archive
 from onnxport.core.pytorch.trust import require_trust
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.logs import held_records, logged_exception
 from onnxport.core.util.text import first_line
 
 
@@ -108,11 +109,13 @@ def _load_torchscript(path: Path) -> LoadedProgram:
 def _load_pt2(path: Path) -> LoadedProgram:
     torch = import_torch()
     check_pt2_archive(path, torch)
-    try:
-        ep = torch.export.load(str(path))  # only after check_pt2_archive: nothing in it unpickles
-        module = ep.module()
-    except Exception as exc:
-        raise OnnxportError(f"{path}: not a loadable torch.export program ({first_line(exc)})") from None
+    with held_records("torch.export") as records:  # it logs a traceback, then raises "see the warnings above"
+        try:
+            ep = torch.export.load(str(path))  # only after check_pt2_archive: nothing in it unpickles
+            module = ep.module()
+        except Exception as exc:
+            reason = logged_exception(records) or exc
+            raise OnnxportError(f"{path}: not a loadable torch.export program ({first_line(reason)})") from None
 
     # An ExportedProgram's train/eval behaviour was fixed when it was captured; its module()
     # refuses train()/eval(). The exporter calls them, so make them only set the flag.

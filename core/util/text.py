@@ -4,9 +4,20 @@ from __future__ import annotations
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an exception's message (its type's name when it has none), cut to `limit`."""
+    """The first line of an exception's message (its type's name when it has none), `clipped` to
+    `limit`."""
     text = str(exc).strip()
-    return text.splitlines()[0][:limit] if text else type(exc).__name__
+    return clipped(text.splitlines()[0], limit) if text else type(exc).__name__
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, keeping its end: an error's reason comes last
+    ("Load model from <long path> failed: ... Unsupported model IR version: 99"), so a long one
+    loses its middle ("head ... reason"), never its reason."""
+    if len(text) <= limit:
+        return text
+    tail = max(limit * 2 // 3, limit - 120)
+    return text[:max(limit - tail - 5, 0)].rstrip() + " ... " + text[len(text) - tail:].lstrip()
 
 
 _UNITS = ("B", "KB", "MB", "GB", "TB")
