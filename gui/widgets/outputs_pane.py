@@ -24,7 +24,8 @@ from .plain_text import plain_label, plain_tip
 from .tree_model import OUTPUTS_GROUP, OutputsTreeModel
 
 FILTER_DEBOUNCE_MS = 200
-COLUMN_WIDTHS = (185, 90, 65, 90)  # Name (short under its scope), Shape, Type, Op
+COLUMN_WIDTHS = (190, 110, 65, 90)  # Name (short under its scope), Shape, Type, Op
+INDENTATION = 14  # px per level (Qt's 20 left a name 4 scopes deep half its column)
 EXPAND_ALL_UP_TO = 2000  # a filtered tree this small is shown fully expanded
 EMPTY_HINT = ("<h2>Drop an eval model and its checkpoint here</h2>"
               "<p>…or use <b>File &gt; Open</b> (Ctrl+O). onnxport works out which file is the model<br>"
@@ -51,6 +52,8 @@ class OutputsPane(QStackedWidget):
         filters.addStretch(1)
         self.tree = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
         self.tree.setObjectName("outputsTree")
+        self.tree.setIndentation(INDENTATION)
+        self.tree.expanded.connect(self._span_child_groups)
         self.checked_label = plain_label()  # tensor names: text, never markup (plain_text.py)
         self.checked_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens the pane
         tree_box = QWidget()
@@ -82,7 +85,9 @@ class OutputsPane(QStackedWidget):
         model = self.tree.model()
         if model.filter()[0] and model.visible_tensor_count() <= EXPAND_ALL_UP_TO:
             self.expand_outputs()
-            self.tree.expandAll()
+            self.tree.expandAll()  # emits no `expanded`: span every group (a small tree)
+            for index in model.group_indexes(depth=1 << 10):
+                self.tree.setFirstColumnSpanned(index.row(), index.parent(), True)
         else:
             self.expand_outputs()
 
@@ -92,6 +97,15 @@ class OutputsPane(QStackedWidget):
             self.tree.setFirstColumnSpanned(index.row(), index.parent(), True)  # a group's label is never cut
             if model.node(index).label == OUTPUTS_GROUP:
                 self.tree.expand(index)
+
+    def _span_child_groups(self, parent) -> None:
+        """A group just opened: its sub-groups' labels span the row (never cut by the Shape column).
+        A group's tensors come before its sub-groups, so this looks at the sub-groups only."""
+        model = self.tree.model()
+        for row in range(model.rowCount(parent) - 1, -1, -1):
+            if model.info(model.index(row, 0, parent)) is not None:
+                break
+            self.tree.setFirstColumnSpanned(row, parent, True)
 
     def show_checked(self, outputs: list[str]) -> None:
         self.checked_label.setText(f"{len(outputs)} output(s) checked: " + ", ".join(outputs[:8])
