@@ -209,7 +209,7 @@ def export_model(
                                           check=report.check, known_types=known_types)
             skeleton, consts = built.skeleton, built.consts
             complete_output_types(skeleton.graph, str(out_path), None if run_types is None else (
-                lambda names: run_types(model_path, model, names, params, report.token)))
+                lambda names: run_types(model_path, model, names, params, report.token)), model.graph.output)
             _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
             estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
             written = write_model(skeleton, list(consts.values()), out_path,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.export.output_types import complete_type
 from onnxport.core.export.wire_format import initializer_record_bytes, padded_varint
 from onnxport.core.graph.const_tensors import ConstTensor, from_initializer, from_param
 from onnxport.core.graph.eval_mode import to_inference_form
@@ -126,7 +127,7 @@ def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: Prune
         known = None if vi.HasField("type") else known_types(vi.name)
         if known is not None:
             vi.type.CopyFrom(known)
-    untyped = [i for i, vi in enumerate(skeleton.graph.output) if not vi.HasField("type")]
+    untyped = [i for i, vi in enumerate(skeleton.graph.output) if not vi.HasField("type") or not complete_type(vi.type)]
     if not untyped or not infer:
         return
     light = onnx.ModelProto()
@@ -138,5 +139,6 @@ def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: Prune
     infos = infer_value_info(light)
     for i in untyped:
         found = infos.get(skeleton.graph.output[i].name)
-        if found is not None and found.HasField("type"):
-            skeleton.graph.output[i].CopyFrom(found)
+        if found is not None and found.HasField("type") and (
+                not skeleton.graph.output[i].HasField("type") or complete_type(found.type)):
+            skeleton.graph.output[i].CopyFrom(found)  # a declared rank-less type only for a complete one

@@ -11,12 +11,13 @@ sequence/optional its element type.
 `complete_output_types(graph, label, run_types)` gives those outputs the types `run_types(names)`
 returns (one ONNX Runtime run: `evaluate.run_types.types_by_run`, passed in by the front ends, as
 the export layer sits below evaluation) and raises `OnnxportError` in one line naming the outputs
-whose type is still unknown: a model that `onnx.checker` would refuse is never written.
+whose type is still unknown: a model that `onnx.checker` would refuse is never written, unless
+the source declares that output rank-less itself (then it is written as the source declares it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import onnx
 
@@ -25,7 +26,7 @@ from onnxport.core.util.errors import OnnxportError
 RunTypes = Callable[[list[str]], "dict[str, onnx.TypeProto]"]  # output names -> types found by a run
 
 
-def _complete(vtype: onnx.TypeProto) -> bool:
+def complete_type(vtype: onnx.TypeProto) -> bool:
     """What `onnx.checker` asks of a main graph's output type."""
     kind = vtype.WhichOneof("value")
     if kind in ("tensor_type", "sparse_tensor_type"):
@@ -40,20 +41,23 @@ def _complete(vtype: onnx.TypeProto) -> bool:
 
 def rankless_outputs(graph: onnx.GraphProto) -> list[str]:
     """See the module docstring."""
-    return [vi.name for vi in graph.output if not vi.HasField("type") or not _complete(vi.type)]
+    return [vi.name for vi in graph.output if not vi.HasField("type") or not complete_type(vi.type)]
 
 
-def complete_output_types(graph: onnx.GraphProto, label: str, run_types: RunTypes | None) -> None:
-    """See the module docstring."""
+def complete_output_types(graph: onnx.GraphProto, label: str, run_types: RunTypes | None,
+                          source_outputs: Iterable[onnx.ValueInfoProto] = ()) -> None:
+    """See the module docstring. `source_outputs`: the source's graph outputs; one it declares
+    rank-less itself is written as declared when no run finds its type (no worse than the source)."""
     missing = rankless_outputs(graph)
     if not missing:
         return
     found = run_types(missing) if run_types is not None else {}
     for vi in graph.output:
         vtype = found.get(vi.name)
-        if vi.name in missing and vtype is not None and _complete(vtype):
+        if vi.name in missing and vtype is not None and complete_type(vtype):
             vi.type.CopyFrom(vtype)
-    left = rankless_outputs(graph)
+    as_declared = {vi.name for vi in source_outputs if not vi.HasField("type") or not complete_type(vi.type)}
+    left = [name for name in rankless_outputs(graph) if name not in as_declared]
     if left:
         names = ", ".join(f"'{n}'" for n in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
         why = ("and ONNX Runtime could not run the model to find it" if run_types is not None

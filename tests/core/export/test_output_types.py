@@ -73,3 +73,12 @@ def test_an_output_without_a_type_is_refused_not_written(tmp_path):
     with pytest.raises(OnnxportError, match="no type or rank for output 'r'"):
         export_model(src, out, ["r"])  # no run offered: refused all the same
     assert not out.exists() and list(tmp_path.iterdir()) == [src]
+
+
+def test_an_output_the_source_declares_rankless_is_written_as_declared_without_a_run(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(computed_reshape(), str(src))  # its graph output y is declared without a shape
+    result = export_model(src, tmp_path / "out.onnx", ["y"])  # no run offered: no worse than the source
+    assert rankless_outputs(onnx.load(str(result.path)).graph) == ["y"]
+    export_for_inference(src, None, ["y"], tmp_path / "typed.onnx")  # with the run: typed, valid
+    onnx.checker.check_model(str(tmp_path / "typed.onnx"), full_check=True)
