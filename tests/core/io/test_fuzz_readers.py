@@ -6,7 +6,8 @@ with its declared shape) or in `OnnxportError`; never another exception, never a
 `fuzz_worker`'s process under RLIMIT_AS, and each read's peak RSS growth must stay under
 PEAK_BUDGET_MIB).
 Inputs: small valid seeds of every kind (fuzz_seeds) mutated byte-wise and structure-aware
-(fuzz_mutations), and whole files built from fuzzed parts (fuzz_formats), ONNX field edits
+(fuzz_mutations), and whole files built from fuzzed parts (fuzz_formats; model-local function
+call graphs and names with markup and controls: fuzz_names_functions), ONNX field edits
 included (sparse tensors' dense shape, indices and values: what is accepted, ORT densifies). Readers: ORT
 checkpoints (flatbuffer, external data, nominal, legacy .pbseq folder), safetensors, .npz, PyTorch
 state_dicts (zip and legacy), the .pt2 pre-check (never trusted, never loaded), ONNX models with
@@ -28,7 +29,8 @@ from hypothesis.errors import InvalidArgument
 
 from ..fuzz_formats import ONNX_EDITS, apply_onnx_edits, npz_file, safetensors_file
 from ..fuzz_mutations import EDITS, mutate, rezip
-from ..fuzz_seeds import Seed, build_seeds, fuzz_settings
+from ..fuzz_names_functions import NAMES, local_function_models, renamed
+from ..fuzz_seeds import Seed, build_seeds, fuzz_settings, onnx_model
 from ..fuzz_worker import FuzzWorker
 
 PEAK_BUDGET_MIB = 300  # readers' own floors allow 256 MiB for tiny archives (budgets.py)
@@ -152,6 +154,26 @@ def test_mutated_model_and_checkpoint_opened_together(cases, which, edits):
 def test_onnx_field_edits(cases, name, edits):
     seed = cases.seeds[name]
     cases.seed(name, {**seed.files, seed.main: apply_onnx_edits(seed.files[seed.main], edits)})
+
+
+@fuzz_settings(150, deadline_s=None)  # an accepted graph near the bound is ~2M nodes to infer (a few s)
+@given(case=local_function_models())
+def test_model_local_functions(cases, case):
+    """Any call graph of local functions: what the oracle accepts loads and indexes, a cycle or an
+    expansion past the bound is refused in one line, never a hang (the worker's timeout)."""
+    data, verdict = case
+    event(verdict)
+    reply = cases.check("onnx", {"model.onnx": data}, "model.onnx")
+    expected = {"ok": "ok", "recursive": "calls itself", "too big": "expands to"}[verdict]
+    assert (reply["outcome"] == "ok") if verdict == "ok" else expected in reply["detail"], reply["detail"]
+
+
+@fuzz_settings(200)
+@given(names=st.lists(NAMES, min_size=1, max_size=3))
+def test_names_with_markup_and_control_characters(cases, names):
+    """Tensor names holding markup, controls, bidi overrides...: read and indexed like any name."""
+    data = renamed(onnx_model(), names).SerializeToString()
+    assert cases.check("onnx", {"model.onnx": data}, "model.onnx")["outcome"] == "ok"
 
 
 @fuzz_settings(500)
