@@ -4,12 +4,20 @@ newlines, C1 controls and bidi overrides in tensor and node names are printed es
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import onnx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from onnxport.core.cli import main
 from onnxport.core.util.text import shown
+
+from ..fuzz_names_functions import NAMES, renamed
+from ..fuzz_seeds import fuzz_settings, onnx_model
 
 EVIL_OUT = "out\x1b[2J\x1b]0;pwned\x07\n\u202eevil\x9b31m"
 EVIL_MID = "mid\r\x7f\u2066x\u2069\u2028"
@@ -54,3 +62,25 @@ def test_shown_escapes_what_a_terminal_acts_on_and_keeps_the_rest():
     assert shown("plain /a/b.0 é 中 ✓ x") == "plain /a/b.0 é 中 ✓ x"
     assert shown("a\x1b[0m\x07\n\r\t\x00\x7f\x85\x9b") == "a\\x1b[0m\\x07\\n\\r\\t\\x00\\x7f\\x85\\x9b"
     assert shown("\u202e\u200f\u2066\u2028\ufeff\udc80\U000e0001") == "\\u202e\\u200f\\u2066\\u2028\\ufeff\\udc80\\U000e0001"
+
+
+@fuzz_settings(60)
+@given(names=st.lists(NAMES, min_size=1, max_size=3))
+def test_any_name_is_printed_escaped_by_inspect_all(names, capsys):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.onnx"
+        model = renamed(onnx_model(), names)
+        onnx.save(model, path)
+        capsys.readouterr()
+        assert main(["inspect", str(path), "--all"]) == 0
+    out, err = capsys.readouterr()
+    assert raw_controls(out + err) == []
+    for node in model.graph.node:
+        assert all(shown(name) in out for name in node.output)
+
+
+@given(text=st.text())
+def test_shown_is_always_printable_and_only_escapes(text):
+    escaped = shown(text)
+    assert escaped.isprintable() or escaped == ""
+    assert escaped == text or not text.isprintable()
