@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.core.cli.interrupts import call_token
     from onnxport.core.evaluate.benchmark import benchmark
     from onnxport.core.evaluate.report import build_report, write_report
 
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         raise OnnxportError("bench takes one or two models")
     check_report(args.report, args.models, args.inputs)
     result = benchmark(args.models, inputs=args.inputs, batch=args.batch, **input_sizes(args),
-                       seconds=args.seconds, threads=args.threads, progress=StderrProgress(quiet=args.quiet, verbose=args.verbose))
+                       seconds=args.seconds, threads=args.threads, progress=StderrProgress(quiet=args.quiet, verbose=args.verbose),
+                       cancel=call_token())
     if args.report:
         write_report(args.report, build_report(bench=result))
     if args.json:

@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.core.cli.interrupts import call_token
     from onnxport.core.cli.progress_line import StderrProgress
     from onnxport.core.deploy.deploy import deploy
     from onnxport.core.deploy.shapes import parse_shape_options
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     target = parse_target(args.target)  # an unknown target is refused before anything is read
     request = parse_shape_options(args.shape, args.dim)
     result = deploy(args.model, target, args.out, request=request,
-                    progress=StderrProgress(quiet=args.quiet, verbose=args.verbose))
+                    progress=StderrProgress(quiet=args.quiet, verbose=args.verbose), cancel=call_token())
     if args.json:
         json.dump({"deploy": result.to_dict()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -82,6 +83,7 @@ def deploy_exported(request, model, quiet: bool):
     itself (`<stem>.ort`, `<stem>.ort-X.Y.onnx`)."""
     from pathlib import Path
 
+    from onnxport.core.cli.interrupts import call_token
     from onnxport.core.cli.progress_line import StderrProgress
     from onnxport.core.deploy.deploy import deploy
     from onnxport.core.deploy.targets import deployed_name
@@ -89,4 +91,4 @@ def deploy_exported(request, model, quiet: bool):
     target, shapes = request
     model = Path(model)
     return deploy(model, target, model.with_name(deployed_name(model.stem, target.name)), request=shapes,
-                  progress=StderrProgress(quiet=quiet))
+                  progress=StderrProgress(quiet=quiet), cancel=call_token())

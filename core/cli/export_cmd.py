@@ -72,6 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     from onnxport.core.api import export_for_inference
     from onnxport.core.cli.deploy_cmd import deploy_exported, export_deploy_request
     from onnxport.core.cli.export_review import review_outputs
+    from onnxport.core.cli.interrupts import call_token
     from onnxport.core.workflow.written_names import check_companions
 
     deploy_after = export_deploy_request(args)  # a bad --target/--shape/--dim: nothing written
@@ -80,15 +81,15 @@ def _run(args: argparse.Namespace) -> int:
     outputs = review.outputs
     # one monotonic bar over export, validation, quantization, benchmark (workflow.export_steps)
     steps = Steps(StderrProgress(quiet=args.quiet, verbose=args.verbose), export_steps(args.validate, args.quantize))
-    gate = None
+    gate, cancel = None, call_token()  # the export's (its validation runs before its commit)
     if args.validate:  # validated before it is put in place: a failed validation writes nothing
         from onnxport.core.workflow.post_export import ValidationGate
 
         gate = ValidationGate(args.out, args.model, args.checkpoint, progress=steps.step("validating"),
-                              **input_sizes(args))
+                              cancel=cancel, **input_sizes(args))
     result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
                                   external_data=args.external_data, fold=not args.no_fold,
-                                  all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate,
+                                  all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate, cancel=cancel,
                                   model=review.model, table=review.table)
     if result.skipped:
         print(shown(f"onnxport: {result.skipped}; nothing to do here"), file=sys.stderr)
@@ -107,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
         post = post_export(result, args.model, args.checkpoint, quantize=args.quantize,
                            calibration=args.calibration, validate=args.validate,
                            progress=steps.span(post_steps(False, args.quantize)),
-                           validated=gate.report if gate is not None else None, **input_sizes(args))
+                           validated=gate.report if gate is not None else None, cancel=call_token(),
+                           **input_sizes(args))
         report.update(post.to_dict())
     deployed = None
     if deploy_after is not None:  # the final model (the quantized one, if any) for its runtime

@@ -36,9 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.core.cli.interrupts import call_token
     from onnxport.core.workflow.sources import open_sources
 
-    loaded = open_sources([args.source, *args.checkpoint])
+    loaded = open_sources([args.source, *args.checkpoint], cancel=call_token())
     if loaded.index is None and loaded.params is None:
         raise nothing_readable(args.source, loaded)
     data = to_dict(loaded, include_all=args.all or args.json)

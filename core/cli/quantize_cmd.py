@@ -65,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.core.cli.interrupts import call_token
     from onnxport.core.evaluate.model_diff import diff_lines
     from onnxport.core.evaluate.report import build_report, write_report
     from onnxport.core.quantize.quantize import quantize
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
         validation_inputs=args.validation_inputs, preprocess=not args.no_preprocess,
         tokenizer=args.tokenizer, block_size=args.block_size,
-        progress=StderrProgress(quiet=args.quiet, verbose=args.verbose), **input_sizes(args),
+        progress=StderrProgress(quiet=args.quiet, verbose=args.verbose), cancel=call_token(), **input_sizes(args),
     )
     full = build_report(quantize=result)
     if args.report:

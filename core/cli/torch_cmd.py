@@ -15,6 +15,7 @@ import json
 import sys
 
 from onnxport.core.cli.export_cmd import split_names
+from onnxport.core.cli.interrupts import call_token
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.pytorch.presets import POOLING_MODES, TASKS
 from onnxport.core.training.choices import LOSSES, OPTIMIZERS
@@ -131,7 +132,8 @@ def run_torch_export(args: argparse.Namespace) -> int:
         validation_inputs=Path(args.validation_inputs) if args.validation_inputs else None,
         trust_code=args.trust_model_code)
     try:
-        imported = run_import(options, progress=StderrProgress(quiet=args.quiet, verbose=args.verbose))
+        imported = run_import(options, progress=StderrProgress(quiet=args.quiet, verbose=args.verbose),
+                              cancel=call_token())
     except UntrustedProgramError as exc:
         raise OnnxportError(str(exc), hint=TRUST_HINT) from None
     result, arts, quantized = imported.export, imported.artifacts, imported.quantized
@@ -165,7 +167,8 @@ def run_artifacts(args: argparse.Namespace) -> int:
     arts = generate_training_artifacts(args.forward, args.out, trainable=_names(args.trainable),
                                        frozen=_names(args.frozen), loss=args.loss, optimizer=args.optimizer,
                                        loss_input=args.loss_input, nominal=args.nominal,
-                                       progress=StderrProgress(quiet=args.quiet, verbose=args.verbose))
+                                       progress=StderrProgress(quiet=args.quiet, verbose=args.verbose),
+                                       cancel=call_token())
     _print({"artifacts": arts.to_dict()}, args, _artifact_lines(arts))
     return 0
 
@@ -176,7 +179,8 @@ def run_embed(args: argparse.Namespace) -> int:
     result = embed_state_dict(args.graph, args.state, args.out, _names(args.outputs), prefix=args.prefix,
                               external_data=args.external_data, fold=not args.no_fold,
                               allow_partial=args.allow_partial,
-                              progress=StderrProgress(quiet=args.quiet, verbose=args.verbose))
+                              progress=StderrProgress(quiet=args.quiet, verbose=args.verbose),
+                              cancel=call_token())
     match = result.alignment.match
     report = {"embed": {"graph": str(result.graph), "alignment": result.alignment.summary(),
                         "unused": result.alignment.unused, "missing": match.missing if match else [],

@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.core.cli.interrupts import call_token
     from onnxport.core.evaluate.compare import Thresholds
     from onnxport.core.evaluate.report import build_report, write_report
     from onnxport.core.evaluate.validate import validate
@@ -57,14 +58,15 @@ def run(args: argparse.Namespace) -> int:
                                 max_abs_diff=args.max_abs_diff)
     report = validate(args.model, args.reference, params=params, inputs=args.inputs, thresholds=thresholds,
                       layers=True if args.layers or args.requantize else None, progress=progress,
-                      **input_sizes(args))
+                      cancel=call_token(), **input_sizes(args))
     requantized = None
     if args.requantize:
         from onnxport.core.quantize.quantize import requantize
 
         worst = report.worst_nodes(args.exclude_worst)
         requantized = requantize(args.model, args.reference, args.requantize, worst,
-                                 validation_inputs=args.inputs, progress=progress, **input_sizes(args))
+                                 validation_inputs=args.inputs, progress=progress, cancel=call_token(),
+                                 **input_sizes(args))
     full = build_report(validation=report, quantize=requantized)
     if args.report:
         write_report(args.report, full)

@@ -33,7 +33,6 @@ from onnxport.core.io.external_data import external_reference
 from onnxport.core.io.parameter_set import FileSpan, ParamTensor
 from onnxport.core.util.errors import CorruptFileError
 from onnxport.core.util.progress import Reporter
-from onnxport.core.util.signal_shield import shield
 
 CHUNK = 64 << 20  # the stop flag is looked at between chunks
 WRITEBACK_LAG_CHUNKS = 16  # writeback is started this far (1 GB) behind the copy; see start_writeback
@@ -105,8 +104,7 @@ class EarlyCopy:
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="onnxport-early-copy", daemon=True)
-        with shield():  # a CLI signal raised inside Thread.start() would corrupt its lock
-            self._thread.start()
+        self._thread.start()
 
     def offset_of(self, name: str, span: FileSpan | None) -> int | None:
         """Where `name` sits in the data file, if it was copied early from exactly `span`."""

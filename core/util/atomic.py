@@ -12,7 +12,7 @@ Contract:
 - Leaving the `with` block removes whatever was not committed; entering it removes the temps of
   dead owners (`remove_stale_temps`: SIGKILL cannot be caught); `remove_live_temps()` lets a front
   end remove the temps of writes running in other threads.
-The core installs no signal handler: front ends turn SIGTERM into an exception or a cancel."""
+The core installs no signal handler: front ends turn SIGINT/SIGTERM into a cancel of the job's token."""
 
 from __future__ import annotations
 

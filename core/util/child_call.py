@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -133,6 +134,9 @@ def _read_exact(fd: int, size: int) -> bytes:
 
 
 def _child_main(fd: int) -> int:
+    # a terminal's Ctrl-C reaches the whole process group: the caller decides, and cancels this
+    # child through its token (the cancel byte), never by an exception raised anywhere in it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = os.fdopen(fd, "wb")
     lock = threading.Lock()
 

@@ -17,7 +17,8 @@ Contract (one mechanism for every job):
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from onnxport.core.util.errors import Cancelled
 
@@ -73,6 +74,19 @@ class CancelToken:
         """Raise `Cancelled` if cancellation was requested before the commit point."""
         if self._cancel.is_set() and not self._commit.is_set():
             raise Cancelled()
+
+
+@contextmanager
+def step_token(cancel: CancelToken | None) -> Iterator[CancelToken]:
+    """A token for one write of a chain (export, then quantize, then benchmark): cancelled with
+    `cancel`, with a commit point of its own, so one step's commit leaves the next cancellable."""
+    token = CancelToken()
+    remove = cancel.on_cancel(token.cancel) if cancel is not None else None
+    try:
+        yield token
+    finally:
+        if remove is not None:
+            remove()
 
 
 class Reporter:

@@ -28,7 +28,7 @@ from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.quantize.quantize import quantize as run_quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
-from onnxport.core.util.progress import CancelToken, ProgressFn, Steps
+from onnxport.core.util.progress import CancelToken, ProgressFn, Steps, step_token
 from onnxport.core.workflow.export_steps import post_steps, weighted
 from onnxport.core.workflow.written_names import (  # noqa: F401 (re-exported)
     SUFFIXES,
@@ -105,18 +105,22 @@ def post_export(
     out = Path(getattr(export_result, "path", export_result))
     export = export_result.to_dict() if hasattr(export_result, "to_dict") else {"path": str(out)}
     validation, quantized, bench = validated, None, None
+    # each step on a token of its own: the quantization's commit leaves the benchmark cancellable
     if validate_now:
         report.check()
-        validation = run_validate(out, model_path, params=read_checkpoints(checkpoints), inputs=inputs,
-                                  progress=steps.begin("validating"), cancel=cancel, **sizes)
+        with step_token(report.token) as token:
+            validation = run_validate(out, model_path, params=read_checkpoints(checkpoints), inputs=inputs,
+                                      progress=steps.begin("validating"), cancel=token, **sizes)
     if quantize:
         report.check()
-        quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
-                                 validation_inputs=inputs, progress=steps.begin("quantizing"), cancel=cancel,
-                                 **sizes)
+        with step_token(report.token) as token:
+            quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
+                                     validation_inputs=inputs, progress=steps.begin("quantizing"), cancel=token,
+                                     **sizes)
         report.check()
-        bench = benchmark([out, quantized.path], inputs=inputs, seconds=POST_BENCH_SECONDS,
-                          progress=steps.begin("benchmarking"), cancel=cancel, **sizes)
+        with step_token(report.token) as token:
+            bench = benchmark([out, quantized.path], inputs=inputs, seconds=POST_BENCH_SECONDS,
+                              progress=steps.begin("benchmarking"), cancel=token, **sizes)
     steps.begin("writing the report")
     full = build_report(export=export, validation=validation, quantize=quantized, bench=bench)
     path = write_report(report_path_for(out), full)

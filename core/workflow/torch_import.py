@@ -16,8 +16,6 @@ those the exporter dropped (unused by the traced forward) are skipped and listed
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +31,7 @@ from onnxport.core.training.artifacts import (
 )
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.out_paths import check_output
-from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
+from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter, step_token
 from onnxport.core.workflow.torch_int8 import DEFAULT_TARGET, int8_beside
 from onnxport.core.workflow.written_names import quantized_path
 
@@ -111,19 +109,6 @@ def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
     result.notes += arts.notes
     result.open_paths = [arts.eval_model, arts.checkpoint]
     return result
-
-
-@contextmanager
-def step_token(cancel: CancelToken | None) -> Iterator[CancelToken]:
-    """A token for one write of the chain: cancelled with `cancel`, with a commit point of its own
-    (the export's commit marks `cancel`, after which a cancel would no longer stop anything)."""
-    token = CancelToken()
-    remove = cancel.on_cancel(token.cancel) if cancel is not None else None
-    try:
-        yield token
-    finally:
-        if remove is not None:
-            remove()
 
 
 def _present(names: list[str] | None, available: set[str], what: str, notes: list[str]) -> list[str] | None:
