@@ -17,7 +17,6 @@ counted once (memoised): O(functions + nodes); iterative, so no depth is too dee
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
 
 import onnx
 
@@ -32,19 +31,24 @@ def _key(domain: str, name: str, overload: str) -> Key:
     return ("" if domain == "ai.onnx" else domain, name, overload)
 
 
-def _called(nodes: Iterable[onnx.NodeProto]) -> Iterator[Key]:
-    stack = [iter(nodes)]
+def _calls(nodes) -> Counter[Key]:
+    """How many times each (domain, op, overload) is used by `nodes` and the nodes of their
+    If/Loop/Scan bodies at any depth (one C-level pass per list of nodes; no recursion)."""
+    raw: Counter[tuple[str, str, str]] = Counter()
+    stack = [nodes]
     while stack:
-        node = next(stack[-1], None)
-        if node is None:
-            stack.pop()
-            continue
-        yield _key(node.domain, node.op_type, getattr(node, "overload", ""))
-        for attr in node.attribute:
-            if attr.HasField("g"):
-                stack.append(iter(attr.g.node))
-            for g in attr.graphs:
-                stack.append(iter(g.node))
+        batch = stack.pop()
+        raw.update([(n.domain, n.op_type, n.overload) for n in batch])
+        for node in batch:
+            if node.attribute:
+                for attr in node.attribute:
+                    if attr.HasField("g"):
+                        stack.append(attr.g.node)
+                    stack.extend(g.node for g in attr.graphs)
+    counts: Counter[Key] = Counter()
+    for (domain, name, overload), n in raw.items():
+        counts[_key(domain, name, overload)] += n
+    return counts
 
 
 def _shown(key: Key) -> str:
@@ -59,15 +63,14 @@ def check_function_calls(model: onnx.ModelProto, prefix: str = "") -> None:
     calls: dict[Key, Counter[Key]] = {}
     own: Counter[Key] = Counter()  # nodes a function's body stores (bodies included)
     for fn in model.functions:
-        key = _key(fn.domain, fn.name, getattr(fn, "overload", ""))
-        called = calls.setdefault(key, Counter())
-        for callee in _called(fn.node):
-            called[callee] += 1
-            own[key] += 1
+        key = _key(fn.domain, fn.name, fn.overload)
+        used = _calls(fn.node)
+        calls.setdefault(key, Counter()).update(used)
+        own[key] += sum(used.values())
     for key in calls:
         calls[key] = Counter({k: n for k, n in calls[key].items() if k in calls})
     sizes = _expanded_sizes(calls, own, prefix)
-    graph_calls = Counter(_called(model.graph.node))
+    graph_calls = _calls(model.graph.node)
     stored = sum(graph_calls.values()) + sum(own.values())
     total = sum(n * (1 + sizes.get(k, 0)) for k, n in graph_calls.items())
     limit = function_expansion_limit(stored)
