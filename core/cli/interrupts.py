@@ -5,9 +5,8 @@ Contract (handlers are installed from the main thread only; elsewhere nothing ch
   to be ignored stays ignored); the previous handlers come back after. No handler raises: nothing
   is cut halfway (a lock, `Thread.start()`), so no code needs shielding from a signal.
 - The first signal cancels every token `call_token()` handed out: the core stops at its next
-  check, its own cleanup removes its temps, and `main` prints the interrupted line naming the
-  files written (130 for SIGINT, 143 for SIGTERM). A step that cannot check (a blocking ONNX
-  Runtime call) ends, and the check after it stops the command.
+  check (or the one after a step that cannot check, a blocking ONNX Runtime run), its cleanup
+  removes its temps, and `main` prints the interrupted line (exit 130 SIGINT, 143 SIGTERM).
 - A second signal ends the process at once: live temps removed (util/atomic.py), the line for that
   signal, `os._exit`. A thread fed by `signal.set_wakeup_fd` acts on it, so it works while the
   main thread waits in native code that released the GIL.
