@@ -31,7 +31,7 @@ from onnxport.core.util.errors import OnnxportError
 
 HELD_OUT_SAMPLES = 32  # the verdict's minimum: fewer and a min cosine means little
 SEARCH_SAMPLES = 64
-MAX_HELD_OUT_SAMPLES = 256
+MAX_HELD_OUT_SAMPLES = 128
 TEXT_FILE = Path(__file__).resolve().parents[2] / "resources" / "sentences.txt"
 
 

@@ -104,8 +104,6 @@ def quantize(
     if (validation_inputs is None and (mode != "static" or calibration is None)) or (
             mode == "static" and calibration is None):
         text = held_out.default_text(specs, model_path, tokenizer)
-    if mode == "static" and calibration is None and text is None and calibration_required:
-        raise held_out.calibration_needed(model_path.name)
     source_bytes = model_size(model_path)
     big = source_bytes > modes.SAVE_EXTERNAL_BYTES
     notes: list[str] = []
@@ -115,6 +113,8 @@ def quantize(
                      "ConvInteger); --mode static quantizes them")
     if mode == "static" and (inside := gain.static_reach(model_path.name, source)):
         notes.append(inside)  # raised instead when every weight op is inside a body
+    if mode == "static" and calibration is None and text is None and calibration_required:
+        raise held_out.calibration_needed(model_path.name)
     path = cpu_int8.resolve(int8_path) if mode in INT8_MODES else None
     if path is not None:  # the weight format that is exact on this CPU's int8 kernels (cpu_int8.py)
         notes.append(path.describe(reduce_range))

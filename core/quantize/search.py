@@ -1,15 +1,16 @@
 """Which nodes to keep in float so a quantized model meets its accuracy target: the searches.
 
-Why: a transformer quantized whole misses the target because of one or two layers, while the
-error each node adds in isolation (sensitivity.py) ranks them poorly: the damage shows downstream.
-So, as Intel Neural Compressor's tolerable-loss loop does, each node's impact is *measured* on the
-outputs, with that node back in float.
+Why: a transformer quantized whole misses the target because of one or two layers. The error each
+node adds (sensitivity.py, one pass comparing every tensor) finds the suspects cheaply but ranks
+them loosely: the damage shows downstream. So the top suspects' impact is *measured* on the
+outputs, with each back in float, on one switched model (float_switch.py): no re-quantizing.
 
 Contract:
-- `dynamic_loop(...)` (dynamic int8): if quantizing everything misses, measure on one switched
-  model (float_switch.py) what keeping each node, and each block (one role in every layer, one
-  layer), in float gains; keep them in that order until met with a margin, drop any the others
-  make unnecessary, then quantize for real and validate (if that misses, the next follow).
+- `dynamic_loop(...)` (dynamic int8): if quantizing everything misses, rank the nodes by added
+  error (one pass) and measure each role block (one role in every layer) in float; measure what
+  keeping each of the top `SCREENED` nodes and the nodes of the best blocks gains; keep nodes in
+  that order until met with a margin (stopping there), drop any the others make unnecessary, then
+  quantize for real and validate (if that misses, the next follow).
 - `layer_error_loop(...)` (static QDQ, float16): keep the worst 1, 2, 4... nodes by added error.
 Both return `LoopResult`: the file, the nodes kept, the real attempts (each validated), whether
 the target was met, and what the search measured. Never prints non-finite numbers."""
@@ -31,12 +32,15 @@ from onnxport.core.evaluate.sensitivity import layer_errors
 from onnxport.core.evaluate.validate import validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.io.model_io import load_graph
+from onnxport.core.quantize.attempt_check import AttemptChecker
 from onnxport.core.quantize.float_switch import SwitchedRunner, switched
 from onnxport.core.quantize.gain import all_graphs
 from onnxport.core.quantize.qdq_switch import QdqRunner, qdq_switched
 from onnxport.core.util.progress import Reporter
 
 MAX_ROUNDS = 8
+SCREENED = 8  # nodes adding the most error (one pass) whose gain in float is then measured one by one
+TOP_ROLES = 2  # and the nodes of the roles (one role in every layer) whose float gains most
 SEARCH_BATCHES = 4  # batches of the validation inputs the search measures on (the final check uses all)
 # The search aims at cosine >= target + margin x (1 - target): room for inputs it did not see, and for
 # batches made up otherwise (a dynamic activation scale spans its whole batch). Measured on
@@ -102,13 +106,14 @@ def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fe
                  excluded: list[str], thresholds: Thresholds, op_types: set[str], report: Reporter) -> LoopResult:
     """See the module docstring."""
     attempts: list[dict] = []
+    checker = AttemptChecker(prepared, feeds, thresholds, stage.dir)  # the float model runs once
     dst = attempt_file(attempt, stage, name, 0, excluded)
-    check = check_file(dst, prepared, feeds, thresholds, [], attempts)
-    if check.passed:
+    if checker(dst, [], attempts):
         return LoopResult(dst, [], attempts, True)
     report.check()
     report(0.1, "measuring what keeping each quantized node in float gains")
-    order, kept, info = _search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8), stage)
+    order, kept, info = _search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8), stage,
+                                checker.reference(SEARCH_BATCHES))
     if not kept:
         return LoopResult(dst, [], attempts, False, info)
     rest = [n for n in order if n not in kept]
@@ -118,7 +123,7 @@ def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fe
         previous = dst
         dst = attempt_file(attempt, stage, name, round_, excluded + kept)
         shutil.rmtree(previous.parent, ignore_errors=True)
-        if check_file(dst, prepared, feeds, thresholds, kept, attempts).passed:
+        if checker(dst, kept, attempts):
             return LoopResult(dst, kept, attempts, True, info)
         if not rest:
             break
@@ -128,10 +133,14 @@ def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fe
 
 
 def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
-            op_types: set[str], report: Reporter, stage: Staging) -> tuple[list[str], list[str], dict]:
-    """(the order to keep nodes in float, the nodes that meet the criteria or [] if none do, what was measured)."""
-    runner, candidates, judge = search_bench(quantized, prepared, feeds, excluded, thresholds, op_types, stage)
-    total = max(2 * len(candidates), 1)
+            op_types: set[str], report: Reporter, stage: Staging, reference=None) -> tuple[list[str], list[str], dict]:
+    """(the order to keep nodes in float, the nodes that meet the criteria or [] if none do, what was measured).
+    Sensitivity is measured once (every tensor of the quantized model against the float one, one
+    run each) and per role block; only the `SCREENED` nodes adding the most error and the nodes of
+    the `TOP_ROLES` best blocks are then measured one by one."""
+    runner, candidates, judge = search_bench(quantized, prepared, feeds, excluded, thresholds, op_types, stage,
+                                             reference=reference)
+    total = max(SCREENED + len(candidates) // 4, 1)
 
     def measure(keep: list[str], what: str) -> Verdict:
         report.check()
@@ -139,25 +148,30 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
         return judge(runner.run(keep))
 
     base = measure([], "measuring the quantized model")
-    gain = {c: base.loss - measure([c], f"measuring {c} in float").loss for c in candidates}
-    blocks = blocks_of(candidates)
-    block_gain = {b: base.loss - measure(members, f"measuring block {b} in float").loss
-                  for b, members in blocks.items()}
-    units = sorted([(g, [c], c) for c, g in gain.items()]
-                   + [(g, sorted(blocks[b], key=lambda c: -gain[c]), b) for b, g in block_gain.items()],
-                   key=lambda u: -u[0])
-    order = list(dict.fromkeys(c for _, members, _ in units for c in members))
-    info = {"candidates": len(candidates), "blocks": len(blocks), "base_min_cosine": round(base.min_cosine, 6),
-            "ranking": [{"unit": label, "gain": round(g, 6)} for g, _, label in units[:10] if g > 0]}
+    report(0.02, "comparing every tensor with the float model's (one pass)")
+    errors = layer_errors(quantized, prepared, runner.feeds[0], workdir=stage.dir, op_types=op_types)
+    wanted = set(candidates)
+    by_error = list(dict.fromkeys([n for e in errors for n in e.group if n in wanted] + candidates))
+    roles = {b: m for b, m in blocks_of(candidates).items() if not b.endswith("/*")}  # one role, every layer
+    role_gain = {b: base.loss - measure(m, f"measuring block {b} in float").loss for b, m in roles.items()}
+    top_roles = sorted(role_gain, key=lambda b: -role_gain[b])[:TOP_ROLES]
+    screened = list(dict.fromkeys(by_error[:SCREENED] + [c for b in top_roles if role_gain[b] > 0 for c in roles[b]]))
+    gain = {c: base.loss - measure([c], f"measuring {c} in float").loss for c in screened}
+    order = sorted(screened, key=lambda c: -gain[c]) + [c for c in by_error if c not in gain]
+    info = {"candidates": len(candidates), "screened": len(screened), "blocks": len(roles),
+            "base_min_cosine": round(base.min_cosine, 6),
+            "ranking": sorted([{"unit": c, "gain": round(g, 6)} for c, g in gain.items() if g > 0]
+                              + [{"unit": b, "gain": round(g, 6)} for b, g in role_gain.items() if g > 0],
+                              key=lambda u: -u["gain"])[:10]}
     kept: list[str] = []
     met = False
-    for node in order:
+    for node in order:  # stop at the first set that meets the target
         kept.append(node)
         if measure(kept, f"keeping {len(kept)} node(s) in float").passed:
             met = True
             break
     if met:
-        for node in sorted(kept[:-1], key=lambda c: gain[c]):  # drop what the others make unnecessary
+        for node in sorted(kept[:-1], key=lambda c: gain.get(c, 0.0)):  # drop what the others make unnecessary
             trial = [k for k in kept if k != node]
             if measure(trial, f"trying without {node}").passed:
                 kept = trial
@@ -167,11 +181,13 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
 
 
 def search_bench(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
-                 op_types: set[str], stage: Staging, qdq: bool = False) -> tuple[SwitchedRunner, list[str], Judge]:
+                 op_types: set[str], stage: Staging, qdq: bool = False,
+                 reference=None) -> tuple[SwitchedRunner, list[str], Judge]:
     """The switched model of `quantized` (every quantized node of `op_types` not in `excluded` can go
     back to float), its candidates in the float model's order, and the judge (the target plus the
-    search margin) against the float model's outputs on the first `SEARCH_BATCHES` batches. `qdq`: a
-    static QDQ model, switched on its Q/DQ pairs (qdq_switch.py)."""
+    search margin) against the float model's outputs on the first `SEARCH_BATCHES` batches
+    (`reference`: those already computed, as (batches, outputs, output names)). `qdq`: a static
+    QDQ model, switched on its Q/DQ pairs (qdq_switch.py)."""
     float_model = load_full(prepared)
     candidates = list(dict.fromkeys(n.name for g in all_graphs(float_model) for n in g.node  # bodies too
                                     if n.op_type in op_types and n.name and n.name not in excluded))
@@ -182,11 +198,15 @@ def search_bench(quantized: Path, prepared: Path, feeds: FeedSource, excluded: l
     else:
         model, switches = switched(load_full(quantized), float_model, candidates, in_place=True)
         candidates = [c for c in candidates if c in switches]
-    names = [o.name for o in float_model.graph.output]
-    ref_sess = session(float_model, label="float model", workdir=stage.dir)
-    batches = [adapt_feed(feed, ref_sess) for _, feed in zip(range(SEARCH_BATCHES), feeds)]
-    reference = [ref_sess.run(names, feed) for feed in batches]
-    del ref_sess, float_model
+    if reference is None:
+        names = [o.name for o in float_model.graph.output]
+        ref_sess = session(float_model, label="float model", workdir=stage.dir)
+        batches = [adapt_feed(feed, ref_sess) for _, feed in zip(range(SEARCH_BATCHES), feeds)]
+        reference = [ref_sess.run(names, feed) for feed in batches]
+        del ref_sess
+    else:  # the float model's outputs, computed once (attempt_check.AttemptChecker.reference)
+        batches, reference, names = reference
+    del float_model
     sess = session(model, label="search model", workdir=stage.dir)
     runner = QdqRunner(sess, touching, batches, names) if qdq else SwitchedRunner(sess, switches, batches, names)
     del model

@@ -205,9 +205,13 @@ def search_notes(info: dict, mode: str) -> list[str]:
     """The report's lines about what an accuracy search measured (`info`: `LoopResult.search`)."""
     if not info:
         return []
-    what = "unit(s) (stages, op types, blocks)" if mode == "static" else "block(s)"
-    lines = [f"accuracy search: {info['candidates']} quantized node(s) and {info['blocks']} {what} measured "
-             f"in float, {info['evaluations']} runs"]
+    if "screened" in info:  # dynamic: one sensitivity pass, then the top suspects measured (search.py)
+        lines = [f"accuracy search: {info['candidates']} quantized node(s) ranked by added error in one pass, "
+                 f"the top {info['screened']} measured in float, {info['evaluations']} runs"]
+    else:
+        what = "unit(s) (stages, op types, blocks)" if mode == "static" else "block(s)"
+        lines = [f"accuracy search: {info['candidates']} quantized node(s) and {info['blocks']} {what} measured "
+                 f"in float, {info['evaluations']} runs"]
     if info.get("kept_units"):
         lines.append(f"kept in float by unit: {'; '.join(info['kept_units'])}")
     if info.get("capped"):

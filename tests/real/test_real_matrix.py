@@ -12,7 +12,7 @@ Operations:
   containing the expected words, nothing written). int8 is pinned to the AVX2 path (7-bit
   weights) so no verdict depends on the CPU running the test. Static runs once, without the
   accuracy search (`--no-target`: the search takes 90 s on the recogniser here; test_ocr_quantize.py
-  covers it): then BELOW, exit 1, is the written model whose final validation misses 0.99;
+  covers it): exit 0 with the figures and no verdict; BELOW is a written model under 0.98 cosine;
 - validate: the export of the own outputs against the float model, exit 0.
 Inputs are small real-looking ones (rendered text, real sentences, speech-like noise).
 """
@@ -32,7 +32,7 @@ from .minilm_layers import minilm_inference_model
 from .text_images import classifier_batch, detector_input
 
 OK = "ok"
-BELOW = "below the target"  # --no-target: written, exit 1, its validation report says FAILED
+BELOW = "below the target"  # --no-target: written, exit 0, the figures printed (no verdict), under 0.98
 EXPECT: dict[str, dict[str, object]] = {
     #             own outputs / mid tensor exports, preview and validate are "ok" for every model
     # silero: dynamic quantizes the LSTMs inside its If bodies (0.76x), fp16 converts the bodies (0.54x);
@@ -179,11 +179,12 @@ def test_quantize(cases, name, mode, tmp_path, capsys):
     if mode == "static":
         args += ["--calibration", npz, "--no-target"]
     code, stdout, err = _cli(capsys, *args)
-    if code in (0, 1):
-        assert (OK if code == 0 else BELOW) in allowed, f"{name} {mode}: expected {expected}, got exit {code}: {stdout}"
-        assert code == 0 or "FAILED" in stdout
+    if code == 0:
         cosines = [_cosine(got, want) for got, want in zip(_run(out, feed), _run(model, feed), strict=True)]
-        assert min(cosines) >= (MIN_COSINE if code == 0 else 0.0), cosines  # below the target: still runs
+        outcome = BELOW if mode == "static" and min(cosines) < MIN_COSINE else OK  # static: --no-target
+        assert outcome in allowed, f"{name} {mode}: expected {expected}, got {outcome} ({cosines}): {stdout}"
+        assert mode != "static" or ("FAILED" not in stdout and "measured (no accuracy target)" in stdout)
+        assert all(np.isfinite(cosines)), cosines  # below the target: still runs
         return
     refusals = [a for a in allowed if a not in (OK, BELOW)]
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (code, err)
