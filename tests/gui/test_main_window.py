@@ -98,7 +98,7 @@ def test_export_in_the_worker_writes_a_model_that_runs_and_validates(qtbot, wind
     assert post.passed is True
     sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     assert [o.name for o in sess.get_outputs()] == ["logits", "probabilities"]
-    probs = sess.run(["probabilities"], {"input": np.zeros((2, 8), np.float32)})[0]
+    probs = sess.run(["probabilities"], {"input": np.zeros((2, 256), np.float32)})[0]
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     assert window.tabs.currentWidget() is window.report_tab
     assert "validation passed" in window.result_panel.text() and "model.onnx" in window.result_panel.text()

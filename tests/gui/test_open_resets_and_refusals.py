@@ -56,8 +56,8 @@ def test_a_mismatch_is_listed_line_by_line_and_export_is_off(qtbot, window, exam
     open_example(qtbot, window, [example[0], wrong])
     lines = _shown(window.sources_panel.text())
     at = lines.index("Shape/type mismatch (export is off):")
-    assert lines[at + 1:at + 3] == ["  fc1.weight: model float32[32, 8], checkpoint float32[16, 8]",
-                                    "  fc1.bias: model float32[32], checkpoint float32[16]"]
+    assert lines[at + 1:at + 3] == ["  fc1.weight: model float32[768, 256], checkpoint float32[16, 8]",
+                                    "  fc1.bias: model float32[768], checkpoint float32[16]"]
     assert window.model.checked_outputs()  # outputs are checked: only the mismatch keeps Export off
     for action in (window.export_action, window.quantize_action):
         assert not action.isEnabled()
