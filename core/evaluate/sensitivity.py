@@ -25,6 +25,7 @@ from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, 
 from onnxport.core.graph.index import infer_value_info
 
 MEASURABLE = 5e-5  # added relative error below this prints as +0.0000: not worth naming
+FUSED_ACTIVATIONS = {"Relu", "Clip"}  # what ORT's QDQ quantizer removes into the QuantizeLinear after
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 
 
@@ -69,8 +70,11 @@ def _as_model(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
 
 
 def compared_tensors(model: onnx.ModelProto, reference: onnx.ModelProto) -> list[str]:
-    """Float tensors produced by reference nodes that the model produces too, in graph order."""
-    produced = {o for n in model.graph.node for o in n.output if o} | {i.name for i in model.graph.input}
+    """Float tensors produced by reference nodes that the model produces too, in graph order. An
+    activation the quantizer fused away (QDQ drops a Relu/Clip after a Conv/MatMul and lets the
+    quantization clamp) leaves its name on the pre-activation tensor: not the same value, not compared."""
+    made_by = {o: n.op_type for n in model.graph.node for o in n.output if o}
+    produced = set(made_by) | {i.name for i in model.graph.input}
     types = infer_value_info(reference)
     names = []
     for node in reference.graph.node:
@@ -78,6 +82,8 @@ def compared_tensors(model: onnx.ModelProto, reference: onnx.ModelProto) -> list
             continue
         for out in node.output:
             vi = types.get(out)
+            if node.op_type in FUSED_ACTIVATIONS and made_by.get(out, node.op_type) != node.op_type:
+                continue
             if out and out in produced and vi is not None and vi.type.tensor_type.elem_type in _FLOAT_TYPES:
                 names.append(out)
     return names

@@ -79,3 +79,17 @@ def test_a_ranked_node_stands_for_its_fused_group():
     assert keepable_nodes(report, ["fc1/Add", "other"]) == ["fc1/MatMul", "other"]
     assert keepable_nodes(report, ["fc2/MatMul", "fc1/Add"]) == ["fc2/MatMul", "fc2/Relu", "fc1/MatMul"]
     assert keepable_nodes(None, ["x"]) == ["x"]
+
+
+def test_an_activation_fused_away_is_never_the_jump():
+    """QDQ drops a Relu after a MatMul (the quantization clamps) and the MatMul writes the Relu's
+    tensor: that tensor now holds pre-activation values, which is no error of the Relu's."""
+    reference = mlp(WEIGHTS)
+    fused = mlp(WEIGHTS)
+    del fused.graph.node[1]  # relu1 gone: mm1 writes a1 (before the clamp), a Relu stands for the QDQ pair
+    fused.graph.node[0].output[0] = "a1"
+    fused.graph.node.insert(1, onnx.helper.make_node("Relu", ["a1"], ["a1_dq"], name="a1_DequantizeLinear"))
+    fused.graph.node[2].input[0] = "a1_dq"
+    errors = tensor_errors(fused, reference, FEED)
+    assert "a1" not in errors.tensors and "relu1" not in {e.node for e in errors.nodes}
+    assert errors.first_jump is None  # the same arithmetic: nothing jumps
