@@ -2,8 +2,8 @@
 
 Why: `onnx.shape_inference.infer_shapes` holds Python's GIL for its whole run, so even in a worker
 thread it freezes the app's GUI thread, and a crash inside it would take the app down. Above
-`OUT_OF_PROCESS_NODES` nodes the weight-free graph goes to a child that sends back only the
-graph's value_info.
+`OUT_OF_PROCESS_NODES` nodes (local function calls counted inlined, as inference runs them) the
+weight-free graph goes to a child that sends back only the graph's value_info.
 
 Contract: `inferred_value_infos(light_model, path=None)` returns the ValueInfoProtos inference
 finds (value_info and outputs) for a weight-free model; given `path`, the child loads the file
@@ -22,7 +22,8 @@ import sys
 import onnx
 
 from onnxport.core.graph.uses import walk_bodies
-from onnxport.core.io.model_functions import check_function_calls
+from onnxport.core.io.model_functions import expanded_nodes
+from onnxport.core.util.errors import CorruptFileError
 
 OUT_OF_PROCESS_NODES = 5_000
 TIMEOUT_S = 600
@@ -83,14 +84,18 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None,
     """See the module docstring. `light` may be None when `path` is given (and `nodes` says
     how big the graph is)."""
     count = len(light.graph.node) if light is not None else (nodes or 0)
+    if light is not None and light.functions:  # inference inlines every call: its work is the expansion
+        try:
+            count = expanded_nodes(light)  # loads check this too; inference must never be where it is missed
+        except CorruptFileError:
+            return []
     if count >= OUT_OF_PROCESS_NODES or light is None:
         graph = _in_child(light, path, bodies)
         if graph is not None:
             return list(graph.value_info) + list(graph.output)
-        if light is None:
+        if light is None or count > len(light.graph.node):  # no expanded graph is inferred here
             return []
     try:
-        check_function_calls(light)  # loads check this; inference must never be where it is missed
         model = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,
                                                   data_prop=propagate_data(light))
     except Exception:  # noqa: BLE001 - best effort: the graph still indexes without shapes

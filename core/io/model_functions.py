@@ -12,6 +12,7 @@ in function bodies and in their If/Loop/Scan bodies, matched by domain, name and
 cycle, and ("<prefix>model-local function 'd:F' expands to N nodes...") when the main graph,
 every call inlined, would hold more than `budgets.function_expansion_limit(stored nodes)`. Each function is
 counted once (memoised): O(functions + nodes); iterative, so no depth is too deep.
+`expanded_nodes(model)` is that count (shape_infer sizes its work by it).
 """
 
 from __future__ import annotations
@@ -58,8 +59,16 @@ def _shown(key: Key) -> str:
 
 def check_function_calls(model: onnx.ModelProto, prefix: str = "") -> None:
     """See the module docstring."""
+    if model.functions:
+        expanded_nodes(model, prefix)
+
+
+def expanded_nodes(model: onnx.ModelProto, prefix: str = "") -> int:
+    """Nodes of the main graph once every local function call is inlined (bodies included where
+    there are functions; the graph's own node count where there are none): what inference costs.
+    Raises as `check_function_calls` does."""
     if not model.functions:
-        return
+        return len(model.graph.node)
     calls: dict[Key, Counter[Key]] = {}
     own: Counter[Key] = Counter()  # nodes a function's body stores (bodies included)
     for fn in model.functions:
@@ -78,6 +87,7 @@ def check_function_calls(model: onnx.ModelProto, prefix: str = "") -> None:
         biggest = max((k for k in graph_calls if k in sizes), key=sizes.__getitem__)
         raise CorruptFileError(f"{prefix}model-local function '{_shown(biggest)}' expands to {sizes[biggest]:,} "
                                f"nodes once inlined (the graph to {total:,}; at most {limit:,} are accepted)")
+    return total
 
 
 def _expanded_sizes(calls: dict[Key, Counter[Key]], own: Counter[Key], prefix: str) -> dict[Key, int]:

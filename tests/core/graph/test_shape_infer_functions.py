@@ -1,0 +1,27 @@
+"""Shape inference sizes its work by the graph with local functions inlined (issue 27, item 4): a
+30-node file whose calls expand to ~24,000 nodes is inferred in a child, off the app's GIL."""
+
+from __future__ import annotations
+
+from onnxport.core.graph import shape_infer
+from onnxport.core.io.model_functions import expanded_nodes
+
+from ..io.test_function_expansion import doubling_chain
+
+
+def test_an_expanding_graph_is_inferred_in_a_child(monkeypatch):
+    model = doubling_chain(14)  # 28 stored nodes
+    assert len(model.graph.node) + sum(len(f.node) for f in model.functions) < 30
+    assert expanded_nodes(model) > shape_infer.OUT_OF_PROCESS_NODES
+    children = []
+    real = shape_infer._in_child
+    monkeypatch.setattr(shape_infer, "_in_child", lambda *a, **k: children.append(1) or real(*a, **k))
+    found = {vi.name: vi for vi in shape_infer.inferred_value_infos(model)}
+    assert children == [1]
+    assert [d.dim_value for d in found["y"].type.tensor_type.shape.dim] == [2]
+
+
+def test_a_small_graph_stays_in_process(monkeypatch):
+    monkeypatch.setattr(shape_infer, "_in_child", lambda *a, **k: (_ for _ in ()).throw(AssertionError("child")))
+    found = {vi.name: vi for vi in shape_infer.inferred_value_infos(doubling_chain(4))}
+    assert [d.dim_value for d in found["y"].type.tensor_type.shape.dim] == [2]
