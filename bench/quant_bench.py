@@ -124,6 +124,13 @@ def artifacts_and_ort_export(forward: Path, work: Path) -> tuple[Path, Path] | N
     return artifacts.folder, out
 
 
+def verdict_of(result) -> dict:
+    """quantize's own verdict: the inputs it held out from its search, the cosine and its spread per sample."""
+    v = result.validation
+    worst = min(v.outputs, key=lambda o: o.cosine)
+    return {"inputs": v.inputs, "cosine": worst.cosine, "per_sample": worst.samples, "search": result.search}
+
+
 def held_out_inputs(path: Path, vocab: int, seq: int, batch: int = 8, seed: int = 123) -> Path:
     rng = np.random.default_rng(seed)
     ids = rng.integers(1000 if vocab > 2000 else 1, vocab, (batch, seq)).astype(np.int64)
@@ -222,7 +229,7 @@ def run(args: argparse.Namespace, work: Path) -> dict:
                      "throughput": [m.throughput for m in bench_ours.models],
                      "cosine_pooled": ours_pooled, "min_cosine": ours_min, "quantize_seconds": round(quant_s, 2),
                      "kept_float_nodes": result.kept_float_nodes, "attempts": result.attempts,
-                     "per_channel": args.per_channel, "notes": result.notes},
+                     "per_channel": args.per_channel, "notes": result.notes, "verdict": verdict_of(result)},
         "onnxport_strict": {"target": args.strict, "size_ratio": bench_strict.size_ratio,
                             "latency_ratio": bench_strict.latency_ratio,
                             "p50_ms": [m.p50_ms for m in bench_strict.models],

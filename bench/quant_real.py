@@ -135,6 +135,8 @@ def run(work: Path, seconds: float, threads: int) -> dict:
         rows[key] = row(result.path, fp32, held_out, one, seconds, threads, {
             "label": f"onnxport ({result.int8_path.removeprefix('int8 path: ')})", "seconds": time.perf_counter() - t,
             "kept_float_nodes": result.kept_float_nodes, "search": result.search,
+            "verdict": {"inputs": result.validation.inputs, "cosine": result.validation.min_cosine,
+                        "per_sample": [o.samples for o in result.validation.outputs]},
             "attempts": [{k: a[k] for k in ("kept_float_nodes", "min_cosine", "passed")} for a in result.attempts]})
         print(f"{rows[key]['label']}: {rows[key]['seconds']:.0f} s", flush=True)
     return {"model": {"name": "all-MiniLM-L6-v2", "layers": 6, "hidden": 384, "fp32_bytes": model_size(fp32),

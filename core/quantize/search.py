@@ -155,17 +155,24 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
     roles = {b: m for b, m in blocks_of(candidates).items() if not b.endswith("/*")}  # one role, every layer
     role_gain = {b: base.loss - measure(m, f"measuring block {b} in float").loss for b, m in roles.items()}
     top_roles = sorted(role_gain, key=lambda b: -role_gain[b])[:TOP_ROLES]
-    screened = list(dict.fromkeys(by_error[:SCREENED] + [c for b in top_roles if role_gain[b] > 0 for c in roles[b]]))
-    gain = {c: base.loss - measure([c], f"measuring {c} in float").loss for c in screened}
-    order = sorted(screened, key=lambda c: -gain[c]) + [c for c in by_error if c not in gain]
-    info = {"candidates": len(candidates), "screened": len(screened), "blocks": len(roles),
+    screened = list(dict.fromkeys([c for b in top_roles if role_gain[b] > 0 for c in roles[b]] + by_error[:SCREENED]))
+    gain: dict[str, float] = {}
+    alone = None  # a node that meets the target on its own: the search stops there
+    for c in screened:
+        verdict = measure([c], f"measuring {c} in float")
+        gain[c] = base.loss - verdict.loss
+        if verdict.passed:
+            alone = c
+            break
+    order = sorted(gain, key=lambda c: -gain[c]) + [c for c in by_error if c not in gain]
+    info = {"candidates": len(candidates), "screened": len(gain), "blocks": len(roles),
             "base_min_cosine": round(base.min_cosine, 6),
             "ranking": sorted([{"unit": c, "gain": round(g, 6)} for c, g in gain.items() if g > 0]
                               + [{"unit": b, "gain": round(g, 6)} for b, g in role_gain.items() if g > 0],
                               key=lambda u: -u["gain"])[:10]}
-    kept: list[str] = []
-    met = False
-    for node in order:  # stop at the first set that meets the target
+    kept: list[str] = [alone] if alone else []
+    met = alone is not None
+    for node in order if not met else []:  # stop at the first set that meets the target
         kept.append(node)
         if measure(kept, f"keeping {len(kept)} node(s) in float").passed:
             met = True
