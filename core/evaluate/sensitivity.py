@@ -73,8 +73,7 @@ def compared_tensors(model: onnx.ModelProto, reference: onnx.ModelProto) -> list
     """Float tensors produced by reference nodes that the model produces too, in graph order. An
     activation the quantizer fused away (QDQ drops a Relu/Clip after a Conv/MatMul and lets the
     quantization clamp) leaves its name on the pre-activation tensor: not the same value, not compared."""
-    made_by = {o: n.op_type for n in model.graph.node for o in n.output if o}
-    produced = set(made_by) | {i.name for i in model.graph.input}
+    produced = kept_tensors(model, reference)
     types = infer_value_info(reference)
     names = []
     for node in reference.graph.node:
@@ -82,11 +81,18 @@ def compared_tensors(model: onnx.ModelProto, reference: onnx.ModelProto) -> list
             continue
         for out in node.output:
             vi = types.get(out)
-            if node.op_type in FUSED_ACTIVATIONS and made_by.get(out, node.op_type) != node.op_type:
-                continue
             if out and out in produced and vi is not None and vi.type.tensor_type.elem_type in _FLOAT_TYPES:
                 names.append(out)
     return names
+
+
+def kept_tensors(model: onnx.ModelProto, reference: onnx.ModelProto) -> set[str]:
+    """Tensors of `model` (inputs, node outputs) holding what the reference's tensor of that name
+    holds: all but the outputs of a fused-away activation (see `compared_tensors`)."""
+    made_by = {o: n.op_type for n in model.graph.node for o in n.output if o}
+    fused = {o for n in reference.graph.node if n.op_type in FUSED_ACTIVATIONS
+             for o in n.output if made_by.get(o, n.op_type) != n.op_type}
+    return (set(made_by) | {i.name for i in model.graph.input}) - fused
 
 
 def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
@@ -143,12 +149,13 @@ def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | on
     if not errors:
         return []
     producer = {o: node for node in ref.graph.node for o in node.output if o}
+    kept = kept_tensors(cand, ref) if cand is not ref else set()  # no model: what was measured says
     result = []
     for node in ref.graph.node:
         outs = [o for o in node.output if o in errors]
         if not outs:
             continue
-        group, frontier = _fused_group(node, producer, errors)
+        group, frontier = _fused_group(node, producer, errors, kept)
         if touched is not None:
             group = [g for g in group if g in touched]
             if not group:
@@ -178,9 +185,11 @@ def measure_tensors(model: str | Path | onnx.ModelProto, reference: str | Path |
     return {name: _rel_error(got[name], want[name]) for name in names}
 
 
-def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], errors: dict) -> tuple[list[str], set[str]]:
-    """`node` plus the upstream nodes whose outputs the model no longer has (a quantizer fused them,
-    e.g. MatMul+Relu into one quantized op), and the compared tensors that feed that group."""
+def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], errors: dict,
+                 kept: set[str]) -> tuple[list[str], set[str]]:
+    """`node` plus the upstream nodes whose outputs the model no longer has (`kept`: a quantizer
+    fused them, e.g. MatMul+Relu into one quantized op), and the compared tensors that feed that
+    group. Nodes the model still has (integer shape arithmetic, say) are no part of it."""
     group, frontier, seen = [node.name], set(), {node.name}
     stack = list(node.input)
     while stack:
@@ -189,6 +198,8 @@ def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], erro
             continue
         if name in errors:
             frontier.add(name)
+            continue
+        if name in kept:
             continue
         up = producer.get(name)
         if up is None or up.name in seen or up.op_type == "Constant":

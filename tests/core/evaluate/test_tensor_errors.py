@@ -93,3 +93,30 @@ def test_an_activation_fused_away_is_never_the_jump():
     errors = tensor_errors(fused, reference, FEED)
     assert "a1" not in errors.tensors and "relu1" not in {e.node for e in errors.nodes}
     assert errors.first_jump is None  # the same arithmetic: nothing jumps
+
+
+def test_integer_shape_nodes_the_model_keeps_are_no_part_of_a_fused_group():
+    """A Reshape's target shape comes from Shape -> Gather -> Concat (integers, untouched by the
+    quantizer): the quantized MatMul's group is the MatMul, never that shape arithmetic."""
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    def model(scale: float) -> onnx.ModelProto:
+        nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+                 helper.make_node("Gather", ["shape", "zero"], ["rows"], name="gather", axis=0),
+                 helper.make_node("Concat", ["rows", "minus_one"], ["target"], name="concat", axis=0),
+                 helper.make_node("MatMul", ["x", "w1"], ["h1"], name="mm1"),
+                 helper.make_node("Reshape", ["h1", "target"], ["y"], name="reshape")]
+        inits = [numpy_helper.from_array(WEIGHTS["w1"] * np.float32(scale), "w1"),
+                 numpy_helper.from_array(np.array([0], np.int64), "zero"),
+                 numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [8, 64])],
+                                  [helper.make_tensor_value_info("y", T.FLOAT, None)], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    fused = model(1.05)
+    fused.graph.node[3].output[0] = "h1_int8"  # as a quantizer does: h1 is gone, mm1 fused with reshape
+    fused.graph.node[4].input[0] = "h1_int8"
+    errors = tensor_errors(fused, model(1.0), FEED)
+    assert [e.node for e in errors.nodes] == ["reshape"]
+    assert set(errors.nodes[0].group) == {"reshape", "mm1"}  # not shape, gather, concat
