@@ -40,3 +40,28 @@ def die(*, progress=None, cancel=None):
 
 def environment_value(name, *, progress=None, cancel=None):
     return os.environ.get(name)
+
+
+# --- functions for start_child / run_in_child: (request, data, channel), nothing pickled -----------
+def echo(request, data, channel):
+    channel.progress(1.0, "done")
+    channel.send({"pid": os.getpid(), "request": request})
+    return data[::-1]
+
+
+def refuse_in_lines(request, data, channel):
+    if request == "user":
+        raise OnnxportError("no such output: x\nsecond line", hint="pick one from the tree")
+    raise ValueError("bad value\nmore text")
+
+
+def wait_forever(request, data, channel):
+    """Writes its pid to `request` (a path) when running, then sleeps; never answers alone."""
+    with open(request + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(request + ".tmp", request)
+    time.sleep(60)
+
+
+def exit_3(request, data, channel):
+    os._exit(3)
