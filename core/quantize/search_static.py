@@ -27,13 +27,14 @@ from onnxport.core.evaluate.compare import Thresholds
 from onnxport.core.evaluate.feeds import FeedSource
 from onnxport.core.evaluate.runtime import load_full
 from onnxport.core.export.staging import Staging
+from onnxport.core.quantize.attempt_check import AttemptChecker
 from onnxport.core.quantize.search import (
+    SEARCH_BATCHES,
     Attempt,
     LoopResult,
     Verdict,
     attempt_file,
     blocks_of,
-    check_file,
     search_bench,
 )
 from onnxport.core.util.progress import Reporter
@@ -118,13 +119,14 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
                 expand=None) -> LoopResult:
     """See the module docstring."""
     attempts: list[dict] = []
+    checker = AttemptChecker(prepared, feeds, thresholds, stage.dir)  # the float model runs once
     dst = attempt_file(attempt, stage, name, 0, excluded)
-    if check_file(dst, prepared, feeds, thresholds, [], attempts).passed:
+    if checker(dst, [], attempts):
         return LoopResult(dst, [], attempts, True)
     report.check()
     report(0.1, "measuring what keeping each stage, op type and block in float gains")
     order, kept, info = _search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8),
-                                stage, expand)
+                                stage, expand, checker.reference(SEARCH_BATCHES))
     rest = [u for u in order if not set(u.members) <= set(kept)]
     for round_ in range(1, MAX_ROUNDS + 1):
         if not kept:
@@ -134,7 +136,7 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
         previous = dst
         dst = attempt_file(attempt, stage, name, round_, excluded + kept)
         shutil.rmtree(previous.parent, ignore_errors=True)
-        if check_file(dst, prepared, feeds, thresholds, kept, attempts).passed:
+        if checker(dst, kept, attempts):
             return LoopResult(dst, kept, attempts, True, info)
         more, rest = rest[: 2 ** (round_ - 1)], rest[2 ** (round_ - 1):]
         if not more:
@@ -144,10 +146,11 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
 
 
 def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
-            op_types: set[str], report: Reporter, stage: Staging, expand) -> tuple[list[Unit], list[str], dict]:
+            op_types: set[str], report: Reporter, stage: Staging, expand,
+            reference=None) -> tuple[list[Unit], list[str], dict]:
     """(the units by score, the nodes that meet the criteria (else every unit that helped), what was measured)."""
     runner, candidates, judge = search_bench(quantized, prepared, feeds, excluded, thresholds, op_types, stage,
-                                               qdq=True)
+                                               qdq=True, reference=reference)
     float_model = load_full(prepared)
     units = static_units(float_model, candidates, expand)[: MAX_EVALUATIONS // 2]
     weights = _weight_bytes(float_model)
