@@ -6,8 +6,9 @@ Why a module of its own: the page side of the overlay, kept apart from the Pytho
 - `apply(payload)`: restore what the last call painted, then for each `payload.nodes[name]`
   (`fill`, `text`, `title`, `jump`) colour the header of Netron's node `g#node-name-<name>` (its
   `.node-item-type path`, inline style so it beats Netron's CSS, hover included), set its hover
-  title, draw the border of the first jump thick, and show the legend (`div#onnxport-legend`, from `payload.legend`); returns how many
-  nodes of the drawn graph it painted (0: the legend is hidden);
+  title, draw the border of the first jump thick, and show the legend (`div#onnxport-legend`, from
+  `payload.legend`) in a strip below the graph area; while nodes are painted, Netron's category
+  colours are neutral (`OVERLAY_CSS`); returns how many nodes it painted (0: the legend is hidden);
 - `clear()`: the page as Netron drew it;
 - `take()`: the names of the nodes clicked since the last call (TAKE_CLICKS_JS: as JSON text) (one capture-phase listener on the
   document: Netron's own handlers stop the event from bubbling), for the Python side to poll.
@@ -16,10 +17,16 @@ Everything stays in the page: no request is made.
 
 from __future__ import annotations
 
+import json
+
 INSTALL_JS = r"""
 (function () {
   if (window.__onnxport_overlay) { return; }
   const state = { painted: [], clicked: [] };
+  const style = document.createElement('style');
+  style.id = 'onnxport-overlay-style';
+  style.textContent = OVERLAY_CSS;
+  document.head.appendChild(style);
   const header = (g) => g.querySelector('.node-item-type') || g.querySelector('.node-item');
   const restore = () => {
     for (const entry of state.painted) {
@@ -36,38 +43,43 @@ INSTALL_JS = r"""
   };
   const legend = (spec, count) => {
     let box = document.getElementById('onnxport-legend');
+    document.body.classList.toggle('onnxport-overlay', Boolean(spec) && count > 0);
     if (!spec || count === 0) { if (box) { box.remove(); } return; }
     if (!box) {
       box = document.createElement('div');
       box.id = 'onnxport-legend';
-      box.style.cssText = 'position:fixed;right:12px;top:12px;z-index:10;background:rgba(255,255,255,0.94);' +
-        'border:1px solid #bbb;border-radius:6px;padding:6px 8px;font:11px sans-serif;color:#222;' +
-        'pointer-events:none;max-width:360px';
       document.body.appendChild(box);
     }
     box.textContent = '';
+    const scale = document.createElement('div');
+    scale.style.cssText = 'flex:0 0 240px';
+    box.appendChild(scale);
     const title = document.createElement('div');
-    title.style.cssText = 'font-weight:bold;margin-bottom:4px';
+    title.style.cssText = 'font-weight:bold;margin-bottom:2px';
     title.textContent = spec.title;
-    box.appendChild(title);
+    scale.appendChild(title);
     const bar = document.createElement('div');
     bar.className = 'onnxport-legend-bar';
     bar.style.cssText = 'height:10px;border-radius:2px;background:linear-gradient(to right,' + spec.gradient.join(',') + ')';
-    box.appendChild(bar);
+    scale.appendChild(bar);
     const ticks = document.createElement('div');
-    ticks.style.cssText = 'display:flex;justify-content:space-between;margin-top:2px';
+    ticks.style.cssText = 'display:flex;justify-content:space-between;margin-top:1px';
     for (const label of spec.ticks) { const t = document.createElement('span'); t.textContent = label; ticks.appendChild(t); }
-    box.appendChild(ticks);
+    scale.appendChild(ticks);
+    const notes = document.createElement('div');
+    notes.style.cssText = 'flex:1 1 auto;min-width:0;overflow:hidden';
+    box.appendChild(notes);
     for (const line of spec.lines) {
       const l = document.createElement('div');
-      l.style.cssText = 'margin-top:3px';
+      l.style.cssText = 'white-space:nowrap;overflow:hidden;text-overflow:ellipsis';
       if (line.swatch) {
         const s = document.createElement('span');
         s.style.cssText = 'display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px;background:' + line.swatch;
         l.appendChild(s);
       }
       l.appendChild(document.createTextNode(line.text.replace('{count}', String(count))));
-      box.appendChild(l);
+      l.title = l.textContent;
+      notes.appendChild(l);
     }
   };
   window.__onnxport_overlay = {
@@ -106,7 +118,20 @@ INSTALL_JS = r"""
 })();
 """
 
-APPLY_JS = INSTALL_JS + "\nwindow.__onnxport_overlay.apply(%s);"
+LEGEND_PX = 52  # the strip below the graph the legend lives in
+# While the map is on: Netron's category colours (Relu, Softmax dark red...) go neutral, so the only
+# colours are the error's; the graph area ends above the legend's strip (no node under it).
+OVERLAY_CSS = f"""
+body.onnxport-overlay .target {{ height: calc(100% - {LEGEND_PX}px) !important; }}
+body.onnxport-overlay .toolbar {{ bottom: {LEGEND_PX + 10}px !important; }}
+body.onnxport-overlay g.graph-node [class*="node-item-type"] path {{ fill: #e4e4e4 !important; }}
+body.onnxport-overlay g.graph-node [class*="node-item-type"] text {{ fill: #222 !important; }}
+#onnxport-legend {{ position: fixed; left: 0; right: 0; bottom: 0; height: {LEGEND_PX}px; box-sizing: border-box;
+  z-index: 10; display: flex; gap: 16px; align-items: center; padding: 4px 10px; background: #fafafa;
+  border-top: 1px solid #bbb; font: 11px sans-serif; color: #222; pointer-events: none; overflow: hidden; }}
+"""
+
+APPLY_JS = INSTALL_JS.replace("OVERLAY_CSS", json.dumps(OVERLAY_CSS).replace("%", "%%")) + "\nwindow.__onnxport_overlay.apply(%s);"
 CLEAR_JS = "window.__onnxport_overlay ? window.__onnxport_overlay.clear() : 0;"
 # as JSON text: runJavaScript hands arrays and objects back as '' in some Qt versions
 TAKE_CLICKS_JS = "JSON.stringify(window.__onnxport_overlay ? window.__onnxport_overlay.take() : [])"

@@ -167,3 +167,48 @@ def test_colour_scale_is_fixed_and_monotonic():
     hues = [QColor(colour_for(10 ** (-4 + k / 4))).hueF() for k in range(13)]  # green (0.38) -> red (0.01)
     assert hues == sorted(hues, reverse=True) and hues[0] > 0.3 > 0.05 > hues[-1]
     assert payload(None) == {"nodes": {}, "legend": None}
+
+
+GEOMETRY_JS = """(function () {
+  const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const legend = document.getElementById('onnxport-legend');
+  const nodes = {};
+  for (const g of document.querySelectorAll('g.graph-node')) {
+    const path = g.querySelector('[class*="node-item-type"] path');
+    nodes[g.id.substring('node-name-'.length)] = {box: box(g), fill: path ? getComputedStyle(path).fill : null};
+  }
+  return JSON.stringify({legend: legend ? box(legend) : null, target: box(document.getElementById('target')),
+                         nodes: nodes, overlay: document.body.classList.contains('onnxport-overlay')});
+})()"""
+
+
+def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay, quantized):
+    """While the map is on, Netron's own category colours (Relu's dark red...) are neutral, and the
+    legend sits in a strip below the graph area: no drawn node, as seen, lies under it."""
+    fp32, report = quantized
+    panel = overlay.preview
+    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+        panel.set_model(str(fp32), ["logits"])
+    before = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
+    relu = next(n for n in onnx.load(fp32).graph.node if n.op_type == "Relu").name
+    assert before["nodes"][relu]["fill"] == "rgb(112, 41, 33)"  # Netron's activation red, before
+    payload, _ = paint_and_read(qtbot, overlay, report)
+    state = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
+    assert state["overlay"] and state["legend"]
+    unpainted = [n for n in state["nodes"] if n not in payload["nodes"]]
+    assert unpainted and all(state["nodes"][n]["fill"] == "rgb(228, 228, 228)" for n in unpainted)
+    for name in payload["nodes"]:
+        if name in state["nodes"]:
+            assert state["nodes"][name]["fill"] == rgb(payload["nodes"][name]["fill"])
+    left, top, right, bottom = state["legend"]
+    assert state["target"][3] <= top  # the graph area ends where the legend begins
+    for name, node in state["nodes"].items():  # what is seen of a node: its box within the graph area
+        seen = [max(node["box"][0], state["target"][0]), max(node["box"][1], state["target"][1]),
+                min(node["box"][2], state["target"][2]), min(node["box"][3], state["target"][3])]
+        if seen[0] < seen[2] and seen[1] < seen[3]:
+            assert seen[3] <= top or seen[1] >= bottom or seen[2] <= left or seen[0] >= right, name
+    with qtbot.waitSignal(overlay.painted, timeout=10_000):
+        overlay.report_view.set_report(build_report(export={"path": str(fp32)}))
+    after = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
+    assert not after["overlay"] and after["legend"] is None
+    assert after["nodes"][relu]["fill"] == "rgb(112, 41, 33)"  # Netron's colours back with the map off
