@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import platform
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,13 +107,17 @@ _MAC_FLAGS = {  # sysctl name -> the Linux flag it stands for
 
 
 def _mac_flags() -> set[str]:
+    """The flags macOS's `sysctlbyname` reports set (read in this process: no `sysctl` child)."""
+    import ctypes  # here: only macOS reads flags this way
+
+    try:
+        sysctlbyname = ctypes.CDLL(None).sysctlbyname
+    except (OSError, AttributeError):  # not macOS's libc
+        return set()
     flags = set()
     for key, flag in _MAC_FLAGS.items():
-        try:
-            out = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=5, check=False)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if out.returncode == 0 and out.stdout.strip() == "1":
+        value, size = ctypes.c_int64(0), ctypes.c_size_t(8)  # these are 4-byte ints; the rest stays 0
+        if sysctlbyname(key.encode(), ctypes.byref(value), ctypes.byref(size), None, 0) == 0 and value.value == 1:
             flags.add(flag)
     return flags
 
