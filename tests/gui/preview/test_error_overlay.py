@@ -212,3 +212,37 @@ def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay,
     after = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
     assert not after["overlay"] and after["legend"] is None
     assert after["nodes"][relu]["fill"] == "rgb(112, 41, 33)"  # Netron's colours back with the map off
+
+
+
+def test_integer_shape_nodes_are_never_coloured():
+    """Shape -> Gather -> Concat (integers the quantizer leaves alone) give a Reshape its shape
+    after a MatMul the quantizer fused with it: the map colours that group, never the integers."""
+    import numpy as np
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    from onnxport.core.evaluate.tensor_errors import tensor_errors
+    from onnxport.gui.preview.error_overlay import payload
+
+    rng = np.random.default_rng(0)
+
+    def model(scale: float) -> onnx.ModelProto:
+        nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+                 helper.make_node("Gather", ["shape", "zero"], ["rows"], name="gather", axis=0),
+                 helper.make_node("Concat", ["rows", "minus_one"], ["target"], name="concat", axis=0),
+                 helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Reshape", ["h", "target"], ["y"], name="reshape")]
+        inits = [numpy_helper.from_array(weight * np.float32(scale), "w"),
+                 numpy_helper.from_array(np.array([0], np.int64), "zero"),
+                 numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [8, 64])],
+                                  [helper.make_tensor_value_info("y", T.FLOAT, None)], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    weight = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    fused = model(1.05)
+    fused.graph.node[3].output[0] = fused.graph.node[4].input[0] = "h_int8"  # h is gone: mm fused
+    errors = tensor_errors(fused, model(1.0), {"x": rng.standard_normal((8, 64)).astype(np.float32)})
+    painted = payload(errors.to_dict())["nodes"]
+    assert {"reshape", "mm"} <= set(painted) and not {"shape", "gather", "concat"} & set(painted)
