@@ -17,10 +17,6 @@ inference cannot handle gives fewer shapes, never an error.
 from __future__ import annotations
 
 import json
-import selectors
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -28,70 +24,74 @@ from typing import NamedTuple
 import onnx
 
 from onnxport.core.graph.tensor_info import Dim
-from onnxport.core.util.background import make_background
+from onnxport.core.util.child_call import ChildRun, start_child
+from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken
 
-TIMEOUT_S = 600
-POLL_S = 0.05  # how often a wait for the child looks at the cancel token
 LINE_TENSORS = 4096  # tensors per JSON line
+TARGET = "onnxport.core.graph.shape_types:infer_types"  # the child's function (util.child_call)
 
 Types = dict[str, tuple[str | None, tuple[Dim, ...] | None]]
 
-_CHILD = r"""
-import json, sys, onnx
-from onnx import shape_inference
-from onnxport.core.graph.shape_infer import propagate_data
-from onnxport.core.graph.tensor_info import shape_of
-from onnxport.core.io.model_io import SMALL_TENSOR_BYTES, check_loaded, read_graph, tensor_nbytes
-from onnxport.core.util.errors import OnnxportError
-model, identity = read_graph(sys.argv[1])  # external data is never read: headers only
-try:  # first line: the load checks' verdict on these bytes (see `verdict`)
-    check_loaded(model, sys.argv[1], identity.size)
-    error = None
-except OnnxportError as exc:
-    error = [str(exc), exc.hint]
-sys.stdout.write(json.dumps({"identity": list(identity), "error": error}) + "\n")
-sys.stdout.flush()
-if error is not None:
-    sys.exit(0)
-for t in model.graph.initializer:  # weights out, in place (this copy is ours): what strip_weights keeps
-    if t.data_location == onnx.TensorProto.EXTERNAL or tensor_nbytes(t) > SMALL_TENSOR_BYTES:
-        name, data_type, dims, doc = t.name, t.data_type, list(t.dims), t.doc_string
-        t.Clear()
-        t.name, t.data_type, t.doc_string = name, data_type, doc
-        t.dims.extend(dims)
-inputs = list(model.graph.input)
-model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
-                                     data_prop=propagate_data(model))
-kinds, seen, found = [], {}, {}
-def kind(vtype):
-    key = vtype.SerializeToString()  # most tensors share a few types: shape_of once per type
-    k = seen.get(key)
-    if k is None:
-        k = seen[key] = len(kinds)
-        dtype, dims = shape_of(vtype)
-        kinds.append([dtype, None if dims is None else list(dims)])
-    return k
-for vi in list(model.graph.value_info) + list(model.graph.output):
-    found[vi.name] = kind(vi.type)
-for vi in inputs:
-    if vi.name not in found:
+
+def infer_types(request: dict, data: bytes, channel) -> None:
+    """The child's side (run by util.child_call): the verdict, then the types in JSON lines."""
+    from onnx import shape_inference
+
+    from onnxport.core.graph.shape_infer import propagate_data
+    from onnxport.core.graph.tensor_info import shape_of
+    from onnxport.core.io.model_io import SMALL_TENSOR_BYTES, check_loaded, read_graph, tensor_nbytes
+
+    path = request["path"]
+    model, identity = read_graph(path)  # external data is never read: headers only
+    try:  # first message: the load checks' verdict on these bytes (see `verdict`)
+        check_loaded(model, path, identity.size)
+        error = None
+    except OnnxportError as exc:
+        error = [str(exc), exc.hint]
+    channel.send({"identity": list(identity), "error": error})
+    if error is not None:
+        return
+    for t in model.graph.initializer:  # weights out, in place (this copy is ours): what strip_weights keeps
+        if t.data_location == onnx.TensorProto.EXTERNAL or tensor_nbytes(t) > SMALL_TENSOR_BYTES:
+            name, data_type, dims, doc = t.name, t.data_type, list(t.dims), t.doc_string
+            t.Clear()
+            t.name, t.data_type, t.doc_string = name, data_type, doc
+            t.dims.extend(dims)
+    inputs = list(model.graph.input)
+    model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                         data_prop=propagate_data(model))
+    kinds: list = []
+    seen: dict[bytes, int] = {}
+    found: dict[str, int] = {}
+
+    def kind(vtype) -> int:
+        key = vtype.SerializeToString()  # most tensors share a few types: shape_of once per type
+        k = seen.get(key)
+        if k is None:
+            k = seen[key] = len(kinds)
+            dtype, dims = shape_of(vtype)
+            kinds.append([dtype, None if dims is None else list(dims)])
+        return k
+
+    for vi in list(model.graph.value_info) + list(model.graph.output):
         found[vi.name] = kind(vi.type)
-out = sys.stdout
-items = list(found.items())
-step, sent = int(sys.argv[2]), 0
-for i in range(0, len(items), step):  # each line: [types first used here, [[name, type number], ...]]
-    chunk = items[i:i + step]
-    upto = max(sent, max(k for _, k in chunk) + 1)
-    out.write(json.dumps([kinds[sent:upto], chunk]) + "\n")
-    sent = upto
-"""
+    for vi in inputs:
+        if vi.name not in found:
+            found[vi.name] = kind(vi.type)
+    items = list(found.items())
+    step, sent = int(request["line_tensors"]), 0
+    for i in range(0, len(items), step):  # each line: [types first used here, [[name, type number], ...]]
+        chunk = items[i:i + step]
+        upto = max(sent, max(k for _, k in chunk) + 1)
+        channel.send(json.dumps([kinds[sent:upto], chunk]).encode())  # bytes: parsed by `result`
+        sent = upto
 
 
 class TypeInference:
     """A child inferring the types of one model file; see the module docstring."""
 
-    def __init__(self, proc: subprocess.Popen | None) -> None:
+    def __init__(self, proc: ChildRun | None) -> None:
         self._proc = proc
         self._verdict: Verdict | None = None
         self._verdict_read = False
@@ -100,56 +100,46 @@ class TypeInference:
 
     @classmethod
     def start(cls, path: str | Path) -> TypeInference:
-        args = [sys.executable, "-c", _CHILD, str(path), str(LINE_TENSORS)]
-        try:
-            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL)
-            make_background(proc)  # the open it runs beside comes first
-        except OSError:
-            proc = None
-        return cls(proc)
+        # in the background: the open it runs beside comes first
+        return cls(start_child(TARGET, {"path": str(path), "line_tensors": LINE_TENSORS}, background=True))
 
     def verdict(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Verdict | None:
         """The child's `model_io.check_loaded` of the file, with the identity of the bytes it
         checked; None if it gave none (it failed, was closed first, or did not answer within
-        `timeout` seconds). Its first line: it comes long before the types. Checks `cancel`
-        while waiting (a cancel kills the child)."""
+        `timeout` seconds). Its first message: it comes long before the types. A cancel of
+        `cancel` while waiting kills the child."""
         if self._verdict_read:
             return self._verdict
-        proc = self._proc
-        if proc is None:
+        run = self._proc
+        if run is None:
             return None
         try:
-            if not self._wait_for_answer(proc, cancel, timeout):
-                return None  # not read: `result` still takes it
-            self._verdict_read = True
-            answer = json.loads(proc.stdout.readline())
+            answer = self._receive(run, cancel, timeout)
+        except TimeoutError:
+            return None  # not read: `result` still takes it
+        self._verdict_read = True
+        try:
             error = answer["error"]
             self._verdict = Verdict(tuple(answer["identity"]),
                                     None if error is None else (str(error[0]), error[1] and str(error[1])))
-        except (OSError, ValueError, TypeError, KeyError, IndexError):
+        except (ValueError, TypeError, KeyError, IndexError):
             self.close()
         return self._verdict
 
     def wait(self, cancel: CancelToken | None = None) -> None:
-        """Wait until the child has answered in full, reading its lines without parsing them:
+        """Wait until the child has answered in full, keeping its lines without parsing them:
         the wait holds the GIL only for a few reads, so the app runs it outside the side jobs'
         lane and parses (`result`) in the lane, never beside another side job's Python."""
-        proc = self._proc
-        if proc is None or self._lines is not None:
+        run = self._proc
+        if run is None or self._lines is not None:
             return
         if self.verdict(cancel) is None or self._verdict.error is not None:
             self.close()
             return
-        try:
-            self._wait_for_answer(proc, cancel)
-            self._lines = proc.stdout.read().splitlines()
-            self._code = proc.wait(timeout=TIMEOUT_S)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            self.close()
-            return
-        proc.stdout.close()
-        self._proc = None
+        lines = []
+        while (line := self._receive(run, cancel)) is not None:
+            lines.append(line)
+        self._lines, self._code, self._proc = lines, run.returncode, None
 
     def result(self, cancel: CancelToken | None = None) -> Types | None:
         """name -> (dtype, shape) once the child is done (see `wait`); None if it failed. Checks
@@ -172,35 +162,25 @@ class TypeInference:
             return None
         return types
 
-    def _wait_for_answer(self, proc: subprocess.Popen, cancel: CancelToken | None,
-                         timeout: float | None = None) -> bool:
-        """Block until the child has a line for us (or has ended), checking `cancel` every POLL_S:
-        a cancel kills the child at once instead of after the inference. False if `timeout`
-        seconds passed first."""
-        if cancel is None and timeout is None:
-            return True
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(proc.stdout, selectors.EVENT_READ)
-            while not selector.select(POLL_S):
-                if cancel is not None and cancel.cancelled:
-                    self.close()
-                    cancel.check()
-                if deadline is not None and time.monotonic() > deadline:
-                    return False
-        return True
+    def _receive(self, run: ChildRun, cancel: CancelToken | None, timeout: float | None = None):
+        """The child's next message; None when it ended or failed (then it is closed). A cancel
+        kills it and raises `Cancelled`; `timeout` raises `TimeoutError`, the child running on."""
+        try:
+            message = run.receive(cancel, timeout)
+        except Cancelled:
+            self.close()
+            raise
+        except OnnxportError:  # the child failed (an unreadable file): best effort, no types
+            message = None
+        if message is None:
+            self.close()
+        return message
 
     def close(self) -> None:
         """Kill the child if it still runs (never raises)."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                proc.kill()
-                proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if proc is not None and proc.stdout is not None and not proc.stdout.closed:
-            proc.stdout.close()
+        run, self._proc = self._proc, None
+        if run is not None:
+            run.close()
 
 
 class Verdict(NamedTuple):

@@ -95,7 +95,7 @@ def test_big_graphs_are_shape_inferred_in_a_child_process(tmp_path, monkeypatch)
     assert out_of_process["hidden"].shape == in_process["hidden"].shape == ("batch", 16)
     summary = {n: (t.dtype, t.shape) for n, t in in_process.tensors.items()}
     assert {n: (t.dtype, t.shape) for n, t in out_of_process.tensors.items()} == summary
-    monkeypatch.setattr(shape_types, "_CHILD", "import sys; sys.exit(3)")  # a child that fails
+    monkeypatch.setattr(shape_types, "TARGET", "tests.core.util.child_functions:exit_3")  # a child that fails
     assert {n: (t.dtype, t.shape) for n, t in build_index(model, path).tensors.items()} == summary
     # without a path the weight-free graph is piped to the child
     assert build_index(model)["hidden"].shape == ("batch", 16)

@@ -62,7 +62,7 @@ def test_a_failed_child_falls_back_to_inference_here(big_enough, monkeypatch):
     from onnxport.core.graph import shape_types
 
     waited = build_index(onnx.load(big_enough), big_enough)
-    monkeypatch.setattr(shape_types, "_CHILD", "import sys; sys.exit(3)")
+    monkeypatch.setattr(shape_types, "TARGET", "tests.core.util.child_functions:exit_3")
     early = build_index(onnx.load(big_enough), big_enough, wait_types=False)
     assert fill_types(early) > 0 and summary(early) == summary(waited)
 

@@ -65,3 +65,8 @@ def wait_forever(request, data, channel):
 
 def exit_3(request, data, channel):
     os._exit(3)
+
+
+def sleep_a_minute(request, data, channel):
+    """A child that never answers in a test's time."""
+    time.sleep(60)

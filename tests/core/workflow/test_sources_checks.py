@@ -108,7 +108,7 @@ def test_a_verdict_about_other_bytes_is_not_trusted(tmp_path, early, monkeypatch
 def test_no_verdict_in_time_means_the_checks_run_here(tmp_path, early, monkeypatch):
     path = tmp_path / "m.onnx"
     path.write_bytes(_chain(path).replace(b"/layer00042/Relu", b"/layer\xff0042/Relu"))
-    monkeypatch.setattr(shape_types, "_CHILD", "import time; time.sleep(60)")  # a child that never answers
+    monkeypatch.setattr(shape_types, "TARGET", "tests.core.util.child_functions:sleep_a_minute")  # a child that never answers
     monkeypatch.setattr(sources, "VERDICT_WAIT_S", 0.2)
     with pytest.raises(CorruptFileError, match="is not UTF-8 text"):
         open_sources([path], wait_types=False)
