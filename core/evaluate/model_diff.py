@@ -147,7 +147,8 @@ def _change(row: DiffRow) -> str:
     if row.before is None or row.after is None:
         return ""
     if row.section == "accuracy":
-        return f"{row.after - row.before:+.6f}"
+        delta = accuracy_delta(row)
+        return "" if delta == 0 else f"{delta:+.6f}"
     if row.section in ("ops", "parameters"):
         delta = int(row.after) - int(row.before)
         return "" if delta == 0 else f"{delta:+,d}"
@@ -156,7 +157,16 @@ def _change(row: DiffRow) -> str:
     return f"x{row.after / row.before:.3f}"
 
 
+def accuracy_delta(row: DiffRow) -> float:
+    """The change of an accuracy row (cosines: 1 at most, float rounding can pass it), 0.0 below
+    what six decimals show: an fp16 model is never 'accuracy -0.000000'."""
+    if row.before is None or row.after is None:
+        return 0.0
+    delta = min(float(row.after), 1.0) - min(float(row.before), 1.0)
+    return 0.0 if abs(delta) < 5e-7 else delta
+
+
 _FORMATS = {
     "ops": lambda v: f"{int(v):,d}", "parameters": lambda v: f"{int(v):,d}", "bytes": human_size,
-    "size": human_size, "latency": lambda v: f"{v:.3f} ms", "accuracy": lambda v: f"{v:.6f}",
+    "size": human_size, "latency": lambda v: f"{v:.3f} ms", "accuracy": lambda v: f"{min(v, 1.0):.6f}",
 }

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from onnxport.core.evaluate.model_diff import DiffRow
+from onnxport.core.evaluate.model_diff import DiffRow, accuracy_delta
 from onnxport.core.evaluate.report import accuracy_map
 
 from .layout_pass import one_layout_pass
@@ -112,7 +112,8 @@ def _change_colour(row: DiffRow) -> QColor | None:
     if row.section in SMALLER_IS_BETTER:
         return GOOD if row.after < row.before else BAD
     if row.section == "accuracy":
-        return BAD if row.after < row.before else GOOD
+        delta = accuracy_delta(row)
+        return None if delta == 0 else BAD if delta < 0 else GOOD
     return None
 
 

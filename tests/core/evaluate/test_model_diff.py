@@ -61,3 +61,13 @@ def test_no_diff_without_a_pair_or_when_a_file_is_gone(tmp_path):
     assert report_diff(pair) is None
     same = model_diff(fp32, fp32)
     assert all(r.before == r.after for r in same.rows) and not any(r.section == "latency" for r in same.rows)
+
+
+def test_an_accuracy_change_below_six_decimals_is_no_change():
+    """fp16's cosine can round to 0.99999996 or 1.0000001: never 'accuracy -0.000000' (in red)."""
+    from onnxport.core.evaluate.model_diff import DiffRow, accuracy_delta
+
+    tiny_loss, above_one = DiffRow("accuracy", "y (cosine)", 1.0, 0.99999996), DiffRow("accuracy", "y", 1.0, 1.0000001)
+    assert tiny_loss.cells() == ("1.000000", "1.000000", "") and accuracy_delta(tiny_loss) == 0.0
+    assert above_one.cells() == ("1.000000", "1.000000", "") and accuracy_delta(above_one) == 0.0
+    assert DiffRow("accuracy", "y", 1.0, 0.999869).cells()[2] == "-0.000131"

@@ -96,3 +96,19 @@ def test_a_narrow_table_keeps_the_figures_whole_and_elides_the_names(qtbot):
         assert table.columnWidth(column) >= metrics.horizontalAdvance(table.item(0, column).text())
     assert table.columnWidth(1) < metrics.horizontalAdvance(name)  # elided ...
     assert table.item(0, 1).toolTip() == plain_tip(name)  # ... and whole in its tooltip, as plain text
+
+
+def test_a_change_below_what_is_shown_is_not_coloured(qtbot):
+    from PySide6.QtCore import Qt
+
+    from onnxport.gui.widgets.accuracy_panel import DiffTable
+
+    table = DiffTable()
+    qtbot.addWidget(table)
+    table.set_diff({"before": "a.onnx", "after": "b.onnx", "rows": [
+        {"section": "accuracy", "name": "y (cosine)", "before": 1.0, "after": 0.99999996},
+        {"section": "accuracy", "name": "z (cosine)", "before": 1.0, "after": 0.99},
+    ]})
+    assert table.rows()[0][2:] == ["1.000000", "1.000000", ""]
+    assert table.item(0, 4).foreground().style() == Qt.BrushStyle.NoBrush  # no red for "no change"
+    assert table.item(1, 4).text() == "-0.010000" and table.item(1, 4).foreground().color().name() == "#c8423b"
