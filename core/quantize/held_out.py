@@ -4,14 +4,14 @@ Why: a search tuned on a few inputs overfits them (MiniLM: 0.990 promised on 4 r
 0.989 on others). So the search tunes on one part and the verdict is measured on another.
 
 Contract:
-- `default_text(specs, model_path, tokenizer)`: for a text model (inputs like input_ids,
-  attention_mask...) whose Hugging Face tokenizer is known (given, or `tokenizer.json` beside the
-  model), the bundled sentences (resources/sentences.txt) as batches; else None.
-- `split(feeds, after=0)` -> `Split`: `held_out` holds at least `HELD_OUT_SAMPLES` samples when
-  there are twice that many (else half), the last batches (a single batch is cut in two along its
-  batch axis); `search` the first batches (at most `SEARCH_SAMPLES` samples); `seen` everything
-  but the held-out part (e.g. to calibrate on). Generated feeds are generated afresh: the search's
-  first (as many as held out), the held-out ones from batch `after` on (past those calibration generates).
+- `default_text(specs, model_path, tokenizer)`: the bundled sentences (resources/sentences.txt)
+  as batches for a text model whose Hugging Face tokenizer is known, else None.
+- `split(feeds, after=0)` -> `Split`: `held_out` the last batches, >= `HELD_OUT_SAMPLES` samples
+  when there are twice that many, else half (one batch is cut in two); `search` the first ones
+  (<= `SEARCH_SAMPLES`); `seen` all but the held-out part. Generated feeds are made afresh: the
+  search's first, the held-out ones from batch `after` on (past what calibration generates).
+- `given_apart(search, held)`: static with calibration and validation data: the search tunes on
+  the calibration data, the verdict uses every validation input.
 """
 
 from __future__ import annotations
@@ -115,6 +115,12 @@ def split(feeds: FeedSource, after: int = 0) -> Split:
     parts = [_part(feeds, 0, searched, "searched on"), _part(feeds, batches - hold, batches, "held out"),
              _part(feeds, 0, batches - hold, "all but the held-out")]
     return Split(*parts, notes=_few(hold * per_batch))
+
+
+def given_apart(search: FeedSource, held: FeedSource) -> Split:
+    """Two sources given apart (static: search on the calibration data, verdict on all the validation inputs)."""
+    count = len(held) * max(samples_in(held.first(), held.specs), 1) if len(held) else 0
+    return Split(search, held, search, notes=_few(count))
 
 
 def _part(feeds: FeedSource, start: int, stop: int, what: str) -> _Part:

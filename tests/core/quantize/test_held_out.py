@@ -160,3 +160,14 @@ def test_a_float16_model_not_faster_says_why():
     assert fp16_note(slower, "float16") == FP16_SLOWER and "without native float16" in FP16_SLOWER
     assert fp16_note(slower, "float32") is None
     assert fp16_note(BenchReport([bench(1.0), bench(0.5)], "inputs", None, 1.0), "float16") is None
+
+
+def test_static_with_calibration_and_validation_data_keeps_them_apart(tmp_path):
+    """The search tunes on the calibration data; the verdict uses every validation input."""
+    model = _two_matmuls(tmp_path / "m.onnx")
+    rng = np.random.default_rng(2)
+    np.savez(tmp_path / "cal.npz", x=rng.standard_normal((24, 256)).astype(np.float32))
+    np.savez(tmp_path / "val.npz", x=rng.standard_normal((40, 256)).astype(np.float32))
+    result = quantize(model, tmp_path / "q.onnx", "static", int8_path=PIN, calibration=tmp_path / "cal.npz",
+                      validation_inputs=tmp_path / "val.npz")
+    assert result.validation.inputs == "val.npz" and result.validation.outputs[0].samples["count"] == 40
