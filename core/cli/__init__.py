@@ -18,7 +18,13 @@ import importlib
 import signal
 import sys
 
-from onnxport.core.cli.error_output import EXIT_BROKEN_PIPE, report_error, silence_stdout, stdout_closed
+from onnxport.core.cli.error_output import (
+    EXIT_BROKEN_PIPE,
+    parse_args,
+    report_error,
+    silence_stdout,
+    stdout_closed,
+)
 from onnxport.core.cli.interrupts import Interrupts, exit_code
 from onnxport.core.util.errors import OnnxportError, cannot_read
 from onnxport.core.util.written_files import WrittenFiles
@@ -56,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)  # with --json, a usage error is JSON on stdout too
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USER_ERROR

@@ -2,7 +2,8 @@
 
 - A user error is one line on stderr (`onnxport: error: ...`); with `--json` the same error is
   also a JSON object on stdout (`{"error": {"message": ..., "kind": ...}}`), so a script that parses
-  stdout always gets JSON, never an empty string.
+  stdout always gets JSON, never an empty string; `parse_args` does the same for usage errors
+  (kind `UsageError`: a missing `-o`, an unknown option) when `--json` is among the arguments.
 - A reader that closed stdout early (`onnxport inspect --json | head`) ends the run quietly, as
   Unix tools do: exit 141 (128 + SIGPIPE), no message, no traceback. `stdout_closed()` tells a
   closed stdout from another broken pipe (e.g. a child process's), which stays an error.
@@ -12,6 +13,9 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import os
 import select
@@ -58,3 +62,23 @@ def silence_stdout() -> None:
         os.close(devnull)
     except (AttributeError, OSError, ValueError):
         pass
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`parser.parse_args(argv)`; with `--json` among the arguments a usage error (argparse's exit
+    2, its lines still on stderr) is also a JSON error on stdout."""
+    if "--json" not in (sys.argv[1:] if argv is None else argv):
+        return parser.parse_args(argv)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        text = captured.getvalue()
+        sys.stderr.write(text)
+        if exc.code == 2:  # a usage error (--help exits 0)
+            lines = text.strip().splitlines() or ["invalid arguments"]
+            message = lines[-1].split(": error: ", 1)[-1]
+            json.dump({"error": {"message": message, "kind": "UsageError"}}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        raise

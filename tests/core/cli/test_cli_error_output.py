@@ -53,6 +53,16 @@ def test_json_errors_are_json_on_stdout(tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_json_usage_errors_are_json_on_stdout(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["export", str(tmp_path / "m.onnx"), "--json"])  # no -o
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["error"] == {"message": "the following arguments are required: -o/--output",
+                                                 "kind": "UsageError"}
+    assert "usage: onnxport export" in captured.err
+
+
 def test_a_checkpoint_given_as_the_model_says_where_it_goes(tmp_path, capsys):
     ckpt = tmp_path / "checkpoint"
     write_checkpoint(ckpt, mlp_weights())
