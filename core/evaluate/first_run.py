@@ -2,7 +2,7 @@
 
 Why: generated sizes are guesses (input_shapes.py), and an ONNX Runtime kernel fed sizes a model
 was not made for can kill the process outright (SIGFPE, SIGSEGV). So the first run on generated
-inputs happens in a child (`first_run_child.py`); a crash there becomes one line naming the
+inputs happens in a child (`first_run_child.run`, by util.child_call); a crash there becomes one line naming the
 signal, the model, the input shapes and how to give sizes (`--shape`, `--dim`).
 
 Contract: `fitted_feeds(model_path, inputs, ...)` returns a `FeedSource`:
@@ -16,9 +16,7 @@ Contract: `fitted_feeds(model_path, inputs, ...)` returns a `FeedSource`:
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,15 +32,14 @@ from onnxport.core.evaluate.input_specs import InputSpec, input_specs
 from onnxport.core.evaluate.input_values import generate, value_choices
 from onnxport.core.evaluate.runtime import describe_feed, ort_message
 from onnxport.core.io.model_io import load_graph
+from onnxport.core.util.child_call import start_child
 from onnxport.core.util.errors import Cancelled, OnnxportError
-from onnxport.core.util.malloc_tuning import tuned_environ
 from onnxport.core.util.progress import CancelToken
 
-CHILD = Path(__file__).with_name("first_run_child.py")
+TARGET = "onnxport.core.evaluate.first_run_child:run"
 MAX_TRIALS = 24
 MAX_CRASHES = 3
 TIMEOUT_SECONDS = 300.0
-POLL_SECONDS = 0.02
 
 
 Reference = str | Path | tuple[onnx.ModelProto, Path]  # a model file, or a graph and its weights' folder
@@ -178,32 +175,16 @@ def _job_models(folder: Path, models: list) -> list[dict]:
 
 def _run_child(folder: Path, models: list, trials: list[str], start: int, cancel: CancelToken | None):
     """Run the child once: (events it reported, exit status | None when it could not tell)."""
-    report = folder / f"report{start}.jsonl"
-    job = folder / f"job{start}.json"
-    job.write_text(json.dumps({"models": _job_models(folder, models), "trials": trials, "start": start,
-                               "report": str(report)}), encoding="utf-8")
-    try:
-        child = subprocess.Popen([sys.executable, str(CHILD), str(job)], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=tuned_environ())
-    except OSError:
-        return [], None
+    run = start_child(TARGET, {"models": _job_models(folder, models), "trials": trials, "start": start})
+    events: list[dict] = []
     deadline = time.monotonic() + TIMEOUT_SECONDS
     try:
-        while child.poll() is None:
-            if cancel is not None and cancel.cancelled and not cancel.committed:
-                raise Cancelled()
-            if time.monotonic() > deadline:
-                return [], None
-            time.sleep(POLL_SECONDS)
+        while (event := run.receive(cancel, max(0.0, deadline - time.monotonic()))) is not None:
+            events.append(event)
+    except Cancelled:
+        raise
+    except (TimeoutError, OnnxportError):  # too long, or the child failed outside ORT's runs
+        return [], None
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    events = []
-    if report.is_file():
-        for line in report.read_text(encoding="utf-8").splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                break  # a line cut by the crash
-    return events, child.returncode
+        run.close()
+    return events, run.returncode

@@ -1,18 +1,15 @@
 """The child side of first_run.py: run models once on candidate feeds, in a process that may die.
 
-Self-contained on purpose (numpy and onnxruntime only, run by path): it must start fast and
-cannot take onnxport down with it. Usage: `python first_run_child.py JOB.json`, where the job is
-`{"models": [{"path": p, "external_folder": f (optional)}], "trials": [.npz paths], "start": i,
-"report": path}` (`external_folder`: where a model written without its weights finds them). For each trial from
-`start` it appends one JSON line to `report` before running (`{"trial": i, "event": "start"}`)
-and one after (`"ok"`, or `"error"` with ORT's first line), and stops at the first trial every
-model runs. A model whose inputs the feed does not cover (a reference fed with parameters) is
-skipped. A model that does not load ends the job with `"load"`: the parent's own session says why.
-The parent reads a crash (SIGFPE, SIGSEGV) from the exit status and the last `start` line.
+Run by util.child_call (`start_child("onnxport.core.evaluate.first_run_child:run", job)`); it
+imports numpy and onnxruntime only, so it starts fast. The job is `{"models": [{"path": p,
+"external_folder": f (optional)}], "trials": [.npz paths], "start": i}` (`external_folder`: where a
+model written without its weights finds them). For each trial from `start` it sends one message
+before running (`{"trial": i, "event": "start"}`) and one after (`"ok"`, or `"error"` with ORT's
+first line), and stops at the first trial every model runs. A model whose inputs the feed does not
+cover (a reference fed with parameters) is skipped. A model that does not load ends the job with
+`"load"`: the parent's own session says why. The parent reads a crash (SIGFPE, SIGSEGV) from the
+exit status and the last `start` message (each message is flushed before the run it announces).
 """
-
-import json
-import sys
 
 _TYPES = {"float": "float32", "double": "float64", "bool": "bool"}
 
@@ -24,17 +21,13 @@ def _first_line(exc: BaseException, limit: int = 600) -> str:
     return line if len(line) <= limit else line[:limit // 3 - 5] + " ... " + line[-(limit - limit // 3):]
 
 
-def main(job_path: str) -> int:
-    with open(job_path, encoding="utf-8") as f:
-        job = json.load(f)
+def run(job: dict, data: bytes, channel) -> None:
+    """See the module docstring (`data` is unused: the feeds are files the parent wrote)."""
     import numpy as np
     import onnxruntime as ort
 
-    report = open(job["report"], "a", encoding="utf-8", buffering=1)  # line-buffered: survives a crash
-
     def emit(**event) -> None:
-        report.write(json.dumps(event) + "\n")
-        report.flush()
+        channel.send(event)
 
     options = ort.SessionOptions()
     options.log_severity_level = 4
@@ -50,10 +43,10 @@ def main(job_path: str) -> int:
             sessions.append(ort.InferenceSession(path, own, providers=["CPUExecutionProvider"]))
         except Exception as exc:  # noqa: BLE001 - any load failure: the parent's session reports it
             emit(event="load", model=path, message=_first_line(exc))
-            return 0
+            return
     for i in range(job["start"], len(job["trials"])):
-        with np.load(job["trials"][i], allow_pickle=False) as data:
-            feed = {k: data[k] for k in data.files}
+        with np.load(job["trials"][i], allow_pickle=False) as npz:
+            feed = {k: npz[k] for k in npz.files}
         emit(trial=i, event="start")
         try:
             for sess in sessions:
@@ -65,8 +58,7 @@ def main(job_path: str) -> int:
             emit(trial=i, event="error", message=_first_line(exc))
             continue
         emit(trial=i, event="ok")
-        return 0
-    return 0
+        return
 
 
 def _cast(value, ort_type: str, np):
@@ -77,7 +69,3 @@ def _cast(value, ort_type: str, np):
     except TypeError:
         return value
     return value if value.dtype == want else value.astype(want)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
