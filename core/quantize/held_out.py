@@ -120,6 +120,9 @@ def split(feeds: FeedSource, after: int = 0) -> Split:
 def given_apart(search: FeedSource, held: FeedSource) -> Split:
     """Two sources given apart (static: search on the calibration data, verdict on all the validation inputs)."""
     count = len(held) * max(samples_in(held.first(), held.specs), 1) if len(held) else 0
+    if len(search) > 1:  # at most SEARCH_SAMPLES of it: the float outputs on them are kept
+        step = max(samples_in(search.first(), search.specs), 1)
+        search = _part(search, 0, min(len(search), math.ceil(SEARCH_SAMPLES / step)), "searched on")
     return Split(search, held, search, notes=_few(count))
 
 
