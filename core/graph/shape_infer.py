@@ -16,39 +16,19 @@ an op with a propagator reads, shape or not; `propagate_data(model)` turns it of
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import onnx
 
 from onnxport.core.graph.uses import walk_bodies
 from onnxport.core.io.model_functions import expanded_nodes
-from onnxport.core.util.errors import CorruptFileError
+from onnxport.core.util.child_call import run_in_child
+from onnxport.core.util.errors import CorruptFileError, OnnxportError
 
 OUT_OF_PROCESS_NODES = 5_000
 TIMEOUT_S = 600
 DATA_PROP_BUDGET = 2_000_000  # 1-D elements read by ops (~0.2 us each measured with data_prop)
 SHAPE_LIKE = 64  # 1-D tensors shorter than this are shapes or axes to data propagation's cost
 
-_CHILD = r"""
-import sys, onnx
-from onnx import shape_inference
-from onnxport.core.graph.shape_infer import body_value_infos, propagate_data
-bodies = sys.argv[1] == "1"
-if len(sys.argv) > 2:
-    from onnxport.core.io.model_io import load_graph, strip_weights
-    model = strip_weights(load_graph(sys.argv[2]))
-else:
-    model = onnx.ModelProto.FromString(sys.stdin.buffer.read())
-model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
-                                     data_prop=propagate_data(model))
-graph = onnx.GraphProto()
-graph.value_info.extend(model.graph.value_info)
-graph.output.extend(model.graph.output)
-if bodies:
-    graph.value_info.extend(body_value_infos(model.graph))
-sys.stdout.buffer.write(graph.SerializeToString())
-"""
+TARGET = "onnxport.core.graph.shape_infer:infer_in_child"  # the child's function (util.child_call)
 
 
 def propagate_data(model: onnx.ModelProto) -> bool:
@@ -105,15 +85,32 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None,
 
 
 def _in_child(light: onnx.ModelProto | None, path, bodies: bool = False) -> onnx.GraphProto | None:
-    args = [sys.executable, "-c", _CHILD, "1" if bodies else "0"] + ([str(path)] if path is not None else [])
-    payload = b"" if path is not None else light.SerializeToString()
+    request = {"bodies": bodies, "path": None if path is None else str(path)}
     try:
-        proc = subprocess.run(args, input=payload, capture_output=True, timeout=TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
+        answer = run_in_child(TARGET, request, b"" if path is not None else light.SerializeToString(),
+                              timeout=TIMEOUT_S)
+    except OnnxportError:  # it failed, died or took too long: no answer
         return None
     try:
-        return onnx.GraphProto.FromString(proc.stdout)
+        return onnx.GraphProto.FromString(answer)
     except Exception:  # noqa: BLE001 - a garbled answer is no answer
         return None
+
+
+def infer_in_child(request: dict, data: bytes, channel) -> bytes:
+    """The child's side of `_in_child` (run by util.child_call): the model at `request["path"]`
+    (loaded weight-free) or the weight-free model in `data`, inferred; what it found as a GraphProto."""
+    if request.get("path") is not None:
+        from onnxport.core.io.model_io import load_graph, strip_weights
+
+        model = strip_weights(load_graph(request["path"]))
+    else:
+        model = onnx.ModelProto.FromString(data)
+    model = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                              data_prop=propagate_data(model))
+    graph = onnx.GraphProto()
+    graph.value_info.extend(model.graph.value_info)
+    graph.output.extend(model.graph.output)
+    if request.get("bodies"):
+        graph.value_info.extend(body_value_infos(model.graph))
+    return graph.SerializeToString()
