@@ -17,6 +17,7 @@ import datetime as _dt
 import math
 from pathlib import Path
 
+from onnxport.core.evaluate.compare import CLASSES
 from onnxport.core.evaluate.model_diff import diff_lines, report_diff
 from onnxport.core.export.staging import write_json_atomic
 from onnxport.core.util.text import human_size
@@ -137,7 +138,7 @@ def _validation_lines(v: dict, what: str) -> list[str]:
     lines = [f"{what} validation {'PASSED' if v['passed'] else 'FAILED'} against {v['reference_kind']} "
              f"{Path(v['reference']).name} on {v['inputs']}"]
     for o in v["outputs"]:
-        argmax = "" if o.get("argmax_agreement") is None else f", argmax {100 * o['argmax_agreement']:.1f}%"
+        argmax = "" if o.get("argmax_agreement") is None or o.get("kind") != CLASSES else f", argmax {100 * o['argmax_agreement']:.1f}%"
         lines.append(f"  {'ok ' if o['passed'] else 'BAD'} {o['name']}: max abs diff {_num(o['max_abs_diff'], '.3g')}, "
                      f"cosine {_num(o['cosine'], '.6f')}{argmax}" + ("" if o["passed"] else f" ({o['reason']})"))
         if o.get("samples") and v.get("precision") != "float32":

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from onnxport.core.evaluate.compare import (
+    CLASSES,
     EXACT,
     LOSSY,
     VALUES,
@@ -91,7 +92,7 @@ class ValidationReport:
         lines = [f"{head}: {Path(self.model).name} vs {self.reference_kind} {Path(self.reference).name} "
                  f"on {self.inputs}"]
         for o in self.outputs:
-            argmax = "" if o.argmax_agreement is None else f", argmax {100 * o.argmax_agreement:.1f}%"
+            argmax = "" if o.argmax_agreement is None or o.kind != CLASSES else f", argmax {100 * o.argmax_agreement:.1f}%"
             mark = ("ok " if o.passed else "BAD") if verdict else "   "
             lines.append(f"  {mark} {o.name}: max abs diff {o.max_abs_diff:.3g}, mean {o.mean_abs_diff:.3g}, "
                          f"cosine {o.cosine:.6f}{argmax}" + ("" if o.passed or not verdict else f"  ({o.reason})"))

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from onnxport.core.evaluate.compare import CLASSES
 from onnxport.core.evaluate.sensitivity import MEASURABLE
 from onnxport.core.util.text import human_size
 
@@ -56,23 +57,35 @@ class ReportChart(QWidget):
         self.update()
 
     def panels(self) -> list[tuple[str, list[tuple[str, float | None, QColor]], float | None]]:
-        """(title, [(label, value, color)], reference line) per panel, as drawn."""
+        """(title, [(label, value, color)], reference line) per panel, as drawn: only panels with
+        something to compare (two sizes, two latencies; errors of two outputs or more), never one
+        whose bars are all zero."""
         chart = self._chart
         result = []
         labels = chart.get("labels") or {}
-        for key, title, scale in (("size_bytes", "Size (MB)", 1e-6), ("latency_ms", "Latency p50 (ms)", 1.0)):
+        for key, title in (("size_bytes", "Size"), ("latency_ms", "Latency p50")):
             pair = chart.get(key)
             if pair:
-                bars = [(labels.get("before") or "before", _scaled(pair.get("before"), scale), BEFORE),
-                        (labels.get("after") or "after", _scaled(pair.get("after"), scale), AFTER)]
+                bars = [(labels.get("before") or "before", _scaled(pair.get("before")), BEFORE),
+                        (labels.get("after") or "after", _scaled(pair.get("after")), AFTER)]
                 result.append((title, bars, None))
         outputs = chart.get("outputs") or []
-        if outputs:
+        if len(outputs) >= 2:  # one output: its error is a line of the text, not a chart
             target = chart.get("min_cosine")
             bars = [(o["name"], None if o.get("cosine") is None else max(0.0, 1.0 - o["cosine"]),
                      GOOD if o.get("passed") else BAD) for o in outputs]
             result.append(("Error per output (1 - cosine)", bars, None if target is None else 1.0 - target))
-        return result
+        return [p for p in result if any(v for _, v, _ in p[1])]
+
+    def value_text(self, title: str, value: float | None) -> str:
+        """A bar's figure as the report's text says it: sizes by human_size (B, KB, MB)."""
+        if value is None:
+            return "n/a"
+        if title == "Size":
+            return human_size(value)
+        if title == "Latency p50":
+            return f"{value:.3f} ms"
+        return _short(value)
 
     def label_rects(self) -> list[list[tuple[str, QRectF]]]:
         """The x labels as drawn, per panel: (text, the rectangle its ink takes). A label wider
@@ -104,12 +117,10 @@ class ReportChart(QWidget):
         if not panels:
             return []
         margin, title_h, label_h = 8.0, 18.0, 16.0
-        shares = [max(len(bars), 2) for _, bars, _ in panels]  # room by bars: labels get a fair slot
         room = self.width() - margin * (len(panels) + 1)
         out = []
         x0 = margin
-        for share, (title, bars, line) in zip(shares, panels):
-            width = room * share / sum(shares)
+        for width, (title, bars, line) in zip(self._widths(panels, room), panels):
             top, bottom = margin + title_h, self.height() - margin - label_h * 2
             values = [v for _, v, _ in bars if v is not None] + ([line] if line is not None else [])
             vmax = max(values + [1e-12]) * 1.15
@@ -117,13 +128,29 @@ class ReportChart(QWidget):
             bar_w = min(slot * 0.6, 48.0)
             rects = []
             for k, (_, value, _) in enumerate(bars):
-                h = 0.0 if value is None else (bottom - top) * value / vmax
+                h = 0.0 if value is None else max((bottom - top) * value / vmax, 2.0)  # a zero still shows
                 cx = x0 + slot * (k + 0.5)
                 rects.append(QRectF(cx - bar_w / 2, bottom - h, bar_w, h))
             line_y = None if line is None else bottom - (bottom - top) * line / vmax
             out.append(((title, bars, x0, width, top, bottom, line_y), rects, line))
             x0 += width + margin
         return out
+
+    def _widths(self, panels, room: float) -> list[float]:
+        """Room by bars (labels get a fair slot), but a panel at least its title's width when all fit."""
+        metrics = QFontMetricsF(self.font())
+        need = [metrics.horizontalAdvance(title) + 8.0 for title, _, _ in panels]
+        shares = [max(len(bars), 2) for _, bars, _ in panels]
+        widths = [room * share / sum(shares) for share in shares]
+        short = [i for i, w in enumerate(widths) if w < need[i]]
+        rest = [i for i in range(len(panels)) if i not in short]
+        if short and rest and sum(need) <= room:
+            left = room - sum(need[i] for i in short)
+            for i in short:
+                widths[i] = need[i]
+            for i in rest:
+                widths[i] = left * shares[i] / sum(shares[j] for j in rest)
+        return widths
 
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
         painter = QPainter(self)
@@ -138,13 +165,13 @@ class ReportChart(QWidget):
         small = self._small_font()
         for ((title, bars, x0, width, top, bottom, line_y), rects, _), labels in zip(layout, self.label_rects()):
             painter.setPen(self.palette().text().color())
-            title = painter.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, int(width))
-            painter.drawText(QRectF(x0, 0, width, top), Qt.AlignmentFlag.AlignCenter, title)
+            shown = painter.fontMetrics().elidedText(title, Qt.TextElideMode.ElideRight, int(width))
+            painter.drawText(QRectF(x0, 0, width, top), Qt.AlignmentFlag.AlignCenter, shown)
             painter.drawLine(int(x0), int(bottom), int(x0 + width), int(bottom))
             painter.setFont(small)
             for (_, value, color), rect, (label, ink) in zip(bars, rects, labels):
                 painter.fillRect(rect, color)
-                text = "n/a" if value is None else _short(value)
+                text = self.value_text(title, value)
                 painter.drawText(QRectF(rect.center().x() - 40, rect.top() - 14, 80, 14),
                                  Qt.AlignmentFlag.AlignCenter, text)
                 painter.drawText(ink.adjusted(-2, 0, 2, 0), Qt.AlignmentFlag.AlignCenter, label)
@@ -155,8 +182,8 @@ class ReportChart(QWidget):
         painter.end()
 
 
-def _scaled(value, scale: float) -> float | None:
-    return None if value is None else float(value) * scale
+def _scaled(value) -> float | None:
+    return None if value is None else float(value)
 
 
 def _short(value: float) -> str:
@@ -230,6 +257,7 @@ class ReportView(QWidget):
         palette.setColor(QPalette.ColorRole.WindowText, color)
         self.verdict.setPalette(palette)
         self.chart.set_chart(report.get("chart"))
+        self.chart.setVisible(bool(self.chart.panels()))  # nothing to compare: no empty chart
         self.details.setText(_details_html(report))
         self._fill_nodes(report)
         self.accuracy.set_report(report)
@@ -282,7 +310,7 @@ def _details_html(report: dict) -> str:
             mark = "✔" if o["passed"] else "✘"
             cos = "n/a" if o.get("cosine") is None else f"{o['cosine']:.6f}"
             mad = "n/a" if o.get("max_abs_diff") is None else f"{o['max_abs_diff']:.3g}"
-            arg = "" if o.get("argmax_agreement") is None else f", argmax {100 * o['argmax_agreement']:.1f}%"
+            arg = "" if o.get("argmax_agreement") is None or o.get("kind") != CLASSES else f", argmax {100 * o['argmax_agreement']:.1f}%"
             rows.append(f"&nbsp;&nbsp;{mark} {_esc(o['name'])}: cosine {cos}, max abs diff {mad}{arg}")
     return "<br>".join(rows)
 

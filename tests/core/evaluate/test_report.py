@@ -55,3 +55,16 @@ def test_non_finite_numbers_become_null_and_failures_show(results, tmp_path):
     assert "n/a" in "\n".join(summary_lines(report))
     only_bench = build_report(bench=results[2])
     assert only_bench["passed"] is None and only_bench["chart"]["labels"]["before"] == "mlp.onnx"
+
+
+def test_argmax_agreement_is_said_only_of_a_classifier_output():
+    """A sentence embedding's 'argmax 75.0%' reads as a problem and means nothing: not printed."""
+    from onnxport.core.evaluate.report import summary_lines
+
+    outputs = [{"name": "sentence_embedding", "kind": "values", "cosine": 0.991, "max_abs_diff": 0.1,
+                "argmax_agreement": 0.75, "passed": True},
+               {"name": "logits", "kind": "classes", "cosine": 0.999, "max_abs_diff": 0.01,
+                "argmax_agreement": 1.0, "passed": True}]
+    text = "\n".join(summary_lines({"validation": {"passed": True, "reference_kind": "model", "reference": "m.onnx",
+                                                   "inputs": "2 batches", "outputs": outputs}}))
+    assert "argmax 100.0%" in text and "75.0%" not in text

@@ -36,3 +36,82 @@ def test_report_of_a_real_quantization(qtbot, tmp_path):
     assert view.grab().width() == 700
     assert view.verdict.text() and ("passed" in view.verdict.text().lower() or "fail" in view.verdict.text().lower())
     assert "logits" in view.details.text()
+
+
+def _chart_report(outputs: list[dict], size=(94_770_000, 24_000_000)) -> dict:
+    return {"passed": True, "chart": {"labels": {"before": "float32", "after": "dynamic"},
+                                      "size_bytes": {"before": size[0], "after": size[1]},
+                                      "latency_ms": {"before": 1.2, "after": 0.7},
+                                      "outputs": outputs, "min_cosine": 0.99}}
+
+
+def test_the_chart_shows_only_what_compares(qtbot):
+    """One output: no error chart (its error is a line of text); outputs without error: no panel
+    of zero-height bars; nothing to compare at all: no chart."""
+    from onnxport.gui.widgets.report_view import ReportView
+
+    view = ReportView()
+    qtbot.addWidget(view)
+    view.resize(700, 600)
+    view.show()
+    view.set_report(_chart_report([{"name": "embeddings", "cosine": 0.995, "passed": True}]))
+    assert [title for title, _, _ in view.chart.panels()] == ["Size", "Latency p50"]
+    exact = [{"name": n, "cosine": 1.0, "passed": True} for n in ("logits", "probabilities")]
+    view.set_report(_chart_report(exact))
+    assert [title for title, _, _ in view.chart.panels()] == ["Size", "Latency p50"]
+    two = [{"name": "logits", "cosine": 0.998, "passed": True}, {"name": "probabilities", "cosine": 1.0, "passed": True}]
+    view.set_report(_chart_report(two))
+    assert [title for title, _, _ in view.chart.panels()][-1] == "Error per output (1 - cosine)"
+    assert all(r.height() >= 2 for rects in view.chart.bar_rects() for r in rects)  # a zero still shows
+    view.set_report({"passed": True, "chart": {"outputs": two[:1]}})
+    assert not view.chart.panels() and view.chart.isHidden()
+
+
+def test_chart_sizes_say_what_the_text_says_in_a_unit_that_fits(qtbot):
+    from onnxport.core.util.text import human_size
+    from onnxport.gui.widgets.report_view import ReportView
+
+    view = ReportView()
+    qtbot.addWidget(view)
+    view.resize(700, 600)
+    view.show()
+    for before, after in ((2_355, 1_400), (94_770_000, 24_000_000)):
+        view.set_report({**_chart_report([], (before, after)),
+                         "quantize": {"mode": "dynamic", "size_bytes": after, "size_ratio": after / before}})
+        size = view.chart.panels()[0]
+        shown = [view.chart.value_text(size[0], value) for _, value, _ in size[1]]
+        assert shown == [human_size(before), human_size(after)]
+        assert human_size(after) in view.details.text()
+    assert shown[0] == "90.4 MB" and view.chart.value_text("Size", 2_355) == "2.3 KB"
+
+
+@pytest.mark.parametrize("width", [500, 700, 1200])
+def test_chart_titles_are_whole(qtbot, width):
+    from PySide6.QtGui import QFontMetricsF
+
+    from onnxport.gui.widgets.report_view import ReportView
+
+    view = ReportView()
+    qtbot.addWidget(view)
+    view.resize(width, 600)
+    view.show()
+    outputs = [{"name": n, "cosine": 0.999 - 0.001 * i, "passed": True} for i, n in enumerate(("a", "b"))]
+    view.set_report(_chart_report(outputs))
+    metrics = QFontMetricsF(view.chart.font())
+    for (title, _, _, panel_width, _, _, _), _, _ in view.chart._layout():
+        assert metrics.horizontalAdvance(title) <= panel_width, title
+
+
+def test_argmax_agreement_is_said_only_of_a_classifier_output(qtbot):
+    from onnxport.gui.widgets.report_view import ReportView
+
+    view = ReportView()
+    qtbot.addWidget(view)
+    outputs = [{"name": "sentence_embedding", "kind": "values", "cosine": 0.991, "max_abs_diff": 0.1,
+                "argmax_agreement": 0.75, "passed": True},
+               {"name": "logits", "kind": "classes", "cosine": 0.999, "max_abs_diff": 0.01,
+                "argmax_agreement": 1.0, "passed": True}]
+    view.set_report({"passed": True, "validation": {"reference_kind": "model", "reference": "/m/fp32.onnx",
+                                                    "outputs": outputs}})
+    text = view.details.text()
+    assert "argmax 100.0%" in text and "75.0%" not in text
