@@ -126,7 +126,7 @@ def _read_exact(fd: int, size: int) -> bytes:
     """`size` bytes from `fd` (fewer only if it ends first)."""
     parts, left = [], size
     while left:
-        part = os.read(fd, left)
+        part = os.read(fd, min(left, 1 << 24))
         if not part:
             break
         parts.append(part)
@@ -238,7 +238,8 @@ class ChildRun:
                 frame = _read_exact(self._fd, _FRAME.size)
                 kind, size = _FRAME.unpack(frame) if len(frame) == _FRAME.size else (None, 0)
                 body = _read_exact(self._fd, size) if kind is not None else b""
-                if cancel is not None:
+                if cancel is not None and cancel.cancelled and not cancel.committed:
+                    self.close()  # killed by the hook: reaped here, nothing left running
                     cancel.check()
                 if kind is None or len(body) < size:  # the child ended (or was killed)
                     self._ended()
