@@ -10,8 +10,6 @@ Contract:
   when there are twice that many, else half (one batch is cut in two); `search` the first ones
   (<= `SEARCH_SAMPLES`); `seen` all but the held-out part. Generated feeds are made afresh: the
   search's first, the held-out ones from batch `after` on (past what calibration generates).
-- `given_apart(search, held)`: static with calibration and validation data: the search tunes on
-  the calibration data, the verdict uses every validation input.
 """
 
 from __future__ import annotations
@@ -115,15 +113,6 @@ def split(feeds: FeedSource, after: int = 0) -> Split:
     parts = [_part(feeds, 0, searched, "searched on"), _part(feeds, batches - hold, batches, "held out"),
              _part(feeds, 0, batches - hold, "all but the held-out")]
     return Split(*parts, notes=_few(hold * per_batch))
-
-
-def given_apart(search: FeedSource, held: FeedSource) -> Split:
-    """Two sources given apart (static: search on the calibration data, verdict on all the validation inputs)."""
-    count = len(held) * max(samples_in(held.first(), held.specs), 1) if len(held) else 0
-    if len(search) > 1:  # at most SEARCH_SAMPLES of it: the float outputs on them are kept
-        step = max(samples_in(search.first(), search.specs), 1)
-        search = _part(search, 0, min(len(search), math.ceil(SEARCH_SAMPLES / step)), "searched on")
-    return Split(search, held, search, notes=_few(count))
 
 
 def _part(feeds: FeedSource, start: int, stop: int, what: str) -> _Part:

@@ -4,8 +4,7 @@ Contract: `quantize(model, out, mode, ...)` writes `out` atomically (a failure o
 nothing and never touches an existing `out`) and returns a `QuantizeResult`. Steps:
 0-1. int8: the CPU's int8 path (cpu_int8.py) picks 7/8-bit weights; ORT pre-processing (prep.py);
 2. the validation inputs (given; else calibration data; else bundled sentences for a text model
-   with a known tokenizer; else generated) are split (held_out.py): search part, held-out part
-   (static with both: the search on the calibration data, the verdict on the validation inputs);
+   with a known tokenizer; else generated) are split (held_out.py): search part, held-out part;
 3. static: calibration ranges (never the held-out part), once; `calibration_required`: refuse up front;
 4. with `accuracy_target` (default 0.99 cosine per output, argmax agreement for a classifier):
    while the search part misses, keep nodes in float (search.py, search_static.py), recorded in
@@ -139,10 +138,9 @@ def quantize(
             calibration if mode == "static" and calibration is not None else text)
         val_feeds = fitted_feeds(model_path, val_source, model=source, specs=specs, batch_size=CALIBRATION_BATCH,
                                  dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)  # sizes that run
-        if mode == "static" and calibration is not None and validation_inputs is not None:  # apart already
-            parts = held_out.given_apart(open_feeds(calibration, specs, batch_size=CALIBRATION_BATCH), val_feeds)
-        else:
-            parts = held_out.split(val_feeds, after=GENERATED_CALIBRATION_BATCHES if mode == "static" else 0)
+        # static with calibration and validation data: not the search on the calibration data, the
+        # model fits the data its ranges came from (PP-OCR: 0.993 there, 0.989 on other pages)
+        parts = held_out.split(val_feeds, after=GENERATED_CALIBRATION_BATCHES if mode == "static" else 0)
         notes += parts.notes
         if val_feeds.generated:
             notes.append(f"validated on generated inputs ({parts.held_out.description})")
