@@ -15,8 +15,6 @@ from pathlib import Path
 
 import onnx
 
-from onnxport.core.util.atomic import folder_of
-
 DATA_FILE_RE = r"(\.[0-9a-f]{8}(\.\d+)?)?\.data"  # after the model name: <name>.data, <name>.<run id>[.<i>].data
 _SCAN_LIMIT = 64 << 20  # a model file bigger than this keeps its weights inline: not parsed for locations
 
@@ -26,7 +24,7 @@ def previous_data_files(model_path: Path) -> list[Path]:
     written there makes obsolete: only files named as onnxport names them (`<name>.data`,
     `<name>.<run id>.data`), never one the model shares under another name. A model too big or
     unreadable to check is taken to name none (a stray data file is safer than a lost one)."""
-    folder = folder_of(model_path)
+    folder = model_path.parent  # Path('m.onnx').parent is Path('.')
     pattern = re.compile(re.escape(model_path.name) + DATA_FILE_RE)
     try:
         candidates = {e.name for e in os.scandir(folder) if pattern.fullmatch(e.name) and e.is_file()}

@@ -92,8 +92,7 @@ def check_output(dest: str | os.PathLike, reads: Reads = ()) -> None:
         read, what = found
         same = "" if os.path.abspath(read) == os.path.abspath(dest) else f" ({read})"
         raise OnnxportError(f"{dest}: the output would overwrite {what}{same}; choose another name")
-    from onnxport.core.util.data_files import previous_data_files  # (it imports the atomic writer)
-
+    from onnxport.core.util.data_files import previous_data_files  # imports onnx: not at CLI start-up
     for old in previous_data_files(Path(dest)):  # deleted once the new model is in place
         try:
             ost = os.stat(old)
