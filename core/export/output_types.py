@@ -5,10 +5,8 @@ element type or no shape. An intermediate tensor kept as an output takes its typ
 or from shape inference (`inference_graph`), but inference cannot follow every graph (a Reshape
 to a computed shape, an If whose branches disagree): those outputs are left rank-less.
 
-Contract: `rankless_outputs(graph)` names the outputs whose type falls short of what the checker asks of a
-main graph's outputs: a type, and for a tensor its element type and shape (rank), for a
-sequence/optional its element type.
-`complete_output_types(graph, label, run_types)` gives those outputs the types `run_types(names)`
+Contract: `rankless_outputs(graph)` names the outputs lacking a type, or a tensor's element type
+and rank, or a sequence/optional's element type. `complete_output_types(graph, label, run_types)` gives those outputs the types `run_types(names)`
 returns (one ONNX Runtime run: `evaluate.run_types.types_by_run`, passed in by the front ends, as
 the export layer sits below evaluation) and raises `OnnxportError` in one line naming the outputs
 whose type is still unknown: a model that `onnx.checker` would refuse is never written, unless

@@ -8,9 +8,8 @@ outside file's bytes.
 
 Contract: `confined_file(name, folder, what)` is `name` (relative to `folder`) as a real path
 (symlinks resolved) strictly inside `folder` (itself resolved), naming an existing regular file,
-with its stat; anything else raises `ConfinementError` (a `CorruptFileError`) whose one line
-says what `what` ("external data location", "weight file") is wrong. An absolute name, a drive
-letter or a NUL byte is refused before the file system is asked.
+with its stat; anything else raises `ConfinementError` (a `CorruptFileError`) naming `what`.
+An absolute name, a drive letter or a NUL byte is refused before the file system is asked.
 One layout extends the folder: a Hugging Face cache snapshot (`models--X/snapshots/REV/`) holds
 symlinks into its repository's `blobs/` (a real folder, not a link); files there count as inside.
 """

@@ -8,11 +8,8 @@ Strings are the only copies, bounded in total by COPY_FACTOR x the buffer (+ COP
 small crafted file cannot copy one long string a million times. Vectors of tables list each table
 once, and TABLES_MAX bounds the tables all vectors list together (the work a file can ask for).
 
-Layout: the root table's uoffset is at byte 0 (a file identifier may follow at 4..8). A table
-starts with an int32 soffset to its vtable (vtable = table - soffset), which holds uint16 [vtable
-size, table size, field offsets...], 0 meaning "absent". Offsets to strings/vectors/sub-tables are
-uint32, relative to where they are stored; a vector/string is a uint32 count, then its elements
-(strings: UTF-8 bytes, then a NUL).
+Layout: root uoffset at byte 0; a table starts with an int32 soffset to its vtable (uint16 [vtable
+size, table size, field offsets...], 0 = absent); strings/vectors are a uint32 count, then elements.
 """
 
 from __future__ import annotations
