@@ -130,6 +130,9 @@ def test_static_without_calibration_says_what_it_needs_up_front(tmp_path, capsys
     err = capsys.readouterr().err
     assert "needs calibration data" in err and "--calibration generated" in err and "Traceback" not in err
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+    assert main(["quantize", str(model), "-o", str(out), "--mode", "static", "--int8-path", PIN, "--calibration",
+                 "generated", "--no-target", "-q"]) == 0  # random inputs, asked for
+    assert out.is_file() and "generated" in capsys.readouterr().out
 
 
 def test_static_without_calibration_calibrates_a_text_model_on_bundled_sentences(tmp_path, capsys):
