@@ -37,7 +37,7 @@ from ..widgets.plain_text import plain_label
 EXTERNAL = [("Automatic (above 2 GB)", "auto"), ("Always (.onnx + .onnx.data)", "always"),
             ("Never (one file)", "never")]
 QUANTIZE = [("None (float32)", None), ("Dynamic int8", "dynamic"), ("Static int8 (QDQ, calibrated)", "static"),
-            ("Float16", "fp16")]
+            ("Float16", "fp16"), ("Int4 (weight-only, large MatMul weights)", "int4")]
 MODE_NAMES = {"dynamic": "dynamic int8", "static": "static int8", "fp16": "float16", "int4": "int4"}
 
 

@@ -103,3 +103,31 @@ def test_import_dialog_without_training_environment_says_why(qtbot, tmp_path, mo
         qtbot.addWidget(available)
         available.training_radio.setChecked(True)
         assert available.artifacts_check.isChecked() and available.artifacts_check.isEnabled()
+
+
+
+def test_an_int4_export_writes_matmulnbits_beside_the_float_model(qtbot, window, tmp_path):
+    """The CLI's `--mode int4` from the app: a forward model with two 32k-value MatMul weights."""
+    import numpy as np
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1, w2 = (rng.standard_normal((128, 256)) / 11).astype(np.float32), (rng.standard_normal((256, 128)) / 16).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="/fc1/MatMul"),
+             helper.make_node("Relu", ["h"], ["a"], name="/act/Relu"),
+             helper.make_node("MatMul", ["a", "w2"], ["y"], name="/fc2/MatMul")]
+    graph = helper.make_graph(nodes, "int4", [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 128])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 128])],
+                              [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    source = tmp_path / "forward.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), source)
+    with qtbot.waitSignal(window.loaded, timeout=20_000):
+        window.open_paths([source])
+    out = tmp_path / "model.onnx"
+    errors = []
+    window.errorShown.connect(errors.append)
+    window.start_export(ExportChoices(out, quantize="int4", validate=True))
+    qtbot.waitUntil(lambda: window.job is None and (window.last_quantized is not None or errors), timeout=120_000)
+    assert not errors and window.last_quantized == tmp_path / "model.int4.onnx"
+    assert "MatMulNBits" in {n.op_type for n in onnx.load(window.last_quantized).graph.node}

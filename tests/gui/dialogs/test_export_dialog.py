@@ -39,3 +39,12 @@ def test_dialog_shows_float_and_quantized_names_and_follows_changes(qtbot, tmp_p
 
     dialog.path_edit.setText("")
     assert written_names(dialog) == [] and "destination" in dialog.written.text()
+
+
+def test_int4_is_one_of_the_choices(qtbot, tmp_path, settings):
+    """The CLI's `--mode int4` in the app: weight-only int4, written beside the float32 model."""
+    dialog = ExportDialog(None, ["logits"], "m.onnx", quantize="int4", settings=settings)
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(tmp_path / "m.onnx"))
+    assert dialog.choices().quantize == "int4"
+    assert written_names(dialog) == ["m.onnx", "m.int4.onnx", "m.report.json"] and "(int4)" in dialog.written.text()
