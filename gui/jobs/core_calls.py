@@ -155,9 +155,19 @@ def describe_job(source: Path, trust_code: bool = False):
     def run(progress, cancel):
         from onnxport.core.pytorch.sources import describe_source
 
+        progress(None, reading_message(Path(source)))  # torch's load takes seconds: say what runs
         return describe_source(source, trust_code=trust_code)
 
     return run
+
+
+def reading_message(source: Path) -> str:
+    """The status line while a PyTorch source is read for the import dialog."""
+    if source.is_dir():
+        return f"reading {source.name}: its config and weights"
+    if source.suffix == ".pt2":
+        return f"reading {source.name}: loading its torch.export program (half a minute for a large one)"
+    return f"reading {source.name}: loading its TorchScript program"
 
 
 def torch_import_job(options):
