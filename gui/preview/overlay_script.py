@@ -119,13 +119,17 @@ INSTALL_JS = r"""
 """
 
 LEGEND_PX = 52  # the strip below the graph the legend lives in
-# While the map is on: Netron's category colours (Relu, Softmax dark red...) go neutral, so the only
-# colours are the error's; the graph area ends above the legend's strip (no node under it).
+# While the map is on: Netron's category colours (Relu, Softmax dark red...) go neutral and its red
+# selection blue, so the only warm colours are the error's; the graph area ends above the legend's
+# strip (no node under it).
 OVERLAY_CSS = f"""
 body.onnxport-overlay .target {{ height: calc(100% - {LEGEND_PX}px) !important; }}
 body.onnxport-overlay .toolbar {{ bottom: {LEGEND_PX + 10}px !important; }}
 body.onnxport-overlay g.graph-node [class*="node-item-type"] path {{ fill: #e4e4e4 !important; }}
 body.onnxport-overlay g.graph-node [class*="node-item-type"] text {{ fill: #222 !important; }}
+body.onnxport-overlay .select > .node.node-border {{ stroke: #1f6fd0 !important; }}
+body.onnxport-overlay .select.edge-path {{ stroke: #1f6fd0 !important; }}
+body.onnxport-overlay .select.node-argument > rect {{ stroke: #1f6fd0 !important; }}
 #onnxport-legend {{ position: fixed; left: 0; right: 0; bottom: 0; height: {LEGEND_PX}px; box-sizing: border-box;
   z-index: 10; display: flex; gap: 16px; align-items: center; padding: 4px 10px; background: #fafafa;
   border-top: 1px solid #bbb; font: 11px sans-serif; color: #222; pointer-events: none; overflow: hidden; }}

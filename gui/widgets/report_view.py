@@ -74,7 +74,7 @@ class ReportChart(QWidget):
             target = chart.get("min_cosine")
             bars = [(o["name"], None if o.get("cosine") is None else max(0.0, 1.0 - o["cosine"]),
                      GOOD if o.get("passed") else BAD) for o in outputs]
-            result.append(("Error per output (1 - cosine)", bars, None if target is None else 1.0 - target))
+            result.append(("Error (1 - cosine)", bars, None if target is None else 1.0 - target))
         return [p for p in result if any(v for _, v, _ in p[1])]
 
     def value_text(self, title: str, value: float | None) -> str:

@@ -207,6 +207,12 @@ def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay,
                 min(node["box"][2], state["target"][2]), min(node["box"][3], state["target"][3])]
         if seen[0] < seen[2] and seen[1] < seen[3]:
             assert seen[3] <= top or seen[1] >= bottom or seen[2] <= left or seen[0] >= right, name
+    overlay.focus(relu)  # Netron's selection is red: blue while the map is on
+    relu_js = json.dumps("node-name-" + relu)
+    qtbot.waitUntil(lambda: _js(qtbot, panel.view, f"document.getElementById({relu_js}).classList.contains('select')"),
+                    timeout=10_000)
+    border = f"getComputedStyle(document.getElementById({relu_js}).querySelector('.node-border')).stroke"
+    assert _js(qtbot, panel.view, border) == "rgb(31, 111, 208)"
     with qtbot.waitSignal(overlay.painted, timeout=10_000):
         overlay.report_view.set_report(build_report(export={"path": str(fp32)}))
     after = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))

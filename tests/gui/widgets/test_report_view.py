@@ -61,7 +61,7 @@ def test_the_chart_shows_only_what_compares(qtbot):
     assert [title for title, _, _ in view.chart.panels()] == ["Size", "Latency p50"]
     two = [{"name": "logits", "cosine": 0.998, "passed": True}, {"name": "probabilities", "cosine": 1.0, "passed": True}]
     view.set_report(_chart_report(two))
-    assert [title for title, _, _ in view.chart.panels()][-1] == "Error per output (1 - cosine)"
+    assert [title for title, _, _ in view.chart.panels()][-1] == "Error (1 - cosine)"
     assert all(r.height() >= 2 for rects in view.chart.bar_rects() for r in rects)  # a zero still shows
     view.set_report({"passed": True, "chart": {"outputs": two[:1]}})
     assert not view.chart.panels() and view.chart.isHidden()
