@@ -74,8 +74,8 @@ class TensorIndex:
         return kept or list(self.suggested)
 
 
-def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None,
-                     bodies: bool = False) -> dict[str, onnx.ValueInfoProto]:
+def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None, bodies: bool = False,
+                     cancel: CancelToken | None = None) -> dict[str, onnx.ValueInfoProto]:
     """Shape-infer a weight-free copy; return name -> ValueInfo for every known tensor (with
     `bodies`, those inside If/Loop/Scan bodies too).
 
@@ -83,9 +83,9 @@ def infer_value_info(model: onnx.ModelProto, path: str | Path | None = None,
     itself (see shape_infer: inference holds the GIL and would freeze the app's GUI thread)."""
     big = len(model.graph.node) >= OUT_OF_PROCESS_NODES
     if big and path is not None and Path(path).is_file():
-        found = inferred_value_infos(None, path, nodes=len(model.graph.node), bodies=bodies)
+        found = inferred_value_infos(None, path, nodes=len(model.graph.node), bodies=bodies, cancel=cancel)
     else:
-        found = inferred_value_infos(strip_weights(model), bodies=bodies)
+        found = inferred_value_infos(strip_weights(model), bodies=bodies, cancel=cancel)
     infos: dict[str, onnx.ValueInfoProto] = {vi.name: vi for vi in found}
     for vi in list(model.graph.input) + list(model.graph.output):
         infos.setdefault(vi.name, vi)
@@ -148,7 +148,7 @@ def _typer(model: onnx.ModelProto, path, with_bodies: bool, types: TypeInference
     found = types.result(cancel) if types is not None and not with_bodies else None
     if found is not None:
         return found.get, None
-    infos = infer_value_info(model, path, bodies=with_bodies)
+    infos = infer_value_info(model, path, bodies=with_bodies, cancel=cancel)
 
     def typed(name: str):
         vi = infos.get(name)

@@ -38,7 +38,7 @@ def fill_types(index: TensorIndex, cancel: CancelToken | None = None) -> int:
     if found is not None:
         lookup = found.get
     else:
-        infos = infer_value_info(pending.model, pending.path)
+        infos = infer_value_info(pending.model, pending.path, cancel=cancel)
 
         def lookup(name: str):
             vi = infos.get(name)

@@ -21,7 +21,8 @@ import onnx
 from onnxport.core.graph.uses import walk_bodies
 from onnxport.core.io.model_functions import expanded_nodes
 from onnxport.core.util.child_call import run_in_child
-from onnxport.core.util.errors import CorruptFileError, OnnxportError
+from onnxport.core.util.errors import Cancelled, CorruptFileError, OnnxportError
+from onnxport.core.util.progress import CancelToken
 
 OUT_OF_PROCESS_NODES = 5_000
 TIMEOUT_S = 600
@@ -59,8 +60,8 @@ def body_value_infos(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     return found
 
 
-def inferred_value_infos(light: onnx.ModelProto | None, path=None,
-                         nodes: int | None = None, bodies: bool = False) -> list[onnx.ValueInfoProto]:
+def inferred_value_infos(light: onnx.ModelProto | None, path=None, nodes: int | None = None,
+                         bodies: bool = False, cancel: CancelToken | None = None) -> list[onnx.ValueInfoProto]:
     """See the module docstring. `light` may be None when `path` is given (and `nodes` says
     how big the graph is)."""
     count = len(light.graph.node) if light is not None else (nodes or 0)
@@ -70,7 +71,7 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None,
         except CorruptFileError:
             return []
     if count >= OUT_OF_PROCESS_NODES or light is None:
-        graph = _in_child(light, path, bodies)
+        graph = _in_child(light, path, bodies, cancel)
         if graph is not None:
             return list(graph.value_info) + list(graph.output)
         if light is None or count > len(light.graph.node):  # no expanded graph is inferred here
@@ -84,11 +85,15 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None,
     return found + body_value_infos(model.graph) if bodies else found
 
 
-def _in_child(light: onnx.ModelProto | None, path, bodies: bool = False) -> onnx.GraphProto | None:
+def _in_child(light: onnx.ModelProto | None, path, bodies: bool = False,
+              cancel: CancelToken | None = None) -> onnx.GraphProto | None:
+    """The child's inferred graph, or None; a cancel kills the child and raises `Cancelled`."""
     request = {"bodies": bodies, "path": None if path is None else str(path)}
     try:
         answer = run_in_child(TARGET, request, b"" if path is not None else light.SerializeToString(),
-                              timeout=TIMEOUT_S)
+                              timeout=TIMEOUT_S, cancel=cancel)
+    except Cancelled:
+        raise
     except OnnxportError:  # it failed, died or took too long: no answer
         return None
     try:

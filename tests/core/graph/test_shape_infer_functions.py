@@ -25,3 +25,23 @@ def test_a_small_graph_stays_in_process(monkeypatch):
     monkeypatch.setattr(shape_infer, "_in_child", lambda *a, **k: (_ for _ in ()).throw(AssertionError("child")))
     found = {vi.name: vi for vi in shape_infer.inferred_value_infos(doubling_chain(4))}
     assert [d.dim_value for d in found["y"].type.tensor_type.shape.dim] == [2]
+
+
+def test_cancel_stops_inference_in_its_child(monkeypatch):
+    """Inference in a child can be cancelled (issue 27, item 4): the child is killed and the
+    caller sees `Cancelled` at once, not the 600 s timeout or an empty answer."""
+    import threading
+    import time
+
+    import pytest
+
+    from onnxport.core.util.errors import Cancelled
+    from onnxport.core.util.progress import CancelToken
+
+    monkeypatch.setattr(shape_infer, "TARGET", "tests.core.util.child_functions:sleep_a_minute")
+    token = CancelToken()
+    threading.Timer(0.5, token.cancel).start()
+    start = time.monotonic()
+    with pytest.raises(Cancelled):
+        shape_infer.inferred_value_infos(doubling_chain(14), cancel=token)
+    assert time.monotonic() - start < 30
