@@ -73,6 +73,12 @@ def default_text(specs: Sequence, model_path: str | Path, tokenizer: str | Path 
     if tokenizer is None and not (folder / "tokenizer.json").is_file():
         return None
     batches = text_feeds(TEXT_FILE, specs, find_tokenizer(tokenizer, model_path, TEXT_FILE))
+    fixed = {s.shape[0] for s in specs if s.shape and isinstance(s.shape[0], int) and s.shape[0] > 0}
+    if len(fixed) == 1:  # a fixed batch size (e.g. 1): rows in batches of exactly that many
+        size = fixed.pop()
+        rows = [{k: v[i:i + size] for k, v in b.items()}
+                for b in batches for i in range(0, len(next(iter(b.values()))), size)]
+        batches = [r for r in rows if all(len(v) == size for v in r.values())]
     source = open_feeds(batches, list(specs))
     source.description = f"bundled sentences ({TEXT_FILE.name}, {len(batches)} batch(es))"
     return source

@@ -175,3 +175,18 @@ def test_static_with_calibration_and_validation_data_keeps_them_apart(tmp_path):
     result = quantize(model, tmp_path / "q.onnx", "static", int8_path=PIN, calibration=tmp_path / "cal.npz",
                       validation_inputs=tmp_path / "val.npz")
     assert "held out" in result.validation.inputs and result.validation.outputs[0].samples["count"] == 16
+
+
+def test_bundled_sentences_fit_a_fixed_batch_of_one(tmp_path):
+    folder = tmp_path / "hf"
+    model_path = _text_model(folder)
+    model = onnx.load(str(model_path))
+    for inp in model.graph.input:  # batch fixed at 1, as many exported HF models have it
+        inp.type.tensor_type.shape.dim[0].dim_value = 1
+    for out in model.graph.output:
+        if out.type.tensor_type.HasField("shape") and out.type.tensor_type.shape.dim:
+            out.type.tensor_type.shape.dim[0].dim_value = 1
+    onnx.save(model, str(model_path))
+    text = held_out.default_text(input_specs(model), model_path, None)
+    assert text is not None and len(text) >= 2 * held_out.HELD_OUT_SAMPLES
+    assert all(v.shape[0] == 1 for feed in text for v in feed.values())
