@@ -6,11 +6,10 @@ them loosely: the damage shows downstream. So the top suspects' impact is *measu
 outputs, with each back in float, on one switched model (float_switch.py): no re-quantizing.
 
 Contract:
-- `dynamic_loop(...)` (dynamic int8): if quantizing everything misses, rank the nodes by added
-  error (one pass) and measure each role block (one role in every layer) in float; measure what
-  keeping each of the top `SCREENED` nodes and the nodes of the best blocks gains; keep nodes in
-  that order until met with a margin (stopping there), drop any the others make unnecessary, then
-  quantize for real and validate (if that misses, the next follow).
+- `dynamic_loop(...)` (dynamic int8): if quantizing everything misses, rank nodes by added error
+  (one pass), measure each role block (one role, every layer), then the top `SCREENED` nodes and
+  those of the best blocks, one by one; keep nodes in that order until met with a margin (then
+  stop), drop the unneeded, quantize for real and check (if that misses, the next follow).
 - `layer_error_loop(...)` (static QDQ, float16): keep the worst 1, 2, 4... nodes by added error.
 Both return `LoopResult`: the file, the nodes kept, the real attempts (each validated), whether
 the target was met, and what the search measured. Never prints non-finite numbers."""
