@@ -55,7 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     target.add_argument("--target", type=float, default=0.99, metavar="COSINE",
                         help="accuracy target: min cosine per output vs float32 (default 0.99)")
     target.add_argument("--no-target", action="store_true", help="no accuracy target: quantize everything asked")
-    p.add_argument("--validation-inputs", metavar="DATA", help="inputs for the accuracy check (.npz or folder)")
+    p.add_argument("--validation-inputs", metavar="DATA",
+                   help="inputs for the accuracy check (.npz or folder): the search tunes on part of them, the "
+                        "verdict is measured on the rest (held out); default: bundled sentences for a text model "
+                        "with its tokenizer, else generated")
     add_input_options(p)
     p.add_argument("--no-preprocess", action="store_true", help="skip ONNX Runtime's pre-processing")
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
