@@ -43,8 +43,16 @@ class QuantizeResult:
             "attempts": [{**a, "min_cosine": round(a["min_cosine"], 6)} for a in self.attempts],
             "validation": self.validation.to_dict() if self.validation else None,
             "notes": self.notes, "seconds": round(self.seconds, 3), "int8_path": self.int8_path,
-            "search": self.search,
+            "search": self.search, "held_out": self.held_out(),
         }
+
+    def held_out(self) -> dict | None:
+        """The verdict's figures: the held-out inputs, the worst output's cosine and its spread per sample."""
+        if self.validation is None or not self.validation.outputs:
+            return None
+        worst = min(self.validation.outputs, key=lambda o: o.cosine)
+        return {"inputs": self.validation.inputs, "output": worst.name, "cosine": round(worst.cosine, 6),
+                "per_sample": worst.samples, "passed": self.validation.passed if self.target is not None else None}
 
     def summary_lines(self) -> list[str]:
         lines = [f"wrote {self.path}: {self.mode}, {human_size(self.size_bytes)} "

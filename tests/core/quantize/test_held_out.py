@@ -74,6 +74,8 @@ def test_generated_validation_holds_out_at_least_32_samples(tmp_path):
     assert v.outputs[0].samples["count"] >= held_out.HELD_OUT_SAMPLES
     assert v.outputs[0].samples["min"] <= v.outputs[0].samples["mean"] <= 1.0
     assert "per sample" in "\n".join(result.summary_lines())
+    verdict = result.to_dict()["held_out"]
+    assert verdict["inputs"] == v.inputs and verdict["per_sample"]["count"] >= 32 and verdict["passed"] is True
 
 
 def test_the_verdict_is_measured_on_inputs_the_search_did_not_see(tmp_path):
