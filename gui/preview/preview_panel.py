@@ -1,5 +1,4 @@
-"""The Preview, in the middle of the window: the graph the export will write, drawn by Netron,
-following the selection.
+"""The Preview, in the middle of the window: the graph the export will write, drawn by Netron.
 
 `set_model(path, outputs, parameter_names)` is debounced; the weight-free preview model
 (core/graph/preview.py) is built in a side job (newest answer only), published on the loopback
@@ -12,7 +11,8 @@ the neighbourhood of the selection, repeated layers collapsed, cut at the budget
 says what is shown, "Show more" doubles the budget, and a selected tensor the focused view does
 not draw becomes the focus. The graph read is kept for the next request on the same file.
 Until the first preview the panel shows how to start (the drop hint), not Netron's start page.
-Without WebEngine the panel says why and offers the same preview in the system browser.
+A drawing opens on its outputs; the bar's box finds nodes and tensors (graph_find.py). Without
+WebEngine the panel says why and offers the same preview in the system browser.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ..jobs.runner import JobRunner
 from ..widgets.elided_label import ElidedLabel
 from ..widgets.outputs_pane import EMPTY_HINT
 from ..widgets.plain_text import plain_label
+from .graph_find import CENTRE_OUTPUTS_JS, GraphSearch
 from .netron_server import PreviewServer
 
 DEBOUNCE_MS = 250
@@ -89,6 +90,9 @@ class PreviewPanel(QWidget):
             bar.addWidget(w)
         bar.addWidget(self.status, 1)
         bar.addWidget(self.more_button)
+        self.search = GraphSearch(self)  # find a node or tensor in the drawing (graph_find.py)
+        bar.addWidget(self.search.found)
+        bar.addWidget(self.search.box)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
@@ -320,5 +324,7 @@ class PreviewPanel(QWidget):
         self.last_node_count = count
         if self._focus_tensor:
             self._select(self._producer_of(self._focus_tensor))
+        elif self.mode == "pruned" and self.view is not None:
+            self.view.run(CENTRE_OUTPUTS_JS)  # open on the outputs chosen, not the inputs
         self.drawnAfter.emit(time.perf_counter() - self.changed_at)
         self.rendered.emit(count)
