@@ -5,11 +5,11 @@
 server (netron_server.py) and opened in the running Netron page (loaded the first time only, or
 again after a failure). `warm_up()` loads the page with no model while the app idles. After each
 open the panel polls until Netron has drawn (`rendered(node_count)`) and re-focuses the tensor the
-user had selected. "Pruned"/"Original" switches between the export's graph and the whole graph.
-A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn focused (core/graph/focus.py):
-the neighbourhood of the selection, repeated layers collapsed, cut at the budget; the status line
-says what is shown, "Show more" doubles the budget, and a selected tensor the focused view does
-not draw becomes the focus. The graph read is kept for the next request on the same file.
+user had selected. "Pruned"/"Original": the export's graph, or the whole one with what the export
+drops dimmed (kept_marks.py). A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn
+focused (core/graph/focus.py): the neighbourhood of the selection, repeated layers collapsed, cut
+at the budget; the status line says what is shown, "Show more" doubles the budget, and a selected
+tensor the focused view does not draw becomes the focus. The graph read is kept for the next request on the same file.
 Until the first preview the panel shows how to start (the drop hint), not Netron's start page.
 A drawing opens on its outputs; the bar's box finds nodes and tensors (graph_find.py). Without
 WebEngine the panel says why and offers the same preview in the system browser.
@@ -17,14 +17,16 @@ WebEngine the panel says why and offers the same preview in the system browser.
 
 from __future__ import annotations
 
+import json
 import time
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from onnxport.core.export.selection_preview import preview_answer  # a selection: the export's own graph
 from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
-from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer, preview_answer
+from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer
 from onnxport.core.util.text import human_size
 
 from ..dialogs.error_dialog import error_text
@@ -33,6 +35,7 @@ from ..widgets.elided_label import ElidedLabel
 from ..widgets.outputs_pane import EMPTY_HINT
 from ..widgets.plain_text import plain_label
 from .graph_find import CENTRE_OUTPUTS_JS, GraphSearch
+from .kept_marks import MARK_JS, kept_node_names
 from .netron_server import PreviewServer
 
 DEBOUNCE_MS = 250
@@ -59,6 +62,7 @@ class PreviewPanel(QWidget):
         self._retired: list = []  # older previews' graph and result: let go in the next side job, not here
         self._source = None  # (model, GraphTable) the caller read from the file, if it gave them
         self.focused: FocusedPreview | None = None  # what the drawn preview shows (None: the whole graph)
+        self.kept_names: frozenset[str] | None = None  # original view: the nodes the export keeps (kept_marks.py)
         self._producer_of = lambda tensor: None
         self._generation = 0  # the model being shown: answers and page events of older ones are ignored
         self.jobs = JobRunner(self)
@@ -126,7 +130,8 @@ class PreviewPanel(QWidget):
                   source=None) -> None:
         """Show `outputs` of the model at `model_path` (debounced). `producer_of(tensor)`: the
         name of the node producing it, to focus tensors in the graph. `source`: (model, GraphTable)
-        already read from that file, if the caller holds them (read in the side job, never changed)."""
+        already read from that file, if the caller holds them (read in the side job, never changed),
+        and optionally its `SelectionGraphs`: a selection is then drawn from the export's own graph."""
         new_file = self._request is None or self._request[0] != str(model_path)
         new_source = source is not None and (self._source is None or source[0] is not self._source[0])
         if new_file or new_source:  # another model: the budget and the graph read start afresh
@@ -223,7 +228,9 @@ class PreviewPanel(QWidget):
 
         def job(progress, cancel):
             retired.clear()  # a 100k-node graph's lists and sets take ~20 ms to free: not on the GUI thread
-            return preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole, source)
+            answer = preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole, source)
+            answer.kept = None if chosen is not None else kept_node_names(path, outputs, params, source)
+            return answer
 
         self.jobs.side("preview", job,
                        lambda answer: self._publish(generation, answer, path),
@@ -237,6 +244,7 @@ class PreviewPanel(QWidget):
                 self._retired.append(self._graph)
             self._graph = answer.graph
         data, focused = answer.data, answer.focused
+        self.kept_names = getattr(answer, "kept", None)  # the original view: what the export keeps
         self._retired.append(self.focused)
         self.focused = focused
         name = "pruned.onnx" if self.mode == "pruned" else "original.onnx"
@@ -302,6 +310,16 @@ class PreviewPanel(QWidget):
         else:
             self.view.node_count(lambda n: self._counted(generation, n), self._marker)
 
+    def _marked(self, generation: int, answer) -> None:
+        if generation != self._generation:
+            return
+        try:
+            counts = json.loads(answer) if isinstance(answer, str) and answer else None
+        except ValueError:
+            counts = None
+        if isinstance(counts, list) and len(counts) == 2 and self.mode == "original":
+            self.status.setText(f"{self.status.text()}; export keeps {counts[0]} nodes, drops {counts[1]} (dimmed)")
+
     def _warmed(self, ready: bool) -> None:
         """Netron runs in the warmed-up page: open the preview published meanwhile, if any."""
         if not ready or not self._warming or not self._poll.isActive():
@@ -326,5 +344,7 @@ class PreviewPanel(QWidget):
             self._select(self._producer_of(self._focus_tensor))
         elif self.mode == "pruned" and self.view is not None:
             self.view.run(CENTRE_OUTPUTS_JS)  # open on the outputs chosen, not the inputs
+        if self.mode == "original" and self.kept_names is not None and self.view is not None:
+            self.view.run(MARK_JS % json.dumps(sorted(self.kept_names)), lambda a, g=generation: self._marked(g, a))
         self.drawnAfter.emit(time.perf_counter() - self.changed_at)
         self.rendered.emit(count)
