@@ -174,6 +174,12 @@ def take_shots(app) -> int:
         window.tabs.setCurrentWidget(window.preview)
         window.preview.wait_rendered(30)
         shot("06-preview")
+        window.preview.set_mode("original")  # the whole eval graph, what the export drops dimmed
+        window.preview.wait_rendered(30)
+        until(lambda: "drops" in window.preview.status.text(), timeout=10)
+        shot("06b-original-kept-dropped")
+        window.preview.set_mode("pruned")
+        window.preview.wait_rendered(30)
 
     broken = tmp / "broken.onnx"
     broken.write_bytes(b"\x08\x07" + bytes(range(256)) * 4)
