@@ -224,7 +224,7 @@ class MainWindow(QMainWindow):
             tensors = self.sources.index.tensors
             self.preview.set_model(str(self.sources.model_path), outputs, tuple(self.sources.params or ()),
                                    lambda name: getattr(tensors.get(name), "producer", None),
-                                   source=(self.sources.model, self.sources.index.table))
+                                   source=(self.sources.model, self.sources.index.table, self.sources.selection_graphs()))
 
     def _plan(self) -> None:
         """Recompute "Export keeps" in a side job; only the newest answer is shown."""

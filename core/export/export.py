@@ -23,7 +23,13 @@ import onnx
 
 from onnxport.core import __version__
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
-from onnxport.core.export.inference_graph import KnownTypes, build_inference_graph, written_bytes
+from onnxport.core.export.inference_graph import (
+    InferenceGraph,
+    KnownTypes,
+    build_inference_graph,
+    for_writing,
+    written_bytes,
+)
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
 from onnxport.core.export.output_types import complete_output_types
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
@@ -94,7 +100,7 @@ PLAN_TYPED_MAX_NODES = 2_000  # above this the plan does not infer intermediate 
 
 def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: ParameterSet | None,
                 outputs: list[str], cancel: CancelToken | None = None, *,
-                model_path: str | Path | None = None) -> ExportPlan:
+                model_path: str | Path | None = None, built: InferenceGraph | None = None) -> ExportPlan:
     """What the export of `outputs` writes: the nodes and size of the model after pruning,
     eval-mode and folding (the export's own passes, `build_inference_graph`, on a weight-free copy;
     `model_path` for external data and provenance), so the plan matches the written model. Given
@@ -103,9 +109,11 @@ def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: Param
     PLAN_EXACT_MAX_NODES kept nodes the passes are skipped: the counts are the pruned graph's and
     the size its parameters' bytes (`exact` False); above PLAN_TYPED_MAX_NODES the size leaves out
     the types of intermediate outputs the index does not know (shape inference holds the GIL: the
-    app would stall)."""
+    app would stall). `built`: the selection's inference graph (`selection_graph`, the one the
+    preview draws), read instead of built here (never modified), whatever its size."""
     param_names = set(params) if params else set()
-    plan = plan_prune_on(model, index.table if index is not None else None, outputs, param_names, cancel)
+    plan = built.plan if built is not None else plan_prune_on(
+        model, index.table if index is not None else None, outputs, param_names, cancel)
     report = Reporter(None, cancel)
     report.check()
     kept = set(plan.initializers) | set(plan.parameter_inputs)
@@ -119,17 +127,18 @@ def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: Param
         dropped_parameters=[n for n in all_params if n not in kept],
         estimated_bytes=_parameter_bytes(index, params, kept), exact=False,
     )
-    if len(plan.node_indices) > PLAN_EXACT_MAX_NODES:
+    if built is None and len(plan.node_indices) > PLAN_EXACT_MAX_NODES:
         return result
     path = Path(model_path) if model_path is not None else None
-    built = build_inference_graph(model, path, outputs, params, plan=plan, check=report.check,
-                                  type_outputs=len(plan.node_indices) <= PLAN_TYPED_MAX_NODES,
-                                  known_types=index.tensor_type if index is not None else None)
-    _set_metadata(built.skeleton, _provenance(path, params, plan.outputs))
+    if built is None:
+        built = build_inference_graph(model, path, outputs, params, plan=plan, check=report.check,
+                                      type_outputs=len(plan.node_indices) <= PLAN_TYPED_MAX_NODES,
+                                      known_types=index.tensor_type if index is not None else None)
     result.kept_nodes = len(built.skeleton.graph.node)
     result.folded_nodes = len(built.folded)
     result.eval_mode_changes = len(built.inference.changes)
-    result.estimated_bytes = written_bytes(built.skeleton, list(built.consts.values()))
+    result.estimated_bytes = written_bytes(built.skeleton, list(built.consts.values()),
+                                           lambda head: _set_metadata(head, _provenance(path, params, plan.outputs)))
     result.exact = True
     return result
 
@@ -173,13 +182,16 @@ def export_model(
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
+    built: InferenceGraph | None = None,
 ) -> ExportResult:
     """Write the inference model for `outputs` to `out_path`. See the module docstring.
     `table`: `model`'s `GraphTable` when the caller read one (the plan is computed on it);
     `known_types`: the types its index has (`TensorIndex.tensor_type`), given to outputs instead
     of inferring them; `run_types(model_path, model, names, params, cancel)`: the types of outputs
     that inference leaves without a rank, from one ONNX Runtime run (`evaluate.run_types`); an output
-    whose type stays unknown is refused (`export.output_types`): ONNX requires one."""
+    whose type stays unknown is refused (`export.output_types`): ONNX requires one. `built`: the
+    selection's inference graph (`selection_graph`, what the plan and the preview read) for these
+    `outputs` and `params` of `model`, written instead of built again (with `fold` only)."""
     started = time.perf_counter()
     if external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
@@ -197,7 +209,10 @@ def export_model(
         match_parameters(model, params).raise_if_unusable()
     report.check()
     report(0.02, "pruning")
-    plan = plan_prune_on(model, table, outputs, set(params) if params is not None else (), report.token)
+    if built is not None and (not fold or built.plan.outputs != list(outputs)):
+        built = None  # another selection's graph, or an export that does not fold: built here
+    plan = built.plan if built is not None else plan_prune_on(
+        model, table, outputs, set(params) if params is not None else (), report.token)
     with AtomicWrite(out_path) as tx:
         # the weights surely kept are copied into the data file while the passes below run
         early = _start_early_copy(tx, model, model_path, plan, params, external_data, fold)
@@ -205,8 +220,11 @@ def export_model(
             # a cycle or a tensor made twice: refused before anything is put in place (the copy
             # started above only fills a temp file, removed with the rest)
             check_graph(model.graph, str(model_path))
-            built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
-                                          check=report.check, known_types=known_types)
+            if built is None:
+                built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
+                                              check=report.check, known_types=known_types)
+            else:
+                built = for_writing(built, model, known_types)
             skeleton, consts = built.skeleton, built.consts
             complete_output_types(skeleton.graph, str(out_path), None if run_types is None else (
                 lambda names: run_types(model_path, model, names, params, report.token)), model.graph.output)

@@ -82,6 +82,15 @@ def build_inference_graph(model: onnx.ModelProto, model_path: Path | None, outpu
     return InferenceGraph(skeleton, consts, plan, inference, folded)
 
 
+def for_writing(built: InferenceGraph, model: onnx.ModelProto, known_types: KnownTypes | None = None) -> InferenceGraph:
+    """A copy of `built` (a selection's cached graph, `selection_graph`) the export may edit, its
+    outputs typed as `build_inference_graph` types them (`built` skipped inference on big graphs)."""
+    skeleton = onnx.ModelProto()
+    skeleton.CopyFrom(built.skeleton)
+    _type_outputs(skeleton, model, built.plan, known_types)
+    return InferenceGraph(skeleton, dict(built.consts), built.plan, built.inference, list(built.folded))
+
+
 FIRST_IR_WITHOUT_INITIALIZER_INPUTS = 4  # before IR 4 every initializer is a graph input too
 
 
@@ -105,12 +114,16 @@ def _declare_as_inputs(skeleton: onnx.ModelProto, consts: dict[str, ConstTensor]
         skeleton.graph.input.append(onnx.helper.make_tensor_value_info(const.name, elem_type, list(shape)))
 
 
-def written_bytes(skeleton: onnx.ModelProto, consts: list[ConstTensor]) -> int:
+def written_bytes(skeleton: onnx.ModelProto, consts: list[ConstTensor],
+                  edit_head: Callable[[onnx.ModelProto], None] | None = None) -> int:
     """The size `export.writer.write_model` gives this model written in one file, to within the
-    alignment padding of tensors over 1 MiB (at most a page each)."""
+    alignment padding of tensors over 1 MiB (at most a page each); `edit_head` edits a copy of
+    the model's fields but its graph (metadata the export adds) before it is measured."""
     head = onnx.ModelProto()
-    head.CopyFrom(skeleton)
+    head.CopyFrom(skeleton)  # `skeleton` stays as given
     head.ClearField("graph")
+    if edit_head is not None:
+        edit_head(head)
     graph = head.ByteSize() + 1 + len(padded_varint(0)) + skeleton.graph.ByteSize()
     return graph + sum(initializer_record_bytes(c) for c in consts)
 

@@ -124,6 +124,9 @@ def _strip_nested(graph: onnx.GraphProto) -> list[str]:
     return notes
 
 
+strip_nested = _strip_nested  # the selection's preview (export.selection_graph) strips the same way
+
+
 def _drop_dead_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     """Nodes nothing reads any more (a removed Dropout's ratio Constant), as the export drops them;
     what sub-graphs read from outside counts as read."""

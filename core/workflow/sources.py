@@ -10,12 +10,14 @@ prefix swap makes more of them fit (`name_alignment`); what was done is kept in 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
 
+from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.graph.index import TensorIndex, build_index
 from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES
 from onnxport.core.graph.shape_types import TypeInference
@@ -26,7 +28,7 @@ from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.io.readers import read_parameters
 from onnxport.core.params.match import ParamMatch, match_parameters
 from onnxport.core.params.name_alignment import NameAlignment, align_if_better
-from onnxport.core.util.errors import CorruptFileError, no_such_file
+from onnxport.core.util.errors import CorruptFileError, OnnxportError, no_such_file
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 
@@ -43,6 +45,22 @@ class LoadedSources:
     others: list[tuple[Path, SourceKind]] = field(default_factory=list)  # e.g. torch programs
     alignment: NameAlignment | None = None  # set when the parameters' names were renamed onto the graph's
     ortmodule: OrtModuleFiles | None = None  # set when the model was picked among ORTModule-saved graphs
+    _graphs: SelectionGraphs | None = field(default=None, init=False, repr=False, compare=False)
+
+    def selection_graphs(self) -> SelectionGraphs:
+        """The inference graph of each selection of this model, built once and read by the plan, the
+        preview and the export (`export.selection_graph`)."""
+        with _GRAPHS_LOCK:
+            graphs = self._graphs
+            if graphs is None or graphs.model is not self.model or graphs.params is not self.params \
+                    or graphs.index is not self.index:  # none yet, or the sources changed since
+                if self.model is None:
+                    raise OnnxportError("no model is open")
+                self._graphs = SelectionGraphs(self.model, self.model_path, self.params, self.index)
+            return self._graphs
+
+
+_GRAPHS_LOCK = threading.Lock()
 
 
 MODEL_PREFERENCE = ("eval", "inference", "forward", "model")

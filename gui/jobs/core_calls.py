@@ -63,8 +63,9 @@ def filter_job(index, text: str, outputs_only: bool):
 
 def plan_job(sources: LoadedSources, outputs: list[str]):
     def run(progress, cancel):
+        built = sources.selection_graphs().get(outputs, cancel).built  # the graph the preview draws
         return plan_export(sources.model, sources.index, sources.params, outputs, cancel=cancel,
-                           model_path=sources.model_path)
+                           model_path=sources.model_path, built=built)
 
     return run
 
@@ -94,7 +95,8 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
                               external_data=choices.external_data, model=sources.model,
                               table=sources.index.table if sources.index is not None else None,
                               known_types=sources.index.tensor_type if sources.index is not None else None,
-                              run_types=types_by_run, progress=steps.begin("exporting"), cancel=cancel, verify=gate)
+                              run_types=types_by_run, progress=steps.begin("exporting"), cancel=cancel, verify=gate,
+                              built=sources.selection_graphs().get(outputs, cancel).built)  # as planned and previewed
         post = None
         if post_needed:
             from onnxport.core.workflow.child_steps import post_export_step
