@@ -323,6 +323,8 @@ class MainWindow(QMainWindow):
                                          else f"cancelling {job.name}…")
 
     def _job_failed(self, name: str, exc: BaseException, details: str) -> None:
+        if getattr(exc, "written", None) is not None:  # the float model is written: shown, with its validation
+            self._exported(exc.written)
         text = error_text(exc)
         self.log_line(f"{name} failed: {text}")
         show_error(self, f"{name.capitalize()} failed", exc, details)

@@ -13,7 +13,7 @@ from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model, plan_export
 from onnxport.core.graph.index_types import fill_types, wait_types
 from onnxport.core.util.child_call import call_in_child
-from onnxport.core.util.errors import Cancelled
+from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import Steps
 from onnxport.core.util.written_files import WrittenFiles, stopped_line
 from onnxport.core.workflow.export_steps import export_steps, post_steps
@@ -101,10 +101,15 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
         if post_needed:
             from onnxport.core.workflow.child_steps import post_export_step
 
-            post = call_in_child(post_export_step, result, sources.model_path, sources.param_paths,
-                                 quantize=choices.quantize, validate=choices.validate,
-                                 progress=steps.span(post_names), cancel=cancel,
-                                 validated=gate.report if gate is not None else None)
+            validated = gate.report if gate is not None else None
+            try:
+                post = call_in_child(post_export_step, result, sources.model_path, sources.param_paths,
+                                     quantize=choices.quantize, validate=choices.validate,
+                                     progress=steps.span(post_names), cancel=cancel, validated=validated)
+            except Cancelled:
+                raise
+            except OnnxportError as exc:  # the float model stays written (and validated): said with the failure
+                raise PostExportFailed(exc, (result, written_only(result, validated))) from exc
         steps.finished()
         return result, post
 
@@ -133,6 +138,23 @@ def validate_job(sources: LoadedSources, exported: Path):
                              progress=progress, cancel=cancel)
 
     return run
+
+
+class PostExportFailed(OnnxportError):
+    """A step after the export (quantization, say) failed; the float model is written: `written`
+    is the (ExportResult, PostExportResult) to show as the export, its validation included."""
+
+    def __init__(self, exc: OnnxportError, written: tuple) -> None:
+        super().__init__(str(exc), hint=getattr(exc, "hint", None))
+        self.written = written
+
+
+def written_only(result: ExportResult, validation):
+    """The export alone (with the validation its gate ran), as `post_export` would report it."""
+    from onnxport.core.workflow.post_export import PostExportResult
+
+    report = build_report(export=result.to_dict(), validation=validation)
+    return PostExportResult(validation, None, None, report, None, [])
 
 
 def export_only_report(result: ExportResult) -> dict:

@@ -66,3 +66,25 @@ def test_a_mismatch_is_listed_line_by_line_and_export_is_off(qtbot, window, exam
 
     open_example(qtbot, window, example)  # the trained checkpoint fits: on again, the usual tooltip
     assert window.export_action.isEnabled() and window.export_action.toolTip() == "Export"  # its text
+
+
+def test_a_quantization_that_fails_after_the_export_still_shows_the_export(qtbot, window, tmp_path):
+    """A model too small for int8 to gain: the float model is written and validated, then the
+    quantization refuses. The report shows that export and its passed validation, the error
+    dialog says why the quantized model is not there."""
+    from tests.core.model_builders import eval_like_mlp, mlp_weights
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    onnx.save(eval_like_mlp(), folder / "eval_model.onnx")
+    write_checkpoint(folder / "checkpoint", mlp_weights())
+    open_example(qtbot, window, [folder / "eval_model.onnx", folder / "checkpoint"])
+    out = tmp_path / "out.onnx"
+    errors = []
+    window.errorShown.connect(errors.append)
+    with qtbot.waitSignal(window.exportFinished, timeout=120_000):
+        window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
+    qtbot.waitUntil(lambda: bool(errors), timeout=10_000)
+    assert "dynamic" in errors[0] and out.exists() and window.last_export == out
+    assert "Wrote" in window.result_panel.text() and "validation passed" in window.result_panel.text()
+    assert window.report_view.report["validation"]["passed"] is True
