@@ -64,7 +64,7 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
 
     used = used_by(remaining)
     live_nodes = [n for n in remaining if not (n.op_type == "Constant" and not (set(n.output) & used))]
-    used = used_by(live_nodes)
+    # a Constant node reads nothing: dropping those nothing reads leaves `used` as it is
     constant_node_outputs = {o for n in live_nodes if n.op_type == "Constant" for o in n.output}
     available = folder.available
     needed = {name: c for name, c in available.items() if name in used and name not in constant_node_outputs}
@@ -82,6 +82,8 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
 
 def _drop_stale_value_info(graph: onnx.GraphProto, consts: dict[str, ConstTensor]) -> list[str]:
     """value_info for tensors that are constants now (initializers when written) or gone is not needed."""
+    if not len(graph.value_info):
+        return []
     live = {n for node in graph.node for n in list(node.input) + list(node.output)}
     keep = [vi for vi in graph.value_info if vi.name in live and vi.name not in consts]
     if len(keep) == len(graph.value_info):
