@@ -111,8 +111,8 @@ def artifacts_and_ort_export(forward: Path, work: Path) -> tuple[Path, Path] | N
     (eval graph + checkpoint folder, ORT's float32 inference model); None without that environment."""
     from onnxport.core.training.artifacts import generate_training_artifacts
     from onnxport.core.training.environment import find_training_python
-    from onnxport.core.training.ort_api import TrainingFiles, ort_export
     from onnxport.core.training.process import TrainingProcess
+    from tests.support.ort_api import TrainingFiles, ort_export
 
     if find_training_python() is None:
         return None

@@ -44,15 +44,15 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.training.environment import HOW_TO_GET, find_training_python
-from onnxport.core.training.ort_api import (
+from onnxport.core.training.process import TrainingProcess
+from tests.support.ort_api import (
     TrainingFiles,
     read_ort_checkpoint,
     train_steps,
 )
-from onnxport.core.training.ort_api import (
+from tests.support.ort_api import (
     ort_export as _ort_export,
 )
-from onnxport.core.training.process import TrainingProcess
 
 if find_training_python() is None:
     if os.environ.get("ONNXPORT_REQUIRE_TRAINING") == "1":

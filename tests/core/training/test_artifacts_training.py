@@ -31,7 +31,7 @@ from onnxport.core.io.readers import read_parameters
 from onnxport.core.pytorch.export import export_torch
 from onnxport.core.pytorch.sources import InputSpec
 from onnxport.core.training.artifacts import ArtifactsResult, generate_training_artifacts
-from onnxport.core.training.ort_api import TrainingFiles, ort_export, train_steps
+from tests.support.ort_api import TrainingFiles, ort_export, train_steps
 
 pytestmark = [pytest.mark.training, pytest.mark.torch]
 helpers = pytest.importorskip("tests.core.ort_training_helpers")

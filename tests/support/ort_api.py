@@ -1,4 +1,5 @@
-"""ONNX Runtime's own training API, used across the training boundary.
+"""ONNX Runtime's own training API, used across the training boundary: the oracle that tests,
+benches and scripts/make_example.py hold onnxport against (the product never calls it).
 
 Each function runs one operation of `runner.py` in a `TrainingProcess`: ORT's `Module` and
 `Optimizer` training steps on a set of artifacts, ORT's `export_model_for_inferencing` (the
