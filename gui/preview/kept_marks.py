@@ -1,8 +1,9 @@
 """The original view marks what the export keeps: dropped nodes dimmed, with a dashed border.
 
 - `kept_node_names(path, outputs, parameter_names, source)`: the names of the nodes the export's
-  preview draws for `outputs` (core/graph/preview.py), for a graph drawn whole (at most
-  `WHOLE_UP_TO` nodes; None above it, or without outputs). Runs in the preview's side job.
+  preview draws for `outputs` (the selection's inference graph when `source[2]` holds the model's
+  `SelectionGraphs`, else core/graph/preview.py), for a graph drawn whole (at most `WHOLE_UP_TO`
+  nodes; None above it, or without outputs). Runs in the preview's side job.
 - `MARK_JS % json.dumps(names)`: in the page, every named node of the drawing not in `names` gets
   the class `onnxport-dropped` (dimmed, dashed border), the others `onnxport-kept`; returns
   [kept, dropped] counts as JSON text. Unnamed nodes are left as drawn.
@@ -46,4 +47,6 @@ def kept_node_names(path: str | Path, outputs: list[str] | None, parameter_names
     model = source[0] if source is not None else load_graph(path)
     if sum(n.op_type != "Constant" for n in model.graph.node) > WHOLE_UP_TO:
         return None
+    if source is not None and len(source) > 2 and source[2] is not None:  # the export's own graph, folded
+        return frozenset(n.name for n in source[2].get(list(outputs)).preview.graph.node if n.name)
     return frozenset(n.name for n in preview_model(model, outputs, parameter_names).graph.node if n.name)
