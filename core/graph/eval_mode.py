@@ -30,9 +30,13 @@ def to_inference_form(model: onnx.ModelProto) -> PassResult:
     return PassResult(model, changed=bool(changes), changes=changes)
 
 
+TRAINING_OPS = frozenset({"Dropout", "BatchNormalization"})  # what this pass changes
+
+
 def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> None:
     """One graph's nodes (their changes first), then the bodies of its nodes, depth first."""
-    used = used_names(graph)  # what bodies capture counts: a Dropout mask read in a branch is used
+    # what bodies capture counts: a Dropout mask read in a branch is used (walked only if asked)
+    used = used_names(graph) if any(n.op_type in TRAINING_OPS for n in graph.node) else set()
     graph_outputs = {o.name for o in graph.output}
     added: list[NodeChange] = []
     own: list[NodeChange] = []
@@ -40,7 +44,7 @@ def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> 
     renames: dict[str, str] = {}
     false_const: str | None = None
     for node in graph.node:
-        for i, name in enumerate(node.input):
+        for i, name in enumerate(node.input) if renames else ():
             if name in renames:
                 node.input[i] = renames[name]
         if node.domain in ("", "ai.onnx") and node.op_type == "Dropout":
