@@ -10,8 +10,8 @@ values of Constant nodes over `PREVIEW_CONSTANT_BYTES` (weights a model holds in
 their data the same way, at every depth.
 `preview_model` gives the same as a new model and leaves its input alone (the pass runs on a
 weight-free copy); `preview_bytes` serializes it. Size: a few bytes per node, whatever the weights
-weigh, so a preview is instant even for a multi-GB model; parameter-only folding is not applied
-(it needs the weights' values).
+weigh, so a preview is instant even for a multi-GB model. Not folded: the app draws a selection
+from `export.selection_graph` (the export's own passes, folding included); this draws the rest.
 """
 
 from __future__ import annotations
