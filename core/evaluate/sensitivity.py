@@ -15,6 +15,7 @@ adding at least `MEASURABLE`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -150,12 +151,22 @@ def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | on
         return []
     producer = {o: node for node in ref.graph.node for o in node.output if o}
     kept = kept_tensors(cand, ref) if cand is not ref else set()  # no model: what was measured says
+    types: dict = {}
+
+    def integer_kept(name: str) -> bool:
+        """A tensor the model still has, known not to be float (shape arithmetic): a group's edge."""
+        if name not in kept:
+            return False
+        if not types:
+            types.update(infer_value_info(ref) or {"": None})  # once, and only when a walk gets here
+        vi = types.get(name)
+        return vi is not None and vi.type.tensor_type.elem_type not in _FLOAT_TYPES
     result = []
     for node in ref.graph.node:
         outs = [o for o in node.output if o in errors]
         if not outs:
             continue
-        group, frontier = _fused_group(node, producer, errors, kept)
+        group, frontier = _fused_group(node, producer, errors, integer_kept)
         if touched is not None:
             group = [g for g in group if g in touched]
             if not group:
@@ -186,10 +197,10 @@ def measure_tensors(model: str | Path | onnx.ModelProto, reference: str | Path |
 
 
 def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], errors: dict,
-                 kept: set[str]) -> tuple[list[str], set[str]]:
-    """`node` plus the upstream nodes whose outputs the model no longer has (`kept`: a quantizer
-    fused them, e.g. MatMul+Relu into one quantized op), and the compared tensors that feed that
-    group. Nodes the model still has (integer shape arithmetic, say) are no part of it."""
+                 edge: Callable[[str], bool]) -> tuple[list[str], set[str]]:
+    """`node` plus the upstream nodes whose outputs the model no longer has (a quantizer fused
+    them, e.g. MatMul+Relu into one quantized op), and the compared tensors that feed that group.
+    The walk stops at an `edge` tensor: integer shape arithmetic the model keeps is no part of it."""
     group, frontier, seen = [node.name], set(), {node.name}
     stack = list(node.input)
     while stack:
@@ -199,7 +210,7 @@ def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], erro
         if name in errors:
             frontier.add(name)
             continue
-        if name in kept:
+        if edge(name):
             continue
         up = producer.get(name)
         if up is None or up.name in seen or up.op_type == "Constant":
