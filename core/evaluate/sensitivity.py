@@ -91,8 +91,8 @@ def kept_tensors(model: onnx.ModelProto, reference: onnx.ModelProto) -> set[str]
     """Tensors of `model` (inputs, node outputs) holding what the reference's tensor of that name
     holds: all but the outputs of a fused-away activation (see `compared_tensors`)."""
     made_by = {o: n.op_type for n in model.graph.node for o in n.output if o}
-    fused = {o for n in reference.graph.node if n.op_type in FUSED_ACTIVATIONS
-             for o in n.output if made_by.get(o, n.op_type) != n.op_type}
+    fused = {o for n in reference.graph.node if n.op_type in FUSED_ACTIVATIONS  # QOperator: dequantized, kept
+             for o in n.output if made_by.get(o, n.op_type) not in (n.op_type, "DequantizeLinear")}
     return (set(made_by) | {i.name for i in model.graph.input}) - fused
 
 
