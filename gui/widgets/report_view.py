@@ -298,7 +298,9 @@ def _details_html(report: dict) -> str:
         rows += [f"<i>{_esc(n)}</i>" for n in q.get("notes", [])]
     b = report.get("bench")
     if b and b.get("speedup"):
-        rows.append(f"latency x{b['latency_ratio']:.3f} (<b>{b['speedup']:.2f}x</b>), size x{b['size_ratio']:.3f}")
+        size = "" if q else f", size x{b['size_ratio']:.3f}"  # said once: the quantized size is above
+        pace = f"{b['speedup']:.2f}x</b> faster" if b["speedup"] >= 1 else f"{1 / b['speedup']:.2f}x</b> slower"
+        rows.append(f"latency x{b['latency_ratio']:.3f} (<b>{pace}){size}")
     elif b and b.get("models"):
         m = b["models"][0]
         rows.append(f"p50 {m['p50_ms']:.3f} ms, {m['throughput']:.1f} samples/s")

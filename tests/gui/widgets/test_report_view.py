@@ -115,3 +115,16 @@ def test_argmax_agreement_is_said_only_of_a_classifier_output(qtbot):
                                                     "outputs": outputs}})
     text = view.details.text()
     assert "argmax 100.0%" in text and "75.0%" not in text
+
+
+def test_the_size_ratio_is_said_once_and_a_slowdown_is_called_one(qtbot):
+    from onnxport.gui.widgets.report_view import ReportView
+
+    view = ReportView()
+    qtbot.addWidget(view)
+    quantize = {"mode": "dynamic", "size_bytes": 208_000, "size_ratio": 0.261}
+    view.set_report({"quantize": quantize, "bench": {"speedup": 1.31, "latency_ratio": 0.762, "size_ratio": 0.261}})
+    text = view.details.text()
+    assert "0.26x the float32 size" in text and "x0.261" not in text and "1.31x</b> faster" in text
+    view.set_report({"quantize": quantize, "bench": {"speedup": 0.88, "latency_ratio": 1.137, "size_ratio": 0.261}})
+    assert "1.14x</b> slower" in view.details.text()
