@@ -77,7 +77,8 @@ INSTALL_JS = r"""
         s.style.cssText = 'display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px;background:' + line.swatch;
         l.appendChild(s);
       }
-      l.appendChild(document.createTextNode(line.text.replace('{count}', String(count))));
+      const counted = line.text.replace('{count} nodes', count === 1 ? '1 node' : count + ' nodes');
+      l.appendChild(document.createTextNode(counted.replace('{count}', String(count))));
       l.title = l.textContent;
       notes.appendChild(l);
     }
