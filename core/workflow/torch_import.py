@@ -83,7 +83,8 @@ def run_import(options: TorchImportOptions, progress: ProgressFn | None = None,
     result = TorchImportResult(exported, notes=list(exported.notes))
     if options.quantize:
         with step_token(cancel) as token:  # the export passed its commit point; this write has its own
-            tokenizer = options.source if Path(options.source).is_dir() else None  # a .txt's tokenizer
+            # a Hugging Face folder's own tokenizer turns text into inputs; without one, generated inputs
+            tokenizer = options.source if (Path(options.source) / "tokenizer.json").is_file() else None
             result.quantized = int8_beside(exported.path, options.quantize_target, report.sub(0.5, 1.0), token,
                                            validation_inputs=options.validation_inputs, tokenizer=tokenizer)
         result.notes += result.quantized.summary_lines()
