@@ -3,8 +3,7 @@
 Why: ONNX functions are macros, expanded in place; a function that calls itself (directly or
 through others) has no expansion. ONNX Runtime refuses such a model when it loads it, yet export
 wrote one with exit 0, and whatever inlines it never ends. Calls multiply: 48 functions each
-calling the next twice are 3.8 KB on disk and 2^47 nodes expanded, and onnx shape inference
-(which holds the GIL: the app's window froze, Cancel could not act) and ORT's load never end.
+calling the next twice are 3.8 KB on disk and 2^47 nodes expanded (inference and ORT never end).
 
 Contract: `check_function_calls(model, prefix)` raises `CorruptFileError` ("<prefix>model-local
 function 'd:F' calls itself (F -> G -> F)...") when the call graph of `model.functions` (nodes

@@ -9,9 +9,8 @@ date. Here:
   anything else is a 400 or 404, never a traceback; it remembers only the last requests' paths;
 - `data/<name>` serves only the preview bytes published last (from memory; nothing on disk);
 - Netron's static files come from the installed `netron` package, read-only, by extension;
-- `index.html` gets the serving day as its build date and the current model as its file, and
-  `browser.js`'s age check is switched off, so the page never ages out whatever the clock says;
-- `index.html` also gets a style that wraps long names in the node sidebar (SIDEBAR_CSS).
+- `index.html` gets the serving day as its build date, the current model, and SIDEBAR_CSS;
+  `browser.js`'s age check is switched off, so the page never ages out whatever the clock says.
 Thread-safe: `publish()` from the GUI thread while the server thread answers requests.
 """
 

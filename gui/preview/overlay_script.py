@@ -1,7 +1,6 @@
 """The JavaScript that paints the error map on Netron's graph (run by gui/preview/error_overlay.py).
 
-Why a module of its own: the page side of the overlay, kept apart from the Python that drives it
-(and shipped as Python, so no package-data rule is needed). `INSTALL_JS` defines, once per page,
+The page side of the overlay, shipped as Python (no package data). `INSTALL_JS` defines, once per page,
 `window.__onnxport_overlay` with:
 - `apply(payload)`: restore what the last call painted, then for each `payload.nodes[name]`
   (`fill`, `text`, `title`, `jump`) colour the header of Netron's node `g#node-name-<name>` (its
@@ -10,8 +9,8 @@ Why a module of its own: the page side of the overlay, kept apart from the Pytho
   `payload.legend`) in a strip below the graph area; while nodes are painted, Netron's category
   colours are neutral (`OVERLAY_CSS`); returns how many nodes it painted (0: the legend is hidden);
 - `clear()`: the page as Netron drew it;
-- `take()`: the names of the nodes clicked since the last call (TAKE_CLICKS_JS: as JSON text) (one capture-phase listener on the
-  document: Netron's own handlers stop the event from bubbling), for the Python side to poll.
+- `take()`: the nodes clicked since the last call, as JSON text (TAKE_CLICKS_JS: a capture-phase
+  listener, since Netron's handlers stop bubbling), for the Python side to poll.
 Everything stays in the page: no request is made.
 """
 

@@ -1,16 +1,15 @@
 """The Preview, in the middle of the window: the graph the export will write, drawn by Netron.
 
 `set_model(path, outputs, parameter_names)` is debounced; the weight-free preview model
-(core/graph/preview.py) is built in a side job (newest answer only), published on the loopback
-server (netron_server.py) and opened in the running Netron page (loaded the first time only, or
-again after a failure). `warm_up()` loads the page with no model while the app idles. After each
+(core/export/selection_preview.py) is built in a side job (newest answer only), published on the
+loopback server (netron_server.py) and opened in the running Netron page. `warm_up()` loads the page with no model while the app idles. After each
 open the panel polls until Netron has drawn (`rendered(node_count)`) and re-focuses the tensor the
 user had selected. "Pruned"/"Original": the export's graph, or the whole one with what the export
 drops dimmed (kept_marks.py). A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn
 focused (core/graph/focus.py): the neighbourhood of the selection, repeated layers collapsed, cut
 at the budget; the status line says what is shown, "Show more" doubles the budget, and a selected
-tensor the focused view does not draw becomes the focus. The graph read is kept for the next request on the same file.
-Until the first preview the panel shows how to start (the drop hint), not Netron's start page.
+tensor the focused view does not draw becomes the focus. Until the first preview the panel
+shows the drop hint, not Netron's start page.
 A drawing opens on its outputs; the bar's box finds nodes and tensors (graph_find.py). Without
 WebEngine the panel says why and offers the same preview in the system browser.
 """

@@ -1,6 +1,5 @@
-"""The outputs tree: a thin QAbstractItemModel over the plain-Python tree of
-gui/widgets/outputs_tree.py (built from a TensorIndex in the worker; Qt asks for the rows it
-paints). The default outputs start checked.
+"""The outputs tree: a thin QAbstractItemModel over gui/widgets/outputs_tree.py's plain tree (built
+from a TensorIndex in the worker). The default outputs start checked.
 
 Rows cost nothing until painted: a model index points at the group holding its row
 (`internalPointer()` is the parent `TreeNode`, the row is `entries[row]`), so tensor rows need
