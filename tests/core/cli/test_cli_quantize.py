@@ -40,7 +40,7 @@ def test_quantize_validate_bench_json(fp32, tmp_path, capsys):
     assert {"max_abs_diff", "cosine"} <= set(report["validation"]["outputs"][0])
     assert main(["bench", str(fp32), str(q), "--seconds", "0.2", "--json", "-q"]) == 0
     bench = json.loads(capsys.readouterr().out)["bench"]
-    assert len(bench["models"]) == 2 and {"p50_ms", "p90_ms", "throughput"} <= set(bench["models"][1])
+    assert len(bench["models"]) == 2 and {"p50_ms", "p90_ms", "throughput", "spread_pct", "repeat"} <= set(bench["models"][1])
     assert bench["size_ratio"] > 0 and bench["latency_ratio"] > 0
 
 
