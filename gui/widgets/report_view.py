@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPushButton,
     QSizePolicy,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -32,6 +33,7 @@ from onnxport.core.evaluate.sensitivity import MEASURABLE
 from onnxport.core.util.text import human_size
 
 from .accuracy_panel import AccuracyPanel
+from .chart_labels import LABEL_PAD, fitted_label, short_label_width
 from .layout_pass import one_layout_pass
 from .plain_text import plain_label, plain_tip
 from .wrapped_label import WrappedLabel
@@ -41,6 +43,7 @@ AFTER = QColor("#2f7fd1")
 GOOD = QColor("#3a9a4a")
 BAD = QColor("#c8423b")
 TARGET = QColor("#d08a1a")
+ERROR_TITLE = "Error (1 - cosine)"
 
 
 class ReportChart(QWidget):
@@ -74,7 +77,7 @@ class ReportChart(QWidget):
             target = chart.get("min_cosine")
             bars = [(o["name"], None if o.get("cosine") is None else max(0.0, 1.0 - o["cosine"]),
                      GOOD if o.get("passed") else BAD) for o in outputs]
-            result.append(("Error (1 - cosine)", bars, None if target is None else 1.0 - target))
+            result.append((ERROR_TITLE, bars, None if target is None else 1.0 - target))
         return [p for p in result if any(v for _, v, _ in p[1])]
 
     def value_text(self, title: str, value: float | None) -> str:
@@ -89,19 +92,39 @@ class ReportChart(QWidget):
 
     def label_rects(self) -> list[list[tuple[str, QRectF]]]:
         """The x labels as drawn, per panel: (text, the rectangle its ink takes). A label wider
-        than its bar's slot is elided in the middle (both ends of a tensor name say something),
-        so neighbours never overlap."""
+        than its bar's slot takes its short form ("dynamic" -> "int8", chart_labels.py), else is
+        elided in the middle (both ends of a tensor name say something), so neighbours never
+        overlap; the full name is the bar's tooltip (`tooltip_at`)."""
         metrics = QFontMetricsF(self._small_font())
         out = []
         for (_, bars, _x0, width, _, bottom, _), rects, _ in self._layout():
             slot = width / max(len(bars), 1)
             row = []
             for (label, _, _), rect in zip(bars, rects):
-                text = metrics.elidedText(label, Qt.TextElideMode.ElideMiddle, max(slot - 6.0, 8.0))
+                text = fitted_label(label, metrics, slot - LABEL_PAD)
                 w = metrics.horizontalAdvance(text)
                 row.append((text, QRectF(rect.center().x() - w / 2, bottom + 2, w, metrics.height())))
             out.append(row)
         return out
+
+    def tooltip_at(self, pos: QPointF) -> str:
+        """The full label and figure of the bar whose column holds `pos` ("" between bars)."""
+        for (title, bars, x0, width, top, _bottom, _), _, _ in self._layout():
+            slot = width / max(len(bars), 1)
+            if x0 <= pos.x() < x0 + width and top <= pos.y() <= self.height():
+                label, value, _ = bars[min(int((pos.x() - x0) / slot), len(bars) - 1)]
+                return f"{title}, {label}: {self.value_text(title, value)}"
+        return ""
+
+    def event(self, event: QEvent) -> bool:  # Qt override: the hovered bar's full label as its tooltip
+        if event.type() == QEvent.Type.ToolTip:
+            text = self.tooltip_at(QPointF(event.pos()))
+            if text:
+                QToolTip.showText(event.globalPos(), plain_tip(text), self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
 
     def _small_font(self) -> QFont:
         small = QFont(self.font())
@@ -137,9 +160,12 @@ class ReportChart(QWidget):
         return out
 
     def _widths(self, panels, room: float) -> list[float]:
-        """Room by bars (labels get a fair slot), but a panel at least its title's width when all fit."""
-        metrics = QFontMetricsF(self.font())
-        need = [metrics.horizontalAdvance(title) + 8.0 for title, _, _ in panels]
+        """Room by bars (labels get a fair slot), but a panel at least its title's width, and the
+        before/after panels room for their short labels ("int8"), when all fit."""
+        metrics, small = QFontMetricsF(self.font()), QFontMetricsF(self._small_font())
+        need = [max(metrics.horizontalAdvance(title) + 8.0,
+                    0.0 if title == ERROR_TITLE else len(bars) * short_label_width([b[0] for b in bars], small))
+                for title, bars, _ in panels]
         shares = [max(len(bars), 2) for _, bars, _ in panels]
         widths = [room * share / sum(shares) for share in shares]
         short = [i for i, w in enumerate(widths) if w < need[i]]
