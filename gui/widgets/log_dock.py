@@ -1,14 +1,15 @@
 """The window's log: a dock at the bottom holding plain text lines, each stamped with the time.
 
 Lines are plain text (`appendPlainText`: names from files never render as markup) in the system's
-fixed-pitch font, so the tables a report logs line up. The log follows new lines unless the user
-scrolled up to read.
+fixed-pitch font, unwrapped (a horizontal scroll bar instead), so the tables a report logs line
+up. The log follows new lines unless the user scrolled up to read.
 """
 
 from __future__ import annotations
 
 import time
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QDockWidget, QPlainTextEdit, QWidget
 
@@ -33,6 +34,8 @@ class LogDock(QDockWidget):
         self.view = QPlainTextEdit(readOnly=True)
         self.view.setMaximumBlockCount(MAX_LINES)
         self.view.setFont(log_font())
+        self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)  # a table's rows stay one line each
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setWidget(self.view)
 
     def log_line(self, text: str) -> None:
