@@ -16,9 +16,7 @@ from onnxport.core.cli.deploy_cmd import add_target_options
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
-from onnxport.core.util.progress import Steps
 from onnxport.core.util.text import human_size, shown
-from onnxport.core.workflow.export_steps import export_steps, post_steps
 
 
 def split_names(values: list[str]) -> list[str]:
@@ -69,54 +67,45 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from onnxport.core.api import export_for_inference
     from onnxport.core.cli.deploy_cmd import deploy_exported, export_deploy_request
     from onnxport.core.cli.export_review import review_outputs
     from onnxport.core.cli.interrupts import call_token
+    from onnxport.core.util.distributed import skip_reason
+    from onnxport.core.workflow.export_job import (
+        IN_PROCESS,
+        ExportRequest,
+        PostExportFailed,
+        run_export,
+        sources_for,
+    )
     from onnxport.core.workflow.written_names import check_companions
 
     deploy_after = export_deploy_request(args)  # a bad --target/--shape/--dim: nothing written
     check_companions(args.out, args.quantize, args.validate, [args.model, *args.checkpoint, args.calibration])
     review, notes = review_outputs(args, split_names(args.outputs or []))
-    outputs = review.outputs
-    # one monotonic bar over export, validation, quantization, benchmark (workflow.export_steps)
-    steps = Steps(StderrProgress(quiet=args.quiet, verbose=args.verbose), export_steps(args.validate, args.quantize))
-    gate, cancel = None, call_token()  # the export's (its validation runs before its commit)
-    if args.validate:  # validated before it is put in place: a failed validation writes nothing
-        from onnxport.core.workflow.post_export import ValidationGate
-
-        gate = ValidationGate(args.out, args.model, args.checkpoint, progress=steps.step("validating"),
-                              cancel=cancel, **input_sizes(args))
-    result = export_for_inference(args.model, args.checkpoint or None, outputs, args.out,
-                                  external_data=args.external_data, fold=not args.no_fold,
-                                  all_ranks=args.all_ranks, progress=steps.begin("exporting"), verify=gate, cancel=cancel,
-                                  model=review.model, table=review.table)
+    request = ExportRequest(review.outputs, args.out, external_data=args.external_data, fold=not args.no_fold,
+                            validate=args.validate, quantize=args.quantize, calibration=args.calibration,
+                            all_ranks=args.all_ranks, **input_sizes(args),
+                            deploy=None if deploy_after is None else (
+                                lambda final: deploy_exported(deploy_after, final, args.quiet)),
+                            exported=lambda result: _exported_notes(result, notes))
+    # the one pipeline the app runs too (workflow/export_job.py), in this process, on one stderr bar
+    sources = sources_for(args.model, args.checkpoint, model=review.model) if skip_reason(args.all_ranks) is None \
+        else None  # a rank that writes nothing reads no checkpoint
+    try:
+        outcome = run_export(sources, request, IN_PROCESS, StderrProgress(quiet=args.quiet, verbose=args.verbose),
+                             call_token(), table=review.table)
+    except PostExportFailed as exc:  # the CLI says the step's own error (the export stays written)
+        raise exc.__cause__ from None
+    result, post, deployed = outcome.export, outcome.post, outcome.deployed
     if result.skipped:
         print(shown(f"onnxport: {result.skipped}; nothing to do here"), file=sys.stderr)
         return 0
-    for line in notes:  # the outputs defaulted to, training-only outputs: about what was written
-        print(shown(line), file=sys.stderr)
-    if result.fixed_outputs:  # a Dropout mask, a Constant: the same value on every run
-        from onnxport.core.graph.fixed_outputs import fixed_output_line
-
-        for name, why in result.fixed_outputs.items():
-            print(shown(f"onnxport: warning: {fixed_output_line(name, why)}"), file=sys.stderr)
     report = {"export": result.to_dict()}
-    if args.quantize or args.validate:
-        from onnxport.core.workflow.post_export import post_export  # quantize/validate pipeline
-
-        post = post_export(result, args.model, args.checkpoint, quantize=args.quantize,
-                           calibration=args.calibration, validate=args.validate,
-                           progress=steps.span(post_steps(False, args.quantize)),
-                           validated=gate.report if gate is not None else None, cancel=call_token(),
-                           **input_sizes(args))
+    if post is not None:
         report.update(post.to_dict())
-    deployed = None
-    if deploy_after is not None:  # the final model (the quantized one, if any) for its runtime
-        quantized = report.get("quantize", {}).get("path") if args.quantize else None
-        deployed = deploy_exported(deploy_after, quantized or result.path, args.quiet)
+    if deployed is not None:
         report["deploy"] = deployed.to_dict()
-    steps.finished()
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -128,3 +117,14 @@ def _run(args: argparse.Namespace) -> int:
         for line in brief(report.get("summary_lines", []), args.verbose) + (deployed.summary_lines() if deployed else []):
             print(shown(line))
     return 0
+
+
+def _exported_notes(result, notes: list[str]) -> None:
+    """Said once the export is written, before the steps after it run."""
+    for line in notes:  # the outputs defaulted to, training-only outputs: about what was written
+        print(shown(line), file=sys.stderr)
+    if result.fixed_outputs:  # a Dropout mask, a Constant: the same value on every run
+        from onnxport.core.graph.fixed_outputs import fixed_output_line
+
+        for name, why in result.fixed_outputs.items():
+            print(shown(f"onnxport: warning: {fixed_output_line(name, why)}"), file=sys.stderr)

@@ -42,7 +42,7 @@ from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.io.run_reads import model_reads, param_reads
-from onnxport.core.params.match import match_parameters
+from onnxport.core.params.match import ParamMatch, match_parameters
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.out_paths import check_output
@@ -183,6 +183,7 @@ def export_model(
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
     built: InferenceGraph | None = None,
+    match: ParamMatch | None = None,
 ) -> ExportResult:
     """Write the inference model for `outputs` to `out_path`. See the module docstring.
     `table`: `model`'s `GraphTable` when the caller read one (the plan is computed on it);
@@ -191,7 +192,8 @@ def export_model(
     that inference leaves without a rank, from one ONNX Runtime run (`evaluate.run_types`); an output
     whose type stays unknown is refused (`export.output_types`): ONNX requires one. `built`: the
     selection's inference graph (`selection_graph`, what the plan and the preview read) for these
-    `outputs` and `params` of `model`, written instead of built again (with `fold` only)."""
+    `outputs` and `params` of `model`, written instead of built again (with `fold` only); `match`:
+    `params`' match on `model` when the caller computed it (the open did), not computed again."""
     started = time.perf_counter()
     if external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
@@ -206,7 +208,7 @@ def export_model(
         model = load_graph(model_path)
         check_output(out_path, model_reads(model_path, model))  # its external data, now known
     if params is not None:
-        match_parameters(model, params).raise_if_unusable()
+        (match if match is not None else match_parameters(model, params)).raise_if_unusable()
     report.check()
     report(0.02, "pruning")
     if built is not None and (not fold or built.plan.outputs != list(outputs)):

@@ -3,8 +3,8 @@
 Why: validation and quantization parse, shape-infer and save whole models in C++ calls that hold
 Python's GIL for seconds (see util/child_call.py); the app runs them in a child process. A child
 cannot be handed the open `ParameterSet` (memory maps, loaders), so each function here reads the
-reference's parameters from their files and fits their names to the eval graph the way the open
-did (`align_if_better`), then runs the same core step the CLI runs in process.
+reference's parameters from their files (or takes them, when run in process), then runs the same
+core step the CLI runs; the reference fits their names to the eval graph (`reference_model`).
 
 Contract: `validate_export(exported, model_path, param_paths)` -> the report dict of validating
 `exported` against the reference; `gate_validation(staged, out_path, model_path, param_paths)` ->
@@ -20,19 +20,16 @@ from pathlib import Path
 
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.evaluate.validate import ValidationReport, validate
-from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import ParameterSet
-from onnxport.core.params.name_alignment import align_if_better
 from onnxport.core.util.progress import CancelToken, ProgressFn
 from onnxport.core.workflow.post_export import PostExportResult, ValidationGate, post_export, read_checkpoints
 
 
-def reference_params(model_path: str | Path, param_paths: Sequence[str | Path] | None) -> ParameterSet | None:
-    """The parameters the eval graph at `model_path` runs with, named as the open named them."""
-    params = read_checkpoints(param_paths)
-    if params is not None:
-        params, _alignment = align_if_better(load_graph(model_path), params)
-    return params
+def reference_params(model_path: str | Path, param_paths: Sequence[str | Path] | ParameterSet | None
+                     ) -> ParameterSet | None:
+    """The parameters the eval graph at `model_path` runs with: read once here, fitted to its
+    names by `reference.reference_model` (which loads that graph anyway)."""
+    return read_checkpoints(param_paths)
 
 
 def validate_export(exported: Path, model_path: Path, param_paths: Sequence[Path] | None, *,
@@ -42,10 +39,11 @@ def validate_export(exported: Path, model_path: Path, param_paths: Sequence[Path
     return build_report(export={"path": str(exported)}, validation=validation)
 
 
-def gate_validation(staged: Path, out_path: Path, model_path: Path, param_paths: Sequence[Path] | None, *,
-                    progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> ValidationReport:
+def gate_validation(staged: Path, out_path: Path, model_path: Path,
+                    param_paths: Sequence[Path] | ParameterSet | None, *, progress: ProgressFn | None = None,
+                    cancel: CancelToken | None = None, **sizes) -> ValidationReport:
     gate = ValidationGate(out_path, model_path, reference_params(model_path, param_paths),
-                          progress=progress, cancel=cancel)
+                          progress=progress, cancel=cancel, **sizes)
     gate(staged)
     return gate.report
 

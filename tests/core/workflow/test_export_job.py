@@ -1,0 +1,59 @@
+"""The one export pipeline (workflow/export_job.py): what the open computed is not computed again."""
+
+from __future__ import annotations
+
+import onnx
+
+from onnxport.core.cli import main
+from onnxport.core.io import readers
+from onnxport.core.workflow.export_job import IN_PROCESS, ExportRequest, run_export
+from onnxport.core.workflow.sources import open_sources
+
+from ..model_builders import eval_like_mlp, mlp_weights, param_set
+
+
+def eval_and_checkpoint(tmp_path):
+    from tests.support.checkpoint_writer import write_checkpoint
+
+    eval_path = tmp_path / "eval_model.onnx"
+    onnx.save(eval_like_mlp(d_hidden=16), eval_path)
+    ckpt = write_checkpoint(tmp_path / "checkpoint", {k: v.array() for k, v in param_set(mlp_weights()).items()})
+    return eval_path, ckpt
+
+
+def counting_reads(monkeypatch) -> list:
+    """Every read of a parameter file, whichever module asks (`api` held its own binding)."""
+    reads, real = [], readers.read_parameters
+
+    def read_parameters(path, *args, **kwargs):
+        reads.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(readers, "read_parameters", read_parameters)
+    import onnxport.core.api as api
+
+    monkeypatch.setattr(api, "read_parameters", read_parameters)
+    return reads
+
+
+def test_cli_export_validate_quantize_reads_the_checkpoint_once(tmp_path, monkeypatch, capsys):
+    eval_path, ckpt = eval_and_checkpoint(tmp_path)
+    reads = counting_reads(monkeypatch)
+    out = tmp_path / "model.onnx"
+    code = main(["export", str(eval_path), "--checkpoint", str(ckpt), "--outputs", "logits", "-o", str(out),
+                 "--validate", "--quantize", "fp16", "-q"])
+    assert code == 0, capsys.readouterr().err
+    assert "PASSED" in capsys.readouterr().out
+    assert len(reads) == 1  # the export, its validation and the quantization share one read
+
+
+def test_the_apps_sources_export_validate_quantize_without_reading_again(tmp_path, monkeypatch):
+    eval_path, ckpt = eval_and_checkpoint(tmp_path)
+    sources = open_sources([eval_path, ckpt])
+    reads = counting_reads(monkeypatch)
+    out = tmp_path / "model.onnx"
+    outcome = run_export(sources, ExportRequest(["logits"], out, validate=True, quantize="fp16"), IN_PROCESS)
+    assert reads == []
+    assert outcome.post is not None and outcome.post.passed
+    assert out.exists() and (tmp_path / "model.fp16.onnx").exists() and (tmp_path / "model.report.json").exists()
+    assert outcome.export.outputs == ["logits"]
