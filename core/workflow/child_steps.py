@@ -8,9 +8,9 @@ core step the CLI runs; the reference fits their names to the eval graph (`refer
 
 Contract: `validate_export(exported, model_path, param_paths)` -> the report dict of validating
 `exported` against the reference; `gate_validation(staged, out_path, model_path, param_paths)` ->
-the `ValidationReport` of `post_export.ValidationGate` (raises as it does: nothing is written);
-`post_export_step(result, model_path, param_paths, **options)` -> `post_export`'s
-`PostExportResult`. Each takes `progress` and `cancel` like the step it runs.
+the `ValidationReport` of `post_export.ValidationGate` (raises as it does: nothing is written).
+Each takes `progress` and `cancel` like the step it runs. `post_export` itself runs in a child
+as it is (export_job.py): once the gate validated, it reads no parameters.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from onnxport.core.evaluate.report import build_report
 from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.progress import CancelToken, ProgressFn
-from onnxport.core.workflow.post_export import PostExportResult, ValidationGate, post_export, read_checkpoints
+from onnxport.core.workflow.post_export import ValidationGate, read_checkpoints
 
 
 def reference_params(model_path: str | Path, param_paths: Sequence[str | Path] | ParameterSet | None
@@ -46,10 +46,3 @@ def gate_validation(staged: Path, out_path: Path, model_path: Path,
                           progress=progress, cancel=cancel, **sizes)
     gate(staged)
     return gate.report
-
-
-def post_export_step(result, model_path: Path, param_paths: Sequence[Path] | None, *,
-                     progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-                     **options) -> PostExportResult:
-    return post_export(result, model_path, reference_params(model_path, param_paths), progress=progress,
-                       cancel=cancel, **options)
