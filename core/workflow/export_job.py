@@ -128,7 +128,8 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
     if reason is not None:
         return ExportOutcome(ExportResult(Path(request.out_path), None, 0, list(request.outputs), [], 0, 0, 0, 0.0,
                                           skipped=reason))
-    assert sources is not None, "sources are needed on a rank that writes"
+    if sources is None:
+        raise OnnxportError("no model is open")
     steps = Steps(progress, export_steps(request.validate, request.quantize), cancel)
     if sources.match is not None:
         sources.match.raise_if_unusable()
