@@ -27,7 +27,7 @@ from onnxport.core.graph.passes import FOLDED, PassResult
 from onnxport.core.graph.prune import PrunePlan, plan_prune, prune
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.io.external_data import inline_nested_external
-from onnxport.core.io.model_io import add_light_initializers, copy_without_initializers
+from onnxport.core.io.model_io import add_light_initializers, copy_model, copy_without_initializers
 from onnxport.core.io.parameter_set import ParameterSet
 
 KnownTypes = Callable[[str], "onnx.TypeProto | None"]  # a tensor's name -> its type where known
@@ -85,8 +85,7 @@ def build_inference_graph(model: onnx.ModelProto, model_path: Path | None, outpu
 def for_writing(built: InferenceGraph, model: onnx.ModelProto, known_types: KnownTypes | None = None) -> InferenceGraph:
     """A copy of `built` (a selection's cached graph, `selection_graph`) the export may edit, its
     outputs typed as `build_inference_graph` types them (`built` skipped inference on big graphs)."""
-    skeleton = onnx.ModelProto()
-    skeleton.CopyFrom(built.skeleton)
+    skeleton = copy_model(built.skeleton)
     _type_outputs(skeleton, model, built.plan, known_types)
     return InferenceGraph(skeleton, dict(built.consts), built.plan, built.inference, list(built.folded))
 
@@ -119,9 +118,7 @@ def written_bytes(skeleton: onnx.ModelProto, consts: list[ConstTensor],
     """The size `export.writer.write_model` gives this model written in one file, to within the
     alignment padding of tensors over 1 MiB (at most a page each); `edit_head` edits a copy of
     the model's fields but its graph (metadata the export adds) before it is measured."""
-    head = onnx.ModelProto()
-    head.CopyFrom(skeleton)  # `skeleton` stays as given
-    head.ClearField("graph")
+    head = copy_model(skeleton, graph=False)  # `skeleton` stays as given
     if edit_head is not None:
         edit_head(head)
     graph = head.ByteSize() + 1 + len(padded_varint(0)) + skeleton.graph.ByteSize()

@@ -25,6 +25,7 @@ from onnxport.core.graph.const_tensors import ConstTensor
 from onnxport.core.graph.graph_table import plan_prune_on
 from onnxport.core.graph.index import TensorIndex
 from onnxport.core.graph.preview import strip_nested
+from onnxport.core.io.model_io import copy_model
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.progress import CancelToken
 
@@ -52,8 +53,7 @@ class SelectionGraph:
 def preview_of(built: InferenceGraph) -> onnx.ModelProto:
     """`built`'s skeleton with its constants as weight-free initializers (Netron draws them as
     weights of their nodes), Constant nodes over the preview's size and body weights stripped."""
-    model = onnx.ModelProto()
-    model.CopyFrom(built.skeleton)
+    model = copy_model(built.skeleton)  # in slices: the GUI thread gets the GIL between them
     model.graph.initializer.extend(_header(c) for c in built.consts.values())
     strip_nested(model.graph)
     return model

@@ -39,6 +39,7 @@ from onnxport.core.export.wire_format import (
 )
 from onnxport.core.graph.const_tensors import ConstTensor
 from onnxport.core.graph.runnable import check_runnable
+from onnxport.core.io.model_io import copy_model
 from onnxport.core.io.parameter_set import FileSpan, c_contiguous
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.data_files import previous_data_files
@@ -169,9 +170,7 @@ def write_model(
                     data_sink = _FdSink(dfd)
             sink = _FdSink(fd)
             graph_bytes = skeleton.graph.SerializeToString()
-            head = onnx.ModelProto()
-            head.CopyFrom(skeleton)
-            head.ClearField("graph")
+            head = copy_model(skeleton, graph=False)
             sink.write(head.SerializeToString())
             sink.write(MODEL_GRAPH_TAG)
             sink.flush()

@@ -29,6 +29,7 @@ from onnxport.core.graph.fold_ops import FLOAT_ONLY_SAFE, FLOAT_TYPES, FOLDERS, 
 from onnxport.core.graph.fold_shapes import output_shape
 from onnxport.core.graph.passes import FOLDED, REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import node_uses
+from onnxport.core.io.model_io import items_of
 from onnxport.core.io.parameter_set import c_contiguous, np_dtype_for
 from onnxport.core.util.budgets import FOLD_OUTPUT_FLOOR, FOLD_VALUE_MAX
 from onnxport.core.util.errors import CorruptFileError, OnnxportError
@@ -54,7 +55,7 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
     """
     graph = model.graph
     protected = {o.name for o in graph.output}
-    nodes = list(graph.node)
+    nodes = items_of(graph.node)
     folder = _Folder(nodes, constants, protected)
     remaining = [node for index, node in enumerate(nodes) if not folder.fold(index, node)]
     # Drop what nothing uses any more (folded-away weights, Constant nodes consumed by folds);

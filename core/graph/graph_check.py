@@ -18,6 +18,7 @@ from collections import deque
 import onnx
 
 from onnxport.core.graph.uses import GRAPH_ATTRS, bodies, subgraph_captures
+from onnxport.core.io.model_io import items_of
 from onnxport.core.util.errors import CorruptFileError
 
 _SHOWN_NODES = 6  # nodes of a cycle named in the message
@@ -29,7 +30,7 @@ def _name(node: onnx.NodeProto, index: int) -> str:
 
 def check_graph(graph: onnx.GraphProto, label: str) -> None:
     """See the module docstring."""
-    nodes = list(graph.node)
+    nodes = items_of(graph.node)
     producer: dict[str, int] = {}
     inputs: list[list[str]] = []
     with_bodies: list[int] = []

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 import onnx
 
 from onnxport.core.graph.uses import bodies, has_bodies, node_uses, subgraph_captures
+from onnxport.core.io.model_io import items_of
 from onnxport.core.util.errors import CorruptFileError
 
 
@@ -37,7 +38,7 @@ def check_runnable(graph: onnx.GraphProto, label: str, defined: Iterable[str] = 
 def _check(graph: onnx.GraphProto, label: str, outer: list[set[str]], top: bool) -> None:
     local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     local.update(t.values.name for t in graph.sparse_initializer)
-    nodes = list(graph.node)  # protobuf access is slow: each field is read once
+    nodes = items_of(graph.node)  # protobuf access is slow: each field is read once
     scopes = [local, *outer]
     for i, node in enumerate(nodes):
         for name in node.input:
@@ -109,7 +110,7 @@ def topological_order(nodes: list[onnx.NodeProto]) -> list[int]:
 def topological_sort(graph: onnx.GraphProto) -> bool:
     """See the module docstring."""
     moved = False
-    nodes = list(graph.node)
+    nodes = items_of(graph.node)
     for node in nodes:
         if has_bodies(node):
             for _, body in bodies(node):
