@@ -27,7 +27,7 @@ from onnxport.core.graph.passes import FOLDED, PassResult
 from onnxport.core.graph.prune import PrunePlan, plan_prune, prune
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.io.external_data import inline_nested_external
-from onnxport.core.io.model_io import add_light_initializers, copy_model, copy_without_initializers
+from onnxport.core.io.model_io import add_light_initializers, byte_size, copy_model, copy_without_initializers
 from onnxport.core.io.parameter_set import ParameterSet
 
 KnownTypes = Callable[[str], "onnx.TypeProto | None"]  # a tensor's name -> its type where known
@@ -121,7 +121,7 @@ def written_bytes(skeleton: onnx.ModelProto, consts: list[ConstTensor],
     head = copy_model(skeleton, graph=False)  # `skeleton` stays as given
     if edit_head is not None:
         edit_head(head)
-    graph = head.ByteSize() + 1 + len(padded_varint(0)) + skeleton.graph.ByteSize()
+    graph = head.ByteSize() + 1 + len(padded_varint(0)) + byte_size(skeleton.graph)
     return graph + sum(initializer_record_bytes(c) for c in consts)
 
 

@@ -29,7 +29,7 @@ from onnxport.core.graph.fold_ops import FLOAT_ONLY_SAFE, FLOAT_TYPES, FOLDERS, 
 from onnxport.core.graph.fold_shapes import output_shape
 from onnxport.core.graph.passes import FOLDED, REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import node_uses
-from onnxport.core.io.model_io import items_of
+from onnxport.core.io.model_io import items_of, release
 from onnxport.core.io.parameter_set import c_contiguous, np_dtype_for
 from onnxport.core.util.budgets import FOLD_OUTPUT_FLOOR, FOLD_VALUE_MAX
 from onnxport.core.util.errors import CorruptFileError, OnnxportError
@@ -74,9 +74,10 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
     changes += [NodeChange(node_label(n), REMOVED, "Constant no longer read") for n in remaining
                 if id(n) not in live_ids]
     if changes:
-        kept = list(live_nodes)
         del graph.node[:]
-        graph.node.extend(kept)
+        graph.node.extend(live_nodes)
+    for wrappers in (nodes, remaining, live_nodes, folder.consumers):  # freed a slice at a time
+        release(wrappers)
     notes = _drop_stale_value_info(graph, needed)
     return FoldResult(model, changed=bool(changes or notes), changes=changes, notes=notes, constants=needed)
 

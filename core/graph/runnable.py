@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import onnx
 
 from onnxport.core.graph.uses import bodies, has_bodies, node_uses, subgraph_captures
-from onnxport.core.io.model_io import items_of
+from onnxport.core.io.model_io import items_of, release
 from onnxport.core.util.errors import CorruptFileError
 
 
@@ -116,10 +116,13 @@ def topological_sort(graph: onnx.GraphProto) -> bool:
             for _, body in bodies(node):
                 moved |= topological_sort(body)
     if _in_order(nodes):
+        release(nodes)
         return moved
     order = topological_order(nodes)
     if len(order) != len(nodes):  # a cycle: not ours to fix here
+        release(nodes)
         return moved
     del graph.node[:]
     graph.node.extend(nodes[i] for i in order)
+    release(nodes)
     return True
