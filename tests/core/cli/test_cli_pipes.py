@@ -27,12 +27,25 @@ def test_progress_only_on_a_terminal_unless_verbose():
     with open(follower, "w") as tty, open(leader, "rb", buffering=0) as screen:
         assert tty.isatty()
         report(StderrProgress(interval=0, delay=0, stream=tty))
-        assert screen.read(200).startswith(b"[  0%] step 0")
         quiet = StderrProgress(quiet=True, verbose=True, interval=0, delay=0, stream=tty)
         report(quiet)  # -q wins: nothing more on the terminal
         tty.write("end\n")
         tty.flush()
-        assert screen.read(200).strip() == b"end"
+        shown = _read_until(screen, b"end")  # a pty hands its bytes over in pieces of its choosing
+        lines = shown.replace(b"\r", b"").split(b"\n")
+        assert lines[:3] == [b"[  0%] step 0", b"[ 50%] step 1", b"[100%] step 2"] and lines[3] == b"end"
+
+
+def _read_until(screen, marker: bytes, seconds: float = 10.0) -> bytes:
+    """What the terminal showed up to `marker` (read as it comes, within `seconds`)."""
+    import select
+    import time
+
+    shown, deadline = b"", time.monotonic() + seconds
+    while marker not in shown and time.monotonic() < deadline:
+        if select.select([screen], [], [], 0.1)[0]:
+            shown += screen.read(4096)
+    return shown
 
 
 def test_brief_keeps_the_table_for_verbose():
