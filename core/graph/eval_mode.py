@@ -21,7 +21,7 @@ from onnx import helper
 
 from onnxport.core.graph.passes import ADDED, REMOVED, REWRITTEN, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import bodies, has_bodies, used_names
-from onnxport.core.io.model_io import release
+from onnxport.core.io.model_io import extend_in_slices, release
 
 
 def to_inference_form(model: onnx.ModelProto) -> PassResult:
@@ -73,7 +73,7 @@ def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> 
         new_nodes.append(node)
     if own or added:
         del graph.node[:]
-        graph.node.extend(new_nodes)
+        extend_in_slices(graph.node, new_nodes)
     release(new_nodes)  # a slice at a time (see model_io.release)
     changes += own + added
     for node in graph.node:

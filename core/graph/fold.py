@@ -29,7 +29,7 @@ from onnxport.core.graph.fold_ops import FLOAT_ONLY_SAFE, FLOAT_TYPES, FOLDERS, 
 from onnxport.core.graph.fold_shapes import output_shape
 from onnxport.core.graph.passes import FOLDED, REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import node_uses
-from onnxport.core.io.model_io import items_of, release
+from onnxport.core.io.model_io import extend_in_slices, items_of, release
 from onnxport.core.io.parameter_set import c_contiguous, np_dtype_for
 from onnxport.core.util.budgets import FOLD_OUTPUT_FLOOR, FOLD_VALUE_MAX
 from onnxport.core.util.errors import CorruptFileError, OnnxportError
@@ -75,7 +75,7 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
                 if id(n) not in live_ids]
     if changes:
         del graph.node[:]
-        graph.node.extend(live_nodes)
+        extend_in_slices(graph.node, live_nodes)
     for wrappers in (nodes, remaining, live_nodes, folder.consumers):  # freed a slice at a time
         release(wrappers)
     notes = _drop_stale_value_info(graph, needed)

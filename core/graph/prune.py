@@ -22,7 +22,7 @@ import onnx
 
 from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import node_uses, used_names
-from onnxport.core.io.model_io import items_of
+from onnxport.core.io.model_io import extend_in_slices, items_of
 from onnxport.core.util.errors import UnknownOutputError
 from onnxport.core.util.progress import CancelToken
 from onnxport.core.util.suggest import did_you_mean
@@ -144,7 +144,7 @@ def prune(model: onnx.ModelProto, plan: PrunePlan,
     if changes:
         nodes = [graph.node[i] for i in plan.node_indices]
         del graph.node[:]
-        graph.node.extend(nodes)
+        extend_in_slices(graph.node, nodes)
     notes = [f"input '{n}' dropped: nothing kept reads it" for n in plan.dropped_inputs]
     notes += [f"input '{n}' removed: a parameter fills it" for n in plan.parameter_inputs]
     by_name = {vi.name: vi for vi in graph.input}
@@ -160,7 +160,7 @@ def prune(model: onnx.ModelProto, plan: PrunePlan,
                if (vi.name in used or vi.name in produced) and vi.name not in plan.outputs]
     for field_, values in ((graph.input, inputs), (graph.output, outputs), (graph.value_info, kept_vi)):
         del field_[:]
-        field_.extend(values)
+        extend_in_slices(field_, values)
     needed = set(plan.initializers)
     for i in reversed(range(len(graph.initializer))):  # one by one: kept weights are never copied
         if graph.initializer[i].name not in needed:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import onnx
 
 from onnxport.core.graph.uses import bodies, has_bodies, node_uses, subgraph_captures
-from onnxport.core.io.model_io import items_of, release
+from onnxport.core.io.model_io import extend_in_slices, items_of, release
 from onnxport.core.util.errors import CorruptFileError
 
 
@@ -123,6 +123,6 @@ def topological_sort(graph: onnx.GraphProto) -> bool:
         release(nodes)
         return moved
     del graph.node[:]
-    graph.node.extend(nodes[i] for i in order)
+    extend_in_slices(graph.node, [nodes[i] for i in order])
     release(nodes)
     return True

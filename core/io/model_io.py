@@ -248,14 +248,19 @@ def is_repeated(fd) -> bool:
 COPY_SLICE = 4096  # items per protobuf call when copying a long repeated field (nodes)
 
 
+def extend_in_slices(field, items) -> None:
+    """`field.extend(items)` (a protobuf repeated field, a sequence), one C call per slice of
+    COPY_SLICE items, for the reason `copy_model` gives."""
+    if len(items) <= COPY_SLICE:
+        field.extend(items)
+        return
+    for start in range(0, len(items), COPY_SLICE):
+        field.extend(items[start:start + COPY_SLICE])
+
+
 def _copy_field(target, fd, value) -> None:
     if is_repeated(fd):
-        field = getattr(target, fd.name)
-        if len(value) <= COPY_SLICE:
-            field.extend(value)
-            return
-        for start in range(0, len(value), COPY_SLICE):  # one C call per slice: no long GIL hold
-            field.extend(value[start:start + COPY_SLICE])
+        extend_in_slices(getattr(target, fd.name), value)
     elif fd.message_type:
         getattr(target, fd.name).CopyFrom(value)
     else:

@@ -16,6 +16,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,10 +117,7 @@ def correct_biases(src: Path, dst: Path, means: InputMeans, *, per_channel: bool
     model = load_full(src)
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
-    uses: dict[str, int] = {}
-    for n in graph.node:
-        for name in n.input:
-            uses[name] = uses.get(name, 0) + 1
+    uses = Counter(name for n in graph.node for name in n.input)
     skip = set(exclude)
     corrected = 0
     for node in _weighted_nodes(graph):
@@ -132,7 +130,7 @@ def correct_biases(src: Path, dst: Path, means: InputMeans, *, per_channel: bool
         if shift is None or not np.all(np.isfinite(shift)):
             continue
         bias_name = node.input[2] if len(node.input) > 2 else ""
-        if bias_name and (bias_name not in inits or uses.get(bias_name, 0) != 1):
+        if bias_name and (bias_name not in inits or uses[bias_name] != 1):
             continue  # a bias computed in the graph, or shared: leave it
         bias = numpy_helper.to_array(inits[bias_name]).astype(np.float64) if bias_name else 0.0
         new = (bias - shift).astype(np.float32)

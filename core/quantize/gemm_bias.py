@@ -12,6 +12,8 @@ adjustment off (its `QDQDisableWeightAdjustForInt32Bias`).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -36,10 +38,7 @@ def flatten_gemm_biases(model: onnx.ModelProto) -> tuple[int, bool]:
     rewritten, and whether a Gemm bias that is not a row remains."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
+    readers = Counter(name for node in graph.node for name in node.input)
     declared = {v.name for v in (*graph.input, *graph.output)}  # a declared shape stays as declared
     rewritten, other = 0, False
     for node in graph.node:
@@ -52,7 +51,7 @@ def flatten_gemm_biases(model: onnx.ModelProto) -> tuple[int, bool]:
             other = True
             continue
         values = np.broadcast_to(numpy_helper.to_array(bias).reshape(-1), (columns,)).copy()
-        if readers.get(bias.name, 0) == 1 and bias.name not in declared:
+        if readers[bias.name] == 1 and bias.name not in declared:
             bias.CopyFrom(numpy_helper.from_array(values, bias.name))
         else:  # shared: the Gemm gets a copy of its own
             name = f"{bias.name}_gemm_row_{rewritten}"
