@@ -23,7 +23,7 @@ TRAINING_DEPS := $(TRAINING_STAMP)
 TEST_ENV := ONNXPORT_REQUIRE_TRAINING=1
 endif
 
-.PHONY: install training-env run test test-latest lock lint bench fuzz screenshots example clean corpus onnx-backend-data
+.PHONY: install training-env run test test-latest lock lint bench bench-peers fuzz screenshots example clean corpus onnx-backend-data
 
 # What the app needs from a bare Debian/Ubuntu (README "System packages"): Qt's xcb platform and
 # Qt WebEngine's libraries (the pip wheels bring Qt itself). `make screenshots` also needs Xvfb
@@ -128,7 +128,20 @@ fuzz: $(STAMP)
 	ONNXPORT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider \
 		tests/core/io/test_fuzz_readers.py tests/core/io/test_checkpoint_fuzz.py
 
-bench: $(STAMP) $(TRAINING_DEPS)
+# The peers the benches compare with (Optimum, onnxconverter-common: requirements/peers.txt) in a
+# venv of their own: they pin an older transformers than the product's. torch first, pinned.
+PEERS := .venv-peers
+PEERS_STAMP := $(PEERS)/.installed
+$(PEERS_STAMP): requirements/peers.txt
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install -q --upgrade pip
+	$(PEERS)/bin/python -m pip install -q torch==2.13.0
+	$(PEERS)/bin/python -m pip install -q -r requirements/peers.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+
+bench: $(STAMP) $(TRAINING_DEPS) $(PEERS_STAMP)
 	$(BIN)/python -m bench
 
 screenshots: $(STAMP)
