@@ -51,6 +51,7 @@ class ExportRequest:
     shapes: dict[str, tuple[int, ...]] | None = None
     deploy: Callable[[Path], Any] | None = None  # deploys the final model (the quantized one, if any)
     exported: Callable[[ExportResult], None] | None = None  # told of the export before the steps after it
+    verify: Callable[[Path], None] | None = None  # checks the written model before it is put in place
 
 
 @dataclass
@@ -119,6 +120,19 @@ class _Gate:
                                     shapes=self.request.shapes)
 
 
+def _checks(*checks: Callable[[Path], None] | None) -> Callable[[Path], None] | None:
+    """One `verify` running each of `checks` given, in order."""
+    given = [c for c in checks if c is not None]
+    if len(given) <= 1:
+        return given[0] if given else None
+
+    def verify(staged: Path) -> None:
+        for check in given:
+            check(staged)
+
+    return verify
+
+
 def run_export(sources: LoadedSources | None, request: ExportRequest, executor: Executor = IN_PROCESS,
                progress: ProgressFn | None = None, cancel: CancelToken | None = None, *,
                table: GraphTable | None = None) -> ExportOutcome:
@@ -142,7 +156,8 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
                           external_data=request.external_data, fold=request.fold, model=sources.model,
                           table=index.table if index is not None else table,
                           known_types=index.tensor_type if index is not None else None, run_types=types_by_run,
-                          progress=steps.begin("exporting"), cancel=cancel, verify=gate, built=built,
+                          progress=steps.begin("exporting"), cancel=cancel, verify=_checks(gate, request.verify),
+                          built=built,
                           match=sources.match)
     outcome = ExportOutcome(result)
     if request.exported is not None:

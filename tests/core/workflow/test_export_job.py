@@ -22,7 +22,7 @@ def eval_and_checkpoint(tmp_path):
 
 
 def counting_reads(monkeypatch) -> list:
-    """Every read of a parameter file, whichever module asks (`api` held its own binding)."""
+    """Every read of a parameter file, whichever module asks."""
     reads, real = [], readers.read_parameters
 
     def read_parameters(path, *args, **kwargs):
@@ -30,9 +30,6 @@ def counting_reads(monkeypatch) -> list:
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(readers, "read_parameters", read_parameters)
-    import onnxport.core.api as api
-
-    monkeypatch.setattr(api, "read_parameters", read_parameters)
     return reads
 
 
@@ -57,3 +54,33 @@ def test_the_apps_sources_export_validate_quantize_without_reading_again(tmp_pat
     assert outcome.post is not None and outcome.post.passed
     assert out.exists() and (tmp_path / "model.fp16.onnx").exists() and (tmp_path / "model.report.json").exists()
     assert outcome.export.outputs == ["logits"]
+
+
+def test_the_api_runs_the_one_pipeline(tmp_path, monkeypatch):
+    import onnxport.core.api as api
+    from onnxport.core.workflow import export_job
+
+    eval_path, ckpt = eval_and_checkpoint(tmp_path)
+    runs, checked = [], []
+
+    def run_export(*args, **kwargs):
+        runs.append(args[1])
+        return export_job.run_export(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run_export", run_export)
+    out = tmp_path / "model.onnx"
+    result = api.export_for_inference(eval_path, ckpt, ["logits"], out, verify=checked.append)
+    assert [r.outputs for r in runs] == [["logits"]] and checked and not checked[0].exists()
+    assert result.path == out and out.exists() and result.outputs == ["logits"] and result.skipped is None
+
+
+def test_the_api_on_a_non_zero_rank_reads_and_writes_nothing(tmp_path, monkeypatch):
+    from onnxport.core.api import export_for_inference
+
+    eval_path, ckpt = eval_and_checkpoint(tmp_path)
+    reads = counting_reads(monkeypatch)
+    monkeypatch.setenv("RANK", "1")
+    out = tmp_path / "model.onnx"
+    result = export_for_inference(eval_path, [ckpt], ["logits"], out)
+    assert "only rank 0 writes" in result.skipped and not out.exists() and reads == []
+    assert export_for_inference(eval_path, [ckpt], ["logits"], out, all_ranks=True).skipped is None and out.exists()
