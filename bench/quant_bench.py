@@ -165,7 +165,7 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     from onnxport.core.evaluate.validate import validate
     from onnxport.core.export.export import export_model
     from onnxport.core.io.checkpoint import read_checkpoint
-    from onnxport.core.quantize.quantize import quantize
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
     t0 = time.perf_counter()
     model = build_bert(args.layers, args.hidden, args.vocab, args.seq, args.outlier, args.ffn_outlier)
@@ -190,14 +190,16 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     check = validate(fp32, source, params=params, inputs=held_out, layers=False)
     int8 = work / "model.int8.onnx"
     t = time.perf_counter()
-    result = quantize(fp32, int8, "dynamic", per_channel=args.per_channel or None)
+    result = quantize(fp32, int8, "dynamic", QuantizeOptions(per_channel=args.per_channel or None))
     quant_s = time.perf_counter() - t
 
     strict = work / "model.int8.strict.onnx"
     t = time.perf_counter()
     if args.work and (Path(args.work) / "stop").exists():
         raise SystemExit("stopped before the strict run")
-    strict_result = quantize(fp32, strict, "dynamic", per_channel=args.per_channel or None, accuracy_target=args.strict)
+    strict_result = quantize(fp32, strict, "dynamic",
+                             QuantizeOptions(per_channel=args.per_channel or None,
+                                             accuracy_target=args.strict))
     strict_s = time.perf_counter() - t
 
     ort_plain: dict = {"skipped": NO_TRAINING}

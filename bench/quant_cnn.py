@@ -69,7 +69,7 @@ def _judge(model: Path, fp32: Path, held_out: np.ndarray, seconds: float, thread
 
 
 def run(work: Path, seconds: float, threads: int) -> dict:
-    from onnxport.core.quantize.quantize import quantize
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
     from onnxport.core.util.errors import OnnxportError
 
     fp32 = detector()
@@ -82,7 +82,8 @@ def run(work: Path, seconds: float, threads: int) -> dict:
         t = time.perf_counter()
         label = "static, defaults" if key == "defaults" else "static, Conv per-channel, backbone stages 1-3 float"
         try:
-            result = quantize(fp32, work / f"{key}.qdq.onnx", "static", calibration=pages, int8_path="avx2", **options)
+            result = quantize(fp32, work / f"{key}.qdq.onnx", "static",
+                              QuantizeOptions(calibration=pages, int8_path="avx2", **options))
         except OnnxportError as exc:
             rows[key] = {"label": label, "refused": exc.one_line(), "seconds": time.perf_counter() - t}
             continue

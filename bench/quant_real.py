@@ -106,7 +106,7 @@ def run(work: Path, seconds: float, threads: int) -> dict:
     from onnxport.core.export.export import export_model
     from onnxport.core.pytorch.export import export_torch
     from onnxport.core.quantize.cpu_int8 import detect
-    from onnxport.core.quantize.quantize import quantize
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
     folder = minilm_folder()
     if folder is None:
@@ -131,7 +131,8 @@ def run(work: Path, seconds: float, threads: int) -> dict:
                              "kept_float_nodes": []})
     for key, path in (("onnxport", None), ("onnxport_avx2", "avx2")):
         t = time.perf_counter()
-        result = quantize(fp32, work / f"{key}.int8.onnx", "dynamic", int8_path=path, validation_inputs=search)
+        result = quantize(fp32, work / f"{key}.int8.onnx", "dynamic",
+                          QuantizeOptions(int8_path=path, validation_inputs=search))
         rows[key] = row(result.path, fp32, held_out, one, seconds, threads, {
             "label": f"onnxport ({result.int8_path.removeprefix('int8 path: ')})", "seconds": time.perf_counter() - t,
             "kept_float_nodes": result.kept_float_nodes, "search": result.search,

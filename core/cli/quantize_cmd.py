@@ -71,20 +71,21 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.cli.interrupts import call_token
     from onnxport.core.evaluate.model_diff import diff_lines
     from onnxport.core.evaluate.report import build_report, write_report
-    from onnxport.core.quantize.quantize import quantize
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
     check_report(args.report, args.model, args.out, args.calibration, args.validation_inputs)
     generated = args.calibration == "generated" and not Path(args.calibration).exists()
-    result = quantize(
-        args.model, args.out, args.mode, calibration=None if generated else args.calibration,
-        calibration_required=not generated, per_channel=args.per_channel,
-        reduce_range=args.reduce_range, int8_path=args.int8_path, op_types=split_names(args.op_types) or None,
-        exclude_nodes=split_names(args.exclude), keep_io_types=not args.fp16_io,
-        block_ops=split_names(args.block_ops), accuracy_target=None if args.no_target else args.target,
-        validation_inputs=args.validation_inputs, preprocess=not args.no_preprocess,
-        tokenizer=args.tokenizer, block_size=args.block_size,
-        progress=StderrProgress(quiet=args.quiet, verbose=args.verbose), cancel=call_token(), **input_sizes(args),
+    options = QuantizeOptions(
+        calibration=None if generated else args.calibration, calibration_required=not generated,
+        per_channel=args.per_channel, reduce_range=args.reduce_range, int8_path=args.int8_path,
+        op_types=split_names(args.op_types) or None, exclude_nodes=split_names(args.exclude),
+        keep_io_types=not args.fp16_io, block_ops=split_names(args.block_ops),
+        accuracy_target=None if args.no_target else args.target, validation_inputs=args.validation_inputs,
+        preprocess=not args.no_preprocess, tokenizer=args.tokenizer, block_size=args.block_size,
+        **input_sizes(args),
     )
+    result = quantize(args.model, args.out, args.mode, options,
+                      progress=StderrProgress(quiet=args.quiet, verbose=args.verbose), cancel=call_token())
     full = build_report(quantize=result)
     if args.report:
         write_report(args.report, full)

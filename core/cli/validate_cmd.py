@@ -61,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
                       cancel=call_token(), **input_sizes(args))
     requantized = None
     if args.requantize:
-        from onnxport.core.quantize.quantize import requantize
+        from onnxport.core.quantize.quantize import QuantizeOptions, requantize
 
         worst = report.worst_nodes(args.exclude_worst)
-        requantized = requantize(args.model, args.reference, args.requantize, worst,
-                                 validation_inputs=args.inputs, progress=progress, cancel=call_token(),
-                                 **input_sizes(args))
+        inputs = QuantizeOptions(validation_inputs=args.inputs, **input_sizes(args))
+        requantized = requantize(args.model, args.reference, args.requantize, worst, inputs,
+                                 progress=progress, cancel=call_token())
     full = build_report(validation=report, quantize=requantized)
     if args.report:
         write_report(args.report, full)

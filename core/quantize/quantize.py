@@ -1,7 +1,7 @@
 """Quantize or convert a float32 model (dynamic int8, static int8 QDQ, float16, int4) to an accuracy target.
 
-Contract: `quantize(model, out, mode, ...)` writes `out` atomically (a failure or cancel leaves
-nothing and never touches an existing `out`) and returns a `QuantizeResult`. Steps:
+Contract: `quantize(model, out, mode, options)` (options.py) writes `out` atomically (a failure
+or cancel leaves nothing and never touches an existing `out`) and returns a `QuantizeResult`. Steps:
 0-1. int8: the CPU's int8 path (cpu_int8.py) picks 7/8-bit weights; ORT pre-processing (prep.py);
 2. the validation inputs (given; else calibration data; else bundled sentences for a text model
    with a known tokenizer; else generated) are split (held_out.py): search part, held-out part;
@@ -15,6 +15,7 @@ nothing and never touches an existing `out`) and returns a `QuantizeResult`. Ste
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -34,6 +35,7 @@ from onnxport.core.quantize import MODES, cpu_int8, gain, held_out, modes, searc
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.quantize.search_static import search_notes, static_loop
 from onnxport.core.util.errors import OnnxportError
@@ -47,7 +49,7 @@ METADATA_KEY = "onnxport.quantize"
 CALIBRATION_BATCH = 8
 GENERATED_CALIBRATION_BATCHES = 16
 
-__all__ = ["MODES", "QuantizeResult", "quantize", "requantize"]
+__all__ = ["MODES", "QuantizeOptions", "QuantizeResult", "quantize", "requantize"]
 
 
 @with_quiet_onnxruntime
@@ -55,28 +57,18 @@ def quantize(
     model_path: str | Path,
     out_path: str | Path,
     mode: str,
+    options: QuantizeOptions | None = None,
     *,
-    calibration: FeedsLike = None,
-    per_channel: bool | None = None,
-    reduce_range: bool | None = None,
-    int8_path: str | cpu_int8.Int8Path | None = None,
-    op_types: Iterable[str] | None = None,
-    exclude_nodes: Iterable[str] = (),
-    keep_io_types: bool = True,
-    block_ops: Iterable[str] = (),
-    accuracy_target: float | None = 0.99,
-    validation_inputs: FeedsLike = None,
-    preprocess: bool = True,
-    tokenizer: str | Path | None = None,
-    block_size: int = 32,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
-    dim_sizes: dict[str, int] | None = None,
-    shapes: dict[str, tuple[int, ...]] | None = None,
-    calibration_required: bool = False,
 ) -> QuantizeResult:
-    """See the module docstring."""
+    """See the module docstring; `options`: the run's choices (QuantizeOptions' defaults when None)."""
     started = time.perf_counter()
+    o = options if options is not None else QuantizeOptions()
+    calibration, validation_inputs, tokenizer, accuracy_target = (o.calibration, o.validation_inputs, o.tokenizer,
+                                                                  o.accuracy_target)
+    per_channel, reduce_range, op_types, block_ops = o.per_channel, o.reduce_range, o.op_types, o.block_ops
+    keep_io_types, block_size = o.keep_io_types, o.block_size
     if mode not in MODES:
         raise OnnxportError(f"unknown quantization mode '{mode}'; choose one of {', '.join(MODES)}")
     if accuracy_target is not None and not 0.0 < accuracy_target <= 1.0:
@@ -105,30 +97,30 @@ def quantize(
     source_bytes = model_size(model_path)
     big = source_bytes > modes.SAVE_EXTERNAL_BYTES
     notes: list[str] = []
-    excluded = list(dict.fromkeys(exclude_nodes))
+    excluded = list(dict.fromkeys(o.exclude_nodes))
     if mode == "dynamic" and any(n.op_type in modes.NO_DYNAMIC for g in gain.all_graphs(source) for n in g.node):
         notes.append("Conv layers stay float in dynamic mode (ONNX Runtime's CPU provider has no int8 "
                      "ConvInteger); --mode static quantizes them")
     if mode == "static" and (inside := gain.static_reach(model_path.name, source)):
         notes.append(inside)  # raised instead when every weight op is inside a body
-    if mode == "static" and calibration is None and text is None and calibration_required:
+    if mode == "static" and calibration is None and text is None and o.calibration_required:
         raise held_out.calibration_needed(model_path.name)
-    path = cpu_int8.resolve(int8_path) if mode in INT8_MODES else None
+    path = cpu_int8.resolve(o.int8_path) if mode in INT8_MODES else None
     if path is not None:  # the weight format that is exact on this CPU's int8 kernels (cpu_int8.py)
         notes.append(path.describe(reduce_range))
         reduce_range = path.reduce_range if reduce_range is None else reduce_range
     channel_default = per_channel is None  # per-channel first (static falls back per-tensor if it cannot)
     per_channel = (mode in INT8_MODES) if per_channel is None else per_channel
     per_channel, reduce_range = bool(per_channel), bool(reduce_range)
-    options = {"mode": mode, "per_channel": per_channel, "reduce_range": reduce_range, "op_types": op_types,
+    chosen = {"mode": mode, "per_channel": per_channel, "reduce_range": reduce_range, "op_types": op_types,
                "keep_io_types": keep_io_types, "block_ops": list(block_ops), "accuracy_target": accuracy_target,
                "int8_path": path.name if path is not None else None}
     if mode == "int4":
-        options["block_size"] = block_size
+        chosen["block_size"] = block_size
 
     with Staging(out_path) as stage:
         prepared = model_path
-        if mode != "fp16" and preprocess:
+        if mode != "fp16" and o.preprocess:
             report.check()
             report(0.02, "pre-processing (ONNX Runtime optimizer, shape inference)")
             prepared = stage.path("prepared.onnx")
@@ -137,7 +129,7 @@ def quantize(
         val_source = validation_inputs if validation_inputs is not None else (
             calibration if mode == "static" and calibration is not None else text)
         val_feeds = fitted_feeds(model_path, val_source, model=source, specs=specs, batch_size=CALIBRATION_BATCH,
-                                 dim_sizes=dim_sizes, shapes=shapes, cancel=report.token)  # sizes that run
+                                 dim_sizes=o.dim_sizes, shapes=o.shapes, cancel=report.token)  # sizes that run
         # static with calibration and validation data: not the search on the calibration data, the
         # model fits the data its ranges came from (PP-OCR: 0.993 there, 0.989 on other pages)
         parts = held_out.split(val_feeds, after=GENERATED_CALIBRATION_BATCHES if mode == "static" else 0)
@@ -156,7 +148,7 @@ def quantize(
         if mode == "static":
             if per_channel:  # per-channel QDQ needs opset 13: convert before calibrating, so ranges match
                 prepared, per_channel = _axis_opset(prepared, stage.path("opset13.onnx"), big, notes, channel_default)
-                options["per_channel"] = per_channel
+                chosen["per_channel"] = per_channel
             tensors_range, means = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
                                               report.sub(0.1, 0.4), notes, like=fitted)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
@@ -214,7 +206,7 @@ def quantize(
                 f"{model_path.name}: the quantized model meets the accuracy target on the inputs the search tuned "
                 f"on, but not on held-out ones ({'; '.join(final.failures())}) with {len(kept)} node(s) kept in "
                 "float; nothing written", hint="lower the target, or validate with more representative inputs")
-        _stamp(dst, {**options, "excluded_nodes": excluded, "kept_float_nodes": kept, "source": model_path.name})
+        _stamp(dst, {**chosen, "excluded_nodes": excluded, "kept_float_nodes": kept, "source": model_path.name})
         report.check()
         report(0.98, f"writing {out_path.name}")
         written = stage.commit(dst, report)
@@ -223,8 +215,8 @@ def quantize(
     return QuantizeResult(
         path=out_path, data_path=next((p for p in written if p != out_path), None), mode=mode,
         size_bytes=size, source_path=model_path, source_size_bytes=source_bytes, kept_float_nodes=kept,
-        excluded_nodes=excluded, options=options, attempts=attempts, target=accuracy_target,
-        int8_path=path.describe(options["reduce_range"]) if path is not None else None, search=outcome.search,
+        excluded_nodes=excluded, options=chosen, attempts=attempts, target=accuracy_target,
+        int8_path=path.describe(chosen["reduce_range"]) if path is not None else None, search=outcome.search,
         target_met=met if accuracy_target is not None else None, validation=final, notes=notes,
         seconds=time.perf_counter() - started,
     )
@@ -369,18 +361,22 @@ def quantize_info(path: str | Path) -> dict | None:
 
 
 def requantize(quantized_path: str | Path, reference_path: str | Path, out_path: str | Path,
-               exclude_more: Iterable[str], **overrides) -> QuantizeResult:
-    """Quantize `reference_path` again as `quantized_path` was, also keeping `exclude_more` in float."""
+               exclude_more: Iterable[str], options: QuantizeOptions | None = None, *,
+               progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+               **overrides) -> QuantizeResult:
+    """Quantize `reference_path` again as `quantized_path` was, also keeping `exclude_more` in float.
+    The recorded choices replace those of `options` (default: QuantizeOptions()); `overrides`
+    (QuantizeOptions fields) replace both."""
     info = quantize_info(quantized_path)
     if info is None:
         raise OnnxportError(f"{quantized_path}: not quantized by onnxport (no '{METADATA_KEY}' metadata); "
                             "run onnxport quantize with --exclude instead")
-    kwargs = {k: info[k] for k in ("per_channel", "reduce_range", "op_types", "keep_io_types", "block_ops",
-                                   "accuracy_target") if k in info}
-    kwargs["exclude_nodes"] = list(dict.fromkeys(
+    recorded = {k: info[k] for k in ("per_channel", "reduce_range", "op_types", "keep_io_types", "block_ops",
+                                     "accuracy_target") if k in info}
+    recorded["exclude_nodes"] = list(dict.fromkeys(
         list(info.get("excluded_nodes", [])) + list(info.get("kept_float_nodes", [])) + list(exclude_more)))
-    kwargs.update(overrides)
-    return quantize(reference_path, out_path, info["mode"], **kwargs)
+    again = dataclasses.replace(options if options is not None else QuantizeOptions(), **{**recorded, **overrides})
+    return quantize(reference_path, out_path, info["mode"], again, progress=progress, cancel=cancel)
 
 
 def _quiet_onnxruntime() -> None:

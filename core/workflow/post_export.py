@@ -25,6 +25,7 @@ from onnxport.core.evaluate.report import build_report, summary_lines, write_rep
 from onnxport.core.evaluate.validate import ValidationReport
 from onnxport.core.evaluate.validate import validate as run_validate
 from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
+from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.quantize import quantize as run_quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
@@ -114,9 +115,9 @@ def post_export(
     if quantize:
         report.check()
         with step_token(report.token) as token:
-            quantized = run_quantize(out, quantized_path(out, quantize), quantize, calibration=calibration,
-                                     validation_inputs=inputs, progress=steps.begin("quantizing"), cancel=token,
-                                     **sizes)
+            options = QuantizeOptions(calibration=calibration, validation_inputs=inputs, **sizes)
+            quantized = run_quantize(out, quantized_path(out, quantize), quantize, options,
+                                     progress=steps.begin("quantizing"), cancel=token)
         report.check()
         with step_token(report.token) as token:
             bench = benchmark([out, quantized.path], inputs=inputs, seconds=POST_BENCH_SECONDS,

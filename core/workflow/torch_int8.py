@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn
@@ -28,8 +28,9 @@ def int8_beside(export_path: str | Path, target: float | None = DEFAULT_TARGET, 
                 tokenizer: str | Path | None = None) -> QuantizeResult:
     export_path = Path(export_path)
     try:
-        return quantize(export_path, quantized_path(export_path, "dynamic"), "dynamic", accuracy_target=target,
-                        validation_inputs=validation_inputs, tokenizer=tokenizer, progress=progress, cancel=cancel)
+        options = QuantizeOptions(accuracy_target=target, validation_inputs=validation_inputs, tokenizer=tokenizer)
+        return quantize(export_path, quantized_path(export_path, "dynamic"), "dynamic", options,
+                        progress=progress, cancel=cancel)
     except Cancelled:
         raise Cancelled(f"cancelled while quantizing; {export_path} (float32) was written, no int8 model") from None
     except OnnxportError as exc:

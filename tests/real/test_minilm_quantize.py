@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
 from .minilm_layers import minilm_inference_model
 
@@ -45,8 +45,8 @@ def minilm(tmp_path_factory):
 
 def test_the_search_keeps_the_outlier_ffn_projection_in_float(minilm, tmp_path):
     model, sentences = minilm
-    result = quantize(model, tmp_path / "q.onnx", "dynamic", int8_path="avx2", accuracy_target=0.994,
-                      validation_inputs=sentences)
+    result = quantize(model, tmp_path / "q.onnx", "dynamic",
+                      QuantizeOptions(int8_path="avx2", accuracy_target=0.994, validation_inputs=sentences))
     assert result.int8_path == "int8 path: avx2 (no VNNI) -> 7-bit weights, pinned"
     assert result.options["per_channel"] is True and result.options["reduce_range"] is True
     whole = result.attempts[0]

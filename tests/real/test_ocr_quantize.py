@@ -36,7 +36,7 @@ from onnxport.core.quantize.calibration import calibrate
 from onnxport.core.quantize.calibration_bias import correct_biases, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.prep import preprocess
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.util.progress import Reporter
 
 from .corpus import minilm_folder, ocr_classifier, ocr_detector
@@ -60,7 +60,8 @@ def page(qapp) -> np.ndarray:
 def test_fp16_detector_keeps_its_constant_held_variance(tmp_path, page):
     feed = {"x": page}
     np.savez(tmp_path / "page.npz", x=page)
-    result = quantize(ocr_detector(), tmp_path / "det.fp16.onnx", "fp16", validation_inputs=tmp_path / "page.npz")
+    result = quantize(ocr_detector(), tmp_path / "det.fp16.onnx", "fp16",
+                      QuantizeOptions(validation_inputs=tmp_path / "page.npz"))
     reference = _run(ocr_detector(), feed)
     assert (reference > 0.3).mean() > 0.05  # the page has text the detector finds
     out = _run(result.path, feed)
@@ -80,9 +81,10 @@ def test_static_qdq_classifier_on_rendered_text_lines(tmp_path, qapp):
     calibration, validation = classifier_batch(32, seed=1), classifier_batch(32, seed=0)
     np.savez(tmp_path / "cal.npz", calibration)  # unnamed: arr_0 -> the model's one input
     np.savez(tmp_path / "val.npz", x=validation)
-    result = quantize(ocr_classifier(), tmp_path / "cls.qdq.onnx", "static", calibration=tmp_path / "cal.npz",
-                      validation_inputs=tmp_path / "val.npz", per_channel=False,
-                      reduce_range=True)  # 7-bit weights: exact on every CPU's int8 kernels
+    result = quantize(ocr_classifier(), tmp_path / "cls.qdq.onnx", "static",
+                      QuantizeOptions(calibration=tmp_path / "cal.npz",
+                                      validation_inputs=tmp_path / "val.npz", per_channel=False,
+                                      reduce_range=True))  # 7-bit weights: exact on every CPU's int8 kernels
     reference, out = _run(ocr_classifier(), {"x": validation}), _run(result.path, {"x": validation})
     assert (reference.argmax(1) == np.arange(32) % 2).mean() >= 0.9  # the float model reads these lines
     assert _cosine(out, reference) >= 0.99
@@ -134,9 +136,10 @@ def test_static_qdq_detector_on_rendered_pages(tmp_path, qapp):
         np.save(tmp_path / "pages" / f"page{i}.npy", rapidocr_page(256, seed=100 + i))
     held_out = np.concatenate([rapidocr_page(256, seed=i) for i in range(3)])
     np.savez(tmp_path / "held_out.npz", x=held_out)
-    result = quantize(ocr_detector(), tmp_path / "det.qdq.onnx", "static", calibration=tmp_path / "pages",
-                      validation_inputs=tmp_path / "held_out.npz", int8_path="avx2",
-                      op_types=["Conv", "ConvTranspose"])
+    result = quantize(ocr_detector(), tmp_path / "det.qdq.onnx", "static",
+                      QuantizeOptions(calibration=tmp_path / "pages",
+                                      validation_inputs=tmp_path / "held_out.npz", int8_path="avx2",
+                                      op_types=["Conv", "ConvTranspose"]))
     reference = _run(ocr_detector(), {"x": held_out})
     assert (reference > 0.3).mean() > 0.1  # the detector finds the text on these pages
     out = _run(result.path, {"x": held_out})

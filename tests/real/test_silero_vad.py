@@ -17,7 +17,7 @@ from onnxport.core.cli import main
 from onnxport.core.export.export import export_model
 from onnxport.core.graph.preview import preview_bytes
 from onnxport.core.quantize.gain import all_graphs
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
 from .corpus import silero_vad
 from .speech_audio import SR, speech
@@ -108,7 +108,8 @@ def _body_ops(path) -> list[str]:
 def test_quantize_reaches_into_the_branches_and_keeps_the_speech_probabilities(tmp_path, reference, mode):
     want_probs, want_state, feeds = reference
     out = tmp_path / f"vad.{mode}.onnx"
-    result = quantize(silero_vad(), out, mode, int8_path="avx2", validation_inputs=feeds[::3])
+    result = quantize(silero_vad(), out, mode,
+                      QuantizeOptions(int8_path="avx2", validation_inputs=feeds[::3]))
     assert result.target_met and result.kept_float_nodes == []
     onnx.checker.check_model(str(out))
     ops = _body_ops(out)

@@ -9,7 +9,7 @@ import pytest
 
 from onnxport.core.evaluate.benchmark import benchmark
 from onnxport.core.evaluate.runtime import model_size
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken
 
@@ -21,7 +21,7 @@ from ..quant_models import cnn, encoder, save
 def pair(tmp_path_factory):
     d = tmp_path_factory.mktemp("bench")
     fp32 = Path(save(encoder(vocab=400, d=64, ff=256), d / "enc.onnx"))
-    int8 = quantize(fp32, d / "enc.int8.onnx", "dynamic", accuracy_target=None).path
+    int8 = quantize(fp32, d / "enc.int8.onnx", "dynamic", QuantizeOptions(accuracy_target=None)).path
     return fp32, int8
 
 

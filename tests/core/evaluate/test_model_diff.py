@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from onnxport.core.evaluate.benchmark import benchmark
 from onnxport.core.evaluate.model_diff import diff_lines, model_diff, parameters_by_dtype, report_diff
 from onnxport.core.evaluate.report import build_report, summary_lines
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
 from ..model_builders import make_model
 from ..quant_models import outlier_mlp, save
@@ -34,7 +34,7 @@ def test_parameters_and_bytes_per_dtype_count_initializers_and_constants():
 
 def test_diff_of_a_real_quantization_in_the_report(tmp_path):
     fp32 = Path(save(outlier_mlp(), tmp_path / "mlp.onnx"))
-    q = quantize(fp32, tmp_path / "mlp.int8.onnx", "dynamic", int8_path="avx2")
+    q = quantize(fp32, tmp_path / "mlp.int8.onnx", "dynamic", QuantizeOptions(int8_path="avx2"))
     bench = benchmark([fp32, q.path], seconds=0.05, min_runs=3, warmup=0)
     report = build_report(export={"path": str(fp32)}, quantize=q, bench=bench)
     rows = {(r["section"], r["name"]): (r["before"], r["after"]) for r in report["diff"]["rows"]}

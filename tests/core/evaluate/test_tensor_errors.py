@@ -17,7 +17,7 @@ import onnx
 from onnxport.core.evaluate.report import accuracy_map, build_report, keepable_nodes, summary_lines
 from onnxport.core.evaluate.tensor_errors import JUMP, NODE_LIMIT, tensor_errors
 from onnxport.core.evaluate.validate import validate
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
 from ..quant_models import outlier_mlp, save
 from .test_sensitivity import FEED, WEIGHTS, mlp, perturbed
@@ -61,7 +61,7 @@ def test_a_node_that_turns_values_non_finite_is_the_jump():
 
 def test_the_report_carries_the_map_of_a_real_quantization(tmp_path):
     fp32 = Path(save(outlier_mlp(), tmp_path / "mlp.onnx"))
-    q = quantize(fp32, tmp_path / "mlp.int8.onnx", "dynamic", int8_path="avx2")
+    q = quantize(fp32, tmp_path / "mlp.int8.onnx", "dynamic", QuantizeOptions(int8_path="avx2"))
     report = build_report(export={"path": str(fp32)}, quantize=q)
     found = accuracy_map(report)
     assert found is not None and found["tensors_compared"] >= 3

@@ -88,7 +88,7 @@ def test_batchnorm_eval_graph_in_training_mode_is_a_valid_reference(tmp_path):
 
 
 def test_quantized_model_against_float32_ranks_nodes(tmp_path):
-    from onnxport.core.quantize.quantize import quantize
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
     forward = save(forward_mlp(mlp_weights(d_hidden=256)), tmp_path / "forward.onnx")  # int8 must be smaller
     fp32 = tmp_path / "fp32.onnx"
@@ -97,7 +97,7 @@ def test_quantized_model_against_float32_ranks_nodes(tmp_path):
     # The int8 path is pinned (AVX2 without VNNI -> 7-bit weights): ORT's u8s8 kernels compute exactly
     # with them on every x86 CPU (vpmaddubsw sums pairs of u8 x s7 products, 2 x 255 x 64 < 32767, so
     # it cannot saturate as it does with 8-bit weights); the verdict never depends on the CPU.
-    result = quantize(fp32, q, "dynamic", accuracy_target=None, int8_path="avx2")
+    result = quantize(fp32, q, "dynamic", QuantizeOptions(accuracy_target=None, int8_path="avx2"))
     assert result.options["reduce_range"] is True and "7-bit weights" in result.int8_path
     report = validate(q, fp32)
     assert report.precision == "quantized" and report.thresholds == LOSSY

@@ -10,7 +10,7 @@ import pytest
 from onnx import numpy_helper
 
 from onnxport.core.quantize.cpu_int8 import PATHS, detect, from_flags, parse_cpuinfo, resolve
-from onnxport.core.quantize.quantize import quantize, quantize_info
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize, quantize_info
 from onnxport.core.util.errors import OnnxportError
 
 from ..quant_models import encoder, save
@@ -78,8 +78,10 @@ def _int8_weights(path) -> list[np.ndarray]:
 def test_pinned_paths_choose_the_weights_and_the_report_records_them(enc, tmp_path):
     """AVX2 pinned: every int8 weight fits 7 bits, so vpmaddubsw's pair sums (2 x 255 x 64 = 32640)
     never saturate; VNNI pinned: the full 8-bit range is used."""
-    avx2 = quantize(enc, tmp_path / "avx2.onnx", "dynamic", int8_path="avx2", accuracy_target=None)
-    vnni = quantize(enc, tmp_path / "vnni.onnx", "dynamic", int8_path="avx512-vnni", accuracy_target=None)
+    avx2 = quantize(enc, tmp_path / "avx2.onnx", "dynamic",
+                    QuantizeOptions(int8_path="avx2", accuracy_target=None))
+    vnni = quantize(enc, tmp_path / "vnni.onnx", "dynamic",
+                    QuantizeOptions(int8_path="avx512-vnni", accuracy_target=None))
     assert avx2.options["reduce_range"] is True and vnni.options["reduce_range"] is False
     assert avx2.options["per_channel"] is True  # dynamic: per-channel first
     w7, w8 = _int8_weights(avx2.path), _int8_weights(vnni.path)
@@ -89,9 +91,10 @@ def test_pinned_paths_choose_the_weights_and_the_report_records_them(enc, tmp_pa
     assert avx2.int8_path == "int8 path: avx2 (no VNNI) -> 7-bit weights, pinned"
     assert avx2.int8_path in avx2.notes and avx2.to_dict()["int8_path"] == avx2.int8_path
     assert quantize_info(avx2.path)["int8_path"] == "avx2" and quantize_info(vnni.path)["int8_path"] == "avx512-vnni"
-    asked = quantize(enc, tmp_path / "asked.onnx", "dynamic", int8_path="avx2", reduce_range=False,
-                     per_channel=False, accuracy_target=None)  # the caller's choice wins, and is noted
+    asked = quantize(enc, tmp_path / "asked.onnx", "dynamic",
+                     QuantizeOptions(int8_path="avx2", reduce_range=False, per_channel=False,
+                                     accuracy_target=None))  # the caller's choice wins, and is noted
     assert asked.options["reduce_range"] is False and asked.options["per_channel"] is False
     assert "u8s8 can saturate" in asked.int8_path
-    fp16 = quantize(enc, tmp_path / "half.onnx", "fp16", int8_path="avx2")
+    fp16 = quantize(enc, tmp_path / "half.onnx", "fp16", QuantizeOptions(int8_path="avx2"))
     assert fp16.int8_path is None and fp16.options["int8_path"] is None  # no int8 kernels involved

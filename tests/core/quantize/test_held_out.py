@@ -18,7 +18,7 @@ from onnxport.core.evaluate.benchmark import FP16_SLOWER, BenchReport, ModelBenc
 from onnxport.core.evaluate.feeds import input_specs, open_feeds
 from onnxport.core.quantize import held_out
 from onnxport.core.quantize.calibration import calibrate
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import Reporter
 
@@ -68,7 +68,8 @@ def test_one_batch_is_cut_in_two_and_one_sample_is_said(spec):
 
 
 def test_generated_validation_holds_out_at_least_32_samples(tmp_path):
-    result = quantize(_two_matmuls(tmp_path / "m.onnx"), tmp_path / "q.onnx", "dynamic", int8_path=PIN)
+    result = quantize(_two_matmuls(tmp_path / "m.onnx"), tmp_path / "q.onnx", "dynamic",
+                      QuantizeOptions(int8_path=PIN))
     v = result.validation
     assert "held out" in v.inputs
     assert v.outputs[0].samples["count"] >= held_out.HELD_OUT_SAMPLES
@@ -88,7 +89,8 @@ def test_the_verdict_is_measured_on_inputs_the_search_did_not_see(tmp_path):
     np.savez(tmp_path / "val.npz", x=x)
     out = tmp_path / "q.onnx"
     with pytest.raises(OnnxportError, match="not on held-out ones"):
-        quantize(model, out, "dynamic", int8_path=PIN, validation_inputs=tmp_path / "val.npz")
+        quantize(model, out, "dynamic",
+                 QuantizeOptions(int8_path=PIN, validation_inputs=tmp_path / "val.npz"))
     assert not out.exists()
 
 
@@ -104,7 +106,8 @@ def _text_model(folder: Path) -> Path:
 
 def test_a_text_model_with_its_tokenizer_is_validated_on_bundled_sentences(tmp_path):
     model = _text_model(tmp_path / "hf")
-    result = quantize(model, tmp_path / "q.onnx", "dynamic", int8_path=PIN, accuracy_target=0.9)
+    result = quantize(model, tmp_path / "q.onnx", "dynamic",
+                      QuantizeOptions(int8_path=PIN, accuracy_target=0.9))
     assert any("bundled English sentences" in n for n in result.notes), result.notes
     assert "sentences.txt" in result.validation.inputs and "held out" in result.validation.inputs
     assert result.validation.outputs[0].samples["count"] >= held_out.HELD_OUT_SAMPLES
@@ -174,8 +177,9 @@ def test_static_with_calibration_and_validation_data_keeps_them_apart(tmp_path):
     rng = np.random.default_rng(2)
     np.savez(tmp_path / "cal.npz", x=rng.standard_normal((24, 256)).astype(np.float32))
     np.savez(tmp_path / "val.npz", x=rng.standard_normal((40, 256)).astype(np.float32))
-    result = quantize(model, tmp_path / "q.onnx", "static", int8_path=PIN, calibration=tmp_path / "cal.npz",
-                      validation_inputs=tmp_path / "val.npz")
+    result = quantize(model, tmp_path / "q.onnx", "static",
+                      QuantizeOptions(int8_path=PIN, calibration=tmp_path / "cal.npz",
+                                      validation_inputs=tmp_path / "val.npz"))
     assert "held out" in result.validation.inputs and result.validation.outputs[0].samples["count"] == 16
 
 

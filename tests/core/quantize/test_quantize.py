@@ -18,7 +18,7 @@ from onnxport.core.evaluate.runtime import model_size, precision_of, session
 from onnxport.core.evaluate.validate import validate
 from onnxport.core.export.export import export_model
 from onnxport.core.quantize.calibration import calibrate
-from onnxport.core.quantize.quantize import METADATA_KEY, quantize, quantize_info, requantize
+from onnxport.core.quantize.quantize import METADATA_KEY, QuantizeOptions, quantize, quantize_info, requantize
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, Reporter
 
@@ -56,7 +56,7 @@ def test_random_mlp_int8_meets_the_target_on_held_out_inputs_or_writes_nothing(m
     the search's own 32 had none (argmax agreement >= 0.99 allows no flip): said, nothing written."""
     out = tmp_path / f"mlp.{mode}.onnx"
     try:
-        result = quantize(models["mlp"], out, mode, int8_path=PIN)
+        result = quantize(models["mlp"], out, mode, QuantizeOptions(int8_path=PIN))
     except OnnxportError as exc:
         assert "not on held-out ones" in str(exc) and not out.exists()
         return
@@ -68,7 +68,7 @@ def test_random_mlp_int8_meets_the_target_on_held_out_inputs_or_writes_nothing(m
                                                                        ("mlp", "static")}])
 def test_every_mode_runs_in_onnxruntime_and_meets_the_target(models, tmp_path, name, mode):
     out = tmp_path / f"{name}.{mode}.onnx"
-    result = quantize(models[name], out, mode, int8_path=PIN)
+    result = quantize(models[name], out, mode, QuantizeOptions(int8_path=PIN))
     assert result.path == out and out.is_file() and result.size_bytes == model_size(out)
     assert result.target == 0.99 and result.target_met is True
     model = onnx.load(str(out))
@@ -95,10 +95,11 @@ def test_every_mode_runs_in_onnxruntime_and_meets_the_target(models, tmp_path, n
 def test_dynamic_cnn_keeps_conv_float_and_says_why(models, tmp_path):
     """Only its small final MatMul quantizes: 1.00x the size is no gain (gain.SMALLER), said so."""
     with pytest.raises(OnnxportError, match=r"dynamic quantization gains nothing: 1\.00x the size, not smaller"):
-        quantize(models["cnn"], tmp_path / "c.onnx", "dynamic", int8_path=PIN)
+        quantize(models["cnn"], tmp_path / "c.onnx", "dynamic", QuantizeOptions(int8_path=PIN))
     assert not (tmp_path / "c.onnx").exists()
     with pytest.raises(OnnxportError, match="Conv"):
-        quantize(models["cnn"], tmp_path / "c2.onnx", "dynamic", int8_path=PIN, op_types=["Conv"])
+        quantize(models["cnn"], tmp_path / "c2.onnx", "dynamic",
+                 QuantizeOptions(int8_path=PIN, op_types=["Conv"]))
 
 
 def _scales_of_input(path, name: str) -> float:
@@ -117,19 +118,19 @@ def test_static_calibration_from_npz_folder_and_generated(models, tmp_path):
     folder.mkdir()
     for i in range(3):
         np.save(folder / f"batch_{i}.npy", x[8 * i: 8 * i + 8])  # single-input model: one batch per file
-    with_npz = quantize(models["cnn"], tmp_path / "npz.onnx", "static", int8_path=PIN,
-                        calibration=tmp_path / "calib.npz")
-    with_x5 = quantize(models["cnn"], tmp_path / "x5.onnx", "static", int8_path=PIN,
-                       calibration=tmp_path / "calib_x5.npz",
-                       accuracy_target=None)
-    generated = quantize(models["cnn"], tmp_path / "gen.onnx", "static", int8_path=PIN)
+    with_npz = quantize(models["cnn"], tmp_path / "npz.onnx", "static",
+                        QuantizeOptions(int8_path=PIN, calibration=tmp_path / "calib.npz"))
+    with_x5 = quantize(models["cnn"], tmp_path / "x5.onnx", "static",
+                       QuantizeOptions(int8_path=PIN, calibration=tmp_path / "calib_x5.npz",
+                                       accuracy_target=None))
+    generated = quantize(models["cnn"], tmp_path / "gen.onnx", "static", QuantizeOptions(int8_path=PIN))
     assert any("generated" in n for n in generated.notes) and not any("generated" in n for n in with_npz.notes)
     s1, s5 = _scales_of_input(with_npz.path, "image"), _scales_of_input(with_x5.path, "image")
     assert s5 == pytest.approx(5 * s1, rel=1e-4)  # the ranges come from the data given
     # the validation defaults to the calibration data when no validation inputs are given
     assert with_npz.validation.inputs.startswith("calib.npz") and with_npz.validation.passed
-    with_folder = quantize(models["cnn"], tmp_path / "folder.onnx", "static", int8_path=PIN,
-                           calibration=folder)
+    with_folder = quantize(models["cnn"], tmp_path / "folder.onnx", "static",
+                           QuantizeOptions(int8_path=PIN, calibration=folder))
     assert _scales_of_input(with_folder.path, "image") == pytest.approx(s1, rel=1e-5)
 
 
@@ -139,8 +140,8 @@ def test_static_encoder_per_channel_with_an_npy_per_input_folder(models, tmp_pat
     folder.mkdir()
     np.save(folder / "input_ids.npy", rng.integers(0, 50, (16, 10)).astype(np.int64))
     np.save(folder / "attention_mask.npy", np.ones((16, 10), np.int64))
-    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static", int8_path=PIN,
-                      calibration=folder, per_channel=True)
+    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static",
+                      QuantizeOptions(int8_path=PIN, calibration=folder, per_channel=True))
     assert result.validation.passed and result.validation.inputs.startswith("tokens/")
     assert result.options["per_channel"] is True
     scales = [numpy_helper.to_array(t) for t in onnx.load(str(result.path)).graph.initializer
@@ -163,14 +164,14 @@ def test_calibration_memory_is_bounded_and_ranges_merge_across_chunks(models, tm
 
 def test_fp16_keep_io_types_or_not(models, tmp_path):
     kept = quantize(models["encoder"], tmp_path / "keep.onnx", "fp16")
-    half = quantize(models["encoder"], tmp_path / "half.onnx", "fp16", keep_io_types=False)
+    half = quantize(models["encoder"], tmp_path / "half.onnx", "fp16", QuantizeOptions(keep_io_types=False))
     for result, out_type in ((kept, onnx.TensorProto.FLOAT), (half, onnx.TensorProto.FLOAT16)):
         graph = onnx.load(str(result.path)).graph
         assert {o.type.tensor_type.elem_type for o in graph.output} == {out_type}
         assert graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64  # ids stay ints
         assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in graph.initializer)
         assert result.validation.passed
-    mlp = quantize(models["mlp"], tmp_path / "mlp16.onnx", "fp16", keep_io_types=False)
+    mlp = quantize(models["mlp"], tmp_path / "mlp16.onnx", "fp16", QuantizeOptions(keep_io_types=False))
     sess = session(mlp.path)
     assert sess.get_inputs()[0].type == "tensor(float16)"
     assert sess.run(None, {"input": np.ones((1, 8), np.float16)})[0].dtype == np.float16
@@ -178,7 +179,7 @@ def test_fp16_keep_io_types_or_not(models, tmp_path):
 
 
 def test_fp16_block_ops_stay_float32(models, tmp_path):
-    result = quantize(models["cnn"], tmp_path / "cnn16.onnx", "fp16", block_ops=["Gemm"])
+    result = quantize(models["cnn"], tmp_path / "cnn16.onnx", "fp16", QuantizeOptions(block_ops=["Gemm"]))
     model = onnx.load(str(result.path))
     inits = {t.name: t.data_type for t in model.graph.initializer}
     gemm = next(n for n in model.graph.node if n.op_type == "Gemm")
@@ -189,13 +190,13 @@ def test_fp16_block_ops_stay_float32(models, tmp_path):
 
 def test_accuracy_target_loop_keeps_the_sensitive_node_in_float(models, tmp_path):
     """One huge hidden channel ruins per-tensor int8 activations of fc2 only: the loop finds fc2."""
-    plain = quantize(models["outlier"], tmp_path / "plain.onnx", "dynamic", int8_path=PIN,
-                     accuracy_target=None)
+    plain = quantize(models["outlier"], tmp_path / "plain.onnx", "dynamic",
+                     QuantizeOptions(int8_path=PIN, accuracy_target=None))
     assert plain.target_met is None and plain.kept_float_nodes == []
     assert plain.validation.min_cosine < 0.99 and not plain.validation.passed
     assert plain.validation.worst_nodes(1) == ["fc2/MatMul"]  # the layer report points at it
 
-    result = quantize(models["outlier"], tmp_path / "target.onnx", "dynamic", int8_path=PIN)
+    result = quantize(models["outlier"], tmp_path / "target.onnx", "dynamic", QuantizeOptions(int8_path=PIN))
     assert result.kept_float_nodes == ["fc2/MatMul"]
     assert result.target_met and result.validation.min_cosine >= 0.99
     assert len(result.attempts) == 2 and not result.attempts[0]["passed"] and result.attempts[1]["passed"]
@@ -208,8 +209,8 @@ def test_accuracy_target_loop_keeps_the_sensitive_node_in_float(models, tmp_path
 
 
 def test_tight_target_keeps_more_nodes_until_met(models, tmp_path):
-    result = quantize(models["encoder"], tmp_path / "tight.onnx", "dynamic", int8_path=PIN,
-                      accuracy_target=0.99995)
+    result = quantize(models["encoder"], tmp_path / "tight.onnx", "dynamic",
+                      QuantizeOptions(int8_path=PIN, accuracy_target=0.99995))
     assert result.kept_float_nodes, "a 0.99995 target must need nodes kept in float"
     assert result.target_met and result.validation.min_cosine >= 0.99995
     cosines = [a["min_cosine"] for a in result.attempts]
@@ -227,7 +228,7 @@ def test_missed_target_writes_nothing_and_keeps_the_existing_file(models, tmp_pa
     out = tmp_path / "q.onnx"
     out.write_bytes(b"precious")
     with pytest.raises(OnnxportError, match=r"misses the accuracy target \(cosine 0\.\d+ < 0.99.*nothing written"):
-        quantize(models["outlier"], out, "dynamic", int8_path=PIN)
+        quantize(models["outlier"], out, "dynamic", QuantizeOptions(int8_path=PIN))
     assert out.read_bytes() == b"precious" and not _leftovers(tmp_path)
 
 
@@ -241,12 +242,12 @@ def test_static_keeps_the_producer_of_a_sensitive_input_in_float_too(models, tmp
     mask = np.ones_like(ids)
     mask[:, 7:] = 0
     np.savez(tmp_path / "padded.npz", input_ids=ids, attention_mask=mask)
-    plain = quantize(models["encoder"], tmp_path / "plain.onnx", "static", int8_path=PIN,
-                     calibration=tmp_path / "padded.npz",
-                     accuracy_target=None)
+    plain = quantize(models["encoder"], tmp_path / "plain.onnx", "static",
+                     QuantizeOptions(int8_path=PIN, calibration=tmp_path / "padded.npz",
+                                     accuracy_target=None))
     assert plain.validation.min_cosine < 0.99 and plain.validation.worst_nodes(1) == ["/attn/Softmax"]
-    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static", int8_path=PIN,
-                      calibration=tmp_path / "padded.npz")
+    result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static",
+                      QuantizeOptions(int8_path=PIN, calibration=tmp_path / "padded.npz"))
     assert {"/attn/Softmax", "/attn/Add_mask"} <= set(result.kept_float_nodes)
     assert not {"/ffn/in/MatMul", "/ffn/out/MatMul"} & set(result.kept_float_nodes)  # the rest stays int8
     assert result.target_met and result.validation.passed and "padded.npz" in result.validation.inputs
@@ -265,8 +266,8 @@ def test_cancel_leaves_no_file_and_never_touches_an_existing_one(models, tmp_pat
             token.cancel()
 
     with pytest.raises(Cancelled):
-        quantize(models["encoder"], out, "static", int8_path=PIN,
-                 accuracy_target=0.99995, progress=progress, cancel=token)
+        quantize(models["encoder"], out, "static", QuantizeOptions(int8_path=PIN, accuracy_target=0.99995),
+                 progress=progress, cancel=token)
     assert out.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx"]
 
@@ -275,35 +276,37 @@ def test_bad_inputs_are_one_line_errors(models, tmp_path):
     with pytest.raises(OnnxportError, match="unknown quantization mode"):
         quantize(models["mlp"], tmp_path / "x.onnx", "int2")
     with pytest.raises(OnnxportError, match="overwrite the source"):
-        quantize(models["mlp"], models["mlp"], "dynamic", int8_path=PIN)
+        quantize(models["mlp"], models["mlp"], "dynamic", QuantizeOptions(int8_path=PIN))
     with pytest.raises(OnnxportError, match="accuracy target"):
-        quantize(models["mlp"], tmp_path / "x.onnx", "dynamic", int8_path=PIN, accuracy_target=1.5)
+        quantize(models["mlp"], tmp_path / "x.onnx", "dynamic",
+                 QuantizeOptions(int8_path=PIN, accuracy_target=1.5))
     with pytest.raises(OnnxportError, match="fc2/MatMu.*did you mean"):
-        quantize(models["outlier"], tmp_path / "x.onnx", "dynamic", int8_path=PIN,
-                 exclude_nodes=["fc2/MatMu"])
+        quantize(models["outlier"], tmp_path / "x.onnx", "dynamic",
+                 QuantizeOptions(int8_path=PIN, exclude_nodes=["fc2/MatMu"]))
     bad = tmp_path / "bad.npz"
     np.savez(bad, wrong_name=np.zeros((2, 3, 8, 8), np.float32))
     with pytest.raises(OnnxportError, match="bad.npz|image"):
-        quantize(models["cnn"], tmp_path / "x.onnx", "static", int8_path=PIN, calibration=bad)
+        quantize(models["cnn"], tmp_path / "x.onnx", "static",
+                 QuantizeOptions(int8_path=PIN, calibration=bad))
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"not a model at all")
     with pytest.raises(OnnxportError, match="garbage.onnx"):
-        quantize(garbage, tmp_path / "x.onnx", "dynamic", int8_path=PIN)
+        quantize(garbage, tmp_path / "x.onnx", "dynamic", QuantizeOptions(int8_path=PIN))
     assert not (tmp_path / "x.onnx").exists() and not _leftovers(tmp_path)
 
 
 def test_excluded_nodes_stay_float_and_requantize_adds_more(models, tmp_path):
-    first = quantize(models["encoder"], tmp_path / "a.onnx", "dynamic", int8_path=PIN,
-                     exclude_nodes=["/ffn/out/MatMul"],
-                     accuracy_target=None)
+    first = quantize(models["encoder"], tmp_path / "a.onnx", "dynamic",
+                     QuantizeOptions(int8_path=PIN, exclude_nodes=["/ffn/out/MatMul"], accuracy_target=None))
     assert first.excluded_nodes == ["/ffn/out/MatMul"]
     by_name = {n.name: n.op_type for n in onnx.load(str(first.path)).graph.node}
     assert by_name["/ffn/out/MatMul"] == "MatMul"
     report = validate(first.path, models["encoder"], layers=True)
     worst = report.worst_nodes(2)
     assert worst and "/ffn/out/MatMul" not in worst
-    second = requantize(first.path, models["encoder"], tmp_path / "b.onnx", worst)
+    second = requantize(first.path, models["encoder"], tmp_path / "b.onnx", worst, QuantizeOptions(int8_path=PIN))
     assert set(second.excluded_nodes) == {"/ffn/out/MatMul", *worst}
+    assert second.options["int8_path"] == PIN  # the options given reach the run; the recorded ones replace them
     info = json.loads(next(p.value for p in onnx.load(str(second.path)).metadata_props if p.key == METADATA_KEY))
     assert set(info["excluded_nodes"]) == set(second.excluded_nodes)
     assert second.validation.min_cosine >= first.validation.min_cosine - 1e-4
@@ -312,7 +315,8 @@ def test_excluded_nodes_stay_float_and_requantize_adds_more(models, tmp_path):
 
 
 def test_broken_quantized_model_fails_validation(models, tmp_path):
-    result = quantize(models["mlp"], tmp_path / "q.onnx", "dynamic", int8_path=PIN, accuracy_target=None)
+    result = quantize(models["mlp"], tmp_path / "q.onnx", "dynamic",
+                      QuantizeOptions(int8_path=PIN, accuracy_target=None))
     model = onnx.load(str(result.path))
     weights = [t for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2]
     for t in weights:

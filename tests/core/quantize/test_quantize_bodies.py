@@ -20,7 +20,7 @@ from onnxport.core.quantize import gain, modes
 from onnxport.core.quantize.calibration import calibrate
 from onnxport.core.quantize.fp16 import to_float16
 from onnxport.core.quantize.int4 import int4
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import Reporter
 
@@ -56,7 +56,8 @@ def src(tmp_path):
 def test_dynamic_quantizes_matmul_and_lstm_inside_the_bodies(src, tmp_path, top):
     source = src(top=top)
     out = tmp_path / "dyn.onnx"
-    result = quantize(source, out, "dynamic", int8_path=PIN, validation_inputs=body_models.feeds())
+    result = quantize(source, out, "dynamic",
+                      QuantizeOptions(int8_path=PIN, validation_inputs=body_models.feeds()))
     inside = _body_ops(out)
     assert inside["MatMulInteger"] == 2 and inside["DynamicQuantizeLSTM"] == 1
     assert "MatMul" not in inside and "LSTM" not in inside
@@ -69,8 +70,9 @@ def test_dynamic_quantizes_matmul_and_lstm_inside_the_bodies(src, tmp_path, top)
 
 def test_the_accuracy_search_keeps_nodes_inside_bodies_in_float(src, tmp_path):
     out = tmp_path / "dyn.onnx"
-    result = quantize(src(top=True), out, "dynamic", int8_path=PIN, validation_inputs=body_models.feeds(),
-                      accuracy_target=0.99995)  # int8 alone gives ~0.9997 here
+    result = quantize(src(top=True), out, "dynamic",
+                      QuantizeOptions(int8_path=PIN, validation_inputs=body_models.feeds(),
+                                      accuracy_target=0.99995))  # int8 alone gives ~0.9997 here
     assert result.search["candidates"] == 4  # top/mm, then/mm1, then/mm2, else/lstm
     assert {"then/mm1", "then/mm2"} & set(result.kept_float_nodes)
     inside = _body_ops(out)
@@ -80,19 +82,21 @@ def test_the_accuracy_search_keeps_nodes_inside_bodies_in_float(src, tmp_path):
 
 def test_a_body_node_can_be_kept_in_float_by_name(src, tmp_path):
     out = tmp_path / "dyn.onnx"
-    result = quantize(src(), out, "dynamic", int8_path=PIN, exclude_nodes=["else/lstm"], accuracy_target=None,
-                      validation_inputs=body_models.feeds())
+    result = quantize(src(), out, "dynamic",
+                      QuantizeOptions(int8_path=PIN, exclude_nodes=["else/lstm"], accuracy_target=None,
+                                      validation_inputs=body_models.feeds()))
     inside = _body_ops(out)
     assert inside["LSTM"] == 1 and inside["DynamicQuantizeLSTM"] == 0 and inside["MatMulInteger"] == 2
     assert result.excluded_nodes == ["else/lstm"]
     with pytest.raises(OnnxportError, match="no node named 'else/lstn' to keep in float; did you mean 'else/lstm'"):
-        quantize(src(), tmp_path / "x.onnx", "dynamic", int8_path=PIN, exclude_nodes=["else/lstn"])
+        quantize(src(), tmp_path / "x.onnx", "dynamic",
+                 QuantizeOptions(int8_path=PIN, exclude_nodes=["else/lstn"]))
 
 
 def test_static_says_in_one_line_that_it_cannot_quantize_inside_bodies(src, tmp_path):
     out = tmp_path / "static.onnx"
     with pytest.raises(OnnxportError) as err:
-        quantize(src(), out, "static", int8_path=PIN, validation_inputs=body_models.feeds())
+        quantize(src(), out, "static", QuantizeOptions(int8_path=PIN, validation_inputs=body_models.feeds()))
     message = str(err.value)
     assert "\n" not in message and "cannot quantize inside If/Loop/Scan bodies" in message
     assert "2 MatMul, 1 LSTM" in message and "--mode dynamic" in err.value.hint and "fp16" in err.value.hint
@@ -104,8 +108,9 @@ def test_static_quantizes_the_main_graph_and_notes_the_body_ops_left_float(src, 
     quantize() itself refuses it: with the body weights float it is 0.95x the size, which is no gain."""
     out = tmp_path / "static.onnx"
     with pytest.raises(OnnxportError, match=r"static quantization gains nothing: 0\.9\dx the size, barely smaller"):
-        quantize(src(top=True), out, "static", int8_path=PIN, validation_inputs=body_models.feeds(),
-                 calibration=body_models.feeds())
+        quantize(src(top=True), out, "static",
+                 QuantizeOptions(int8_path=PIN, validation_inputs=body_models.feeds(),
+                                 calibration=body_models.feeds()))
     assert not out.exists()
     note = gain.static_reach("float.onnx", onnx.load(str(src(top=True))))
     assert note.startswith("3 op(s) inside If/Loop/Scan bodies stay float (2 MatMul, 1 LSTM)")
@@ -133,7 +138,8 @@ def test_int4_quantizes_a_large_matmul_inside_a_body(src, tmp_path):
 
 def test_nothing_to_quantize_counts_what_the_bodies_hold(src, tmp_path):
     with pytest.raises(OnnxportError) as err:  # int4's default minimum is 16384 values: these are smaller
-        quantize(src(), tmp_path / "int4.onnx", "int4", validation_inputs=body_models.feeds())
+        quantize(src(), tmp_path / "int4.onnx", "int4",
+                 QuantizeOptions(validation_inputs=body_models.feeds()))
     message = str(err.value)
     assert "int4 quantization found nothing to quantize (it has 2 MatMul, 1 LSTM inside If/Loop/Scan bodies)" in message
     assert "\n" not in message
@@ -232,7 +238,7 @@ def test_fp16_converts_an_outer_weight_the_bodies_capture(outer_reader):
 def test_fp16_mode_writes_a_smaller_model_with_converted_bodies(src, tmp_path):
     source = src(constants=True)
     out = tmp_path / "half.onnx"
-    result = quantize(source, out, "fp16", validation_inputs=body_models.feeds())
+    result = quantize(source, out, "fp16", QuantizeOptions(validation_inputs=body_models.feeds()))
     assert result.size_bytes < 0.55 * result.source_size_bytes
     assert result.target_met and all(o.cosine >= 0.9999 for o in result.validation.outputs)
     assert _body_ops(out)["Cast"] >= 2 and precision_of(onnx.load(str(out))) == "float16"

@@ -22,7 +22,7 @@ from onnxport.core.quantize import modes
 from onnxport.core.quantize.domains import used_domains
 from onnxport.core.quantize.float_switch import SwitchedRunner, switched
 from onnxport.core.quantize.gain import nothing_gained
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.quantize.search import blocks_of
 from onnxport.core.util.errors import OnnxportError
 
@@ -75,7 +75,7 @@ def test_blocks_are_the_same_role_in_each_layer_and_each_layer():
 
 def test_the_search_measures_and_keeps_only_the_node_that_matters(tmp_path):
     model = save(outlier_mlp(), tmp_path / "outlier.onnx")
-    result = quantize(model, tmp_path / "q.onnx", "dynamic", int8_path=PIN)
+    result = quantize(model, tmp_path / "q.onnx", "dynamic", QuantizeOptions(int8_path=PIN))
     assert result.kept_float_nodes == ["fc2/MatMul"] and result.target_met
     search = result.search
     # ranked in one pass, then measured until one node meets the target alone: the search stops there
@@ -110,13 +110,14 @@ def _two_class_classifier() -> onnx.ModelProto:
 def test_a_classifier_must_keep_its_answers_not_just_its_cosine(tmp_path):
     model = save(_two_class_classifier(), tmp_path / "cls.onnx")
     np.savez(tmp_path / "x.npz", x=np.random.default_rng(4).standard_normal((64, 32)).astype(np.float32))
-    plain = quantize(model, tmp_path / "plain.onnx", "dynamic", int8_path=PIN, per_channel=False,
-                     accuracy_target=None, validation_inputs=tmp_path / "x.npz")
+    plain = quantize(model, tmp_path / "plain.onnx", "dynamic",
+                     QuantizeOptions(int8_path=PIN, per_channel=False, accuracy_target=None,
+                                     validation_inputs=tmp_path / "x.npz"))
     logits = plain.validation.outputs[0]
     assert logits.kind == CLASSES and logits.cosine > 0.99 and logits.argmax_agreement < 0.9
     assert not logits.passed and "argmax agreement" in logits.reason and "classifier" in logits.reason
-    result = quantize(model, tmp_path / "q.onnx", "dynamic", int8_path=PIN, per_channel=False,
-                      validation_inputs=tmp_path / "x.npz")
+    result = quantize(model, tmp_path / "q.onnx", "dynamic",
+                      QuantizeOptions(int8_path=PIN, per_channel=False, validation_inputs=tmp_path / "x.npz"))
     assert result.kept_float_nodes == ["fc2/MatMul/MatMulAddFusion"]  # ORT's optimizer made it a Gemm with its Add
     fc2 = [n.op_type for n in onnx.load(str(result.path)).graph.node if n.name.startswith("fc2/")]
     assert fc2 == ["MatMul", "Add"]  # really float (ORT's quantizer splits a Gemm before it reads exclusions)
@@ -149,7 +150,7 @@ def test_conv_only_model_quantizes_nothing_and_says_so(tmp_path):
     path = save(model, tmp_path / "det.onnx")
     with pytest.raises(OnnxportError, match=r"det.onnx: dynamic quantization found nothing to quantize "
                                             r"\(it has 1 Conv\).*no dynamic model written") as info:
-        quantize(path, tmp_path / "q.onnx", "dynamic", int8_path=PIN)
+        quantize(path, tmp_path / "q.onnx", "dynamic", QuantizeOptions(int8_path=PIN))
     assert "--mode static" in info.value.one_line()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["det.onnx"]
 
@@ -165,7 +166,7 @@ def test_nothing_gained_unless_smaller_or_measured_faster():
 
 @pytest.mark.parametrize("mode", ["dynamic", "static"])
 def test_outputs_pass_the_checker_and_declare_only_the_domains_they_use(enc, tmp_path, mode):
-    result = quantize(enc, tmp_path / "q.onnx", mode, int8_path=PIN, accuracy_target=None)
+    result = quantize(enc, tmp_path / "q.onnx", mode, QuantizeOptions(int8_path=PIN, accuracy_target=None))
     model = onnx.load(str(result.path))
     onnx.checker.check_model(model, full_check=True)
     declared = {o.domain for o in model.opset_import}

@@ -136,7 +136,7 @@ def test_export_onto_the_models_external_data_is_refused(tmp_path):
 
 
 def test_quantize_onto_its_calibration_data_or_external_data_is_refused(tmp_path):
-    from onnxport.core.quantize.quantize import quantize
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
     model = tmp_path / "m.onnx"
     onnx.save(forward_mlp(), model, save_as_external_data=True, location="m.bin", size_threshold=0)
@@ -145,7 +145,7 @@ def test_quantize_onto_its_calibration_data_or_external_data_is_refused(tmp_path
     for dest, what in ((tmp_path / "m.bin", "external data"), (calibration, "a data file this run reads")):
         before = dest.read_bytes()
         with pytest.raises(OnnxportError, match=what):
-            quantize(model, dest, mode="static", calibration=calibration)
+            quantize(model, dest, "static", QuantizeOptions(calibration=calibration))
         assert dest.read_bytes() == before
 
 
