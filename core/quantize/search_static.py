@@ -1,17 +1,17 @@
 """The accuracy search of static QDQ: which units of nodes to keep in float, measured, within a budget.
 
-Why: a CNN quantized whole can miss the target because of a few stages, not a few nodes, and
-keeping single nodes by isolated error ended in hundreds kept float after many real attempts
-(figures: docs/performance.md). Here the impact is *measured* on one switched model (qdq_switch.py)
-by unit: segments of the quantized nodes in graph order (and the first 2, 3... together), op types,
-named blocks (`search.blocks_of`), and single nodes in small models (`SINGLE_NODES_UP_TO`). A unit
-also keeps the quantizable producers of its inputs (`expand`).
-Units are ranked by the loss they remove per share of the weights they keep float (+ `FREE_SHARE`),
-added in that order (up to `MAX_FLOAT_SHARE`) until the target plus margin is met; units the others
-make unnecessary are dropped. The answer is quantized for real and validated; if it misses, the
-next units follow, for at most `MAX_ROUNDS` attempts.
-Bounded: at most `MAX_EVALUATIONS` switched runs, each on at most `search.SEARCH_BATCHES` batches;
-`LoopResult.search["capped"]` says when the budget cut the search short.
+Why: a CNN quantized whole can miss the target because of a few stages, not a few nodes (figures:
+docs/performance.md). The impact is *measured* on one switched model (qdq_switch.py) by unit:
+segments of the quantized nodes in graph order (and the first 2, 3... together), op types, named
+blocks (`search.blocks_of`), single nodes in small models (`SINGLE_NODES_UP_TO`); a unit also keeps
+the quantizable producers of its inputs (`expand`). Units are measured cheapest first (share of the
+weights they keep float); the first that meets the target alone ends the measuring. Otherwise they
+are added by loss removed per share (+ `FREE_SHARE`), up to `MAX_FLOAT_SHARE`, until the target plus
+margin is met; units the others make unnecessary are dropped. A set of float nodes runs once (a
+trial equal to a unit reuses its verdict). The answer is quantized for real and validated; if it
+misses, the next units follow, for at most `MAX_ROUNDS` attempts. Bounded: at most
+`MAX_EVALUATIONS` switched runs on `search.SEARCH_BATCHES` batches; `LoopResult.search`: "capped"
+when the budget cut it short, "reused" verdicts.
 """
 
 from __future__ import annotations
@@ -70,6 +70,10 @@ def _weight_bytes(model: onnx.ModelProto) -> dict[str, int]:
                 if a.name == "value":
                     sizes[n.output[0]] = int(np.prod(a.t.dims, dtype=np.int64)) * 4
     return {n.name: sum(sizes.get(i, 0) for i in n.input) for n in graph.node if n.name}
+
+
+def share_of(nodes: list[str], weights: dict[str, int], total: int) -> float:
+    return sum(weights.get(n, 0) for n in nodes) / total
 
 
 def static_units(model: onnx.ModelProto, candidates: list[str], expand=None) -> list[Unit]:
@@ -153,32 +157,46 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
                                                qdq=True, reference=reference)
     float_model = load_full(prepared)
     units = static_units(float_model, candidates, expand)[: MAX_EVALUATIONS // 2]
+    units.sort(key=lambda u: u.share)  # the cheapest first: the first that meets the target alone ends the search
     weights = _weight_bytes(float_model)
     del float_model
     total = max(sum(weights.get(c, 0) for c in candidates), 1)
     capped = False
+    known: dict[frozenset, Verdict] = {}  # a set of float nodes is run once (units and trials coincide)
+    reused = 0
 
     def measure(keep: list[str], what: str) -> Verdict | None:
-        nonlocal capped
+        nonlocal capped, reused
+        key = frozenset(keep)
+        if key in known:
+            reused += 1
+            return known[key]
         if runner.runs >= MAX_EVALUATIONS:
             capped = True
             return None
         report.check()
         report(min(runner.runs / MAX_EVALUATIONS, 0.99), what)
-        return judge(runner.run(keep))
+        known[key] = judge(runner.run(keep))
+        return known[key]
 
     base = measure([], "measuring the quantized model")
     assert base is not None
+    alone: Unit | None = None
     for unit in units:
         verdict = measure(unit.members, f"measuring {unit.label} in float")
         unit.gain = base.loss - verdict.loss if verdict is not None else 0.0
+        if verdict is not None and verdict.passed and unit.share <= MAX_FLOAT_SHARE:
+            alone = unit  # met by the cheapest unit that meets it: nothing measured after it could be cheaper alone
+            break
     order = sorted((u for u in units if u.gain > 0), key=lambda u: -u.score)
+    if alone is not None:
+        order = [alone] + [u for u in order if u is not alone]
     chosen: list[Unit] = []
     kept: list[str] = []
     met = False
     for unit in order:
         trial = list(dict.fromkeys(kept + unit.members))
-        if len(trial) == len(kept) or sum(weights.get(n, 0) for n in trial) / total > MAX_FLOAT_SHARE:
+        if len(trial) == len(kept) or share_of(trial, weights, total) > MAX_FLOAT_SHARE:
             continue
         verdict = measure(trial, f"keeping {len(trial)} node(s) in float")
         if verdict is None:
@@ -199,8 +217,8 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
     info = {"candidates": len(candidates), "blocks": len(units), "base_min_cosine": round(base.min_cosine, 6),
             "ranking": [{"unit": u.label, "gain": round(u.gain, 6), "weights": round(u.share, 4)}
                         for u in order[:10]],
-            "kept_units": [u.label for u in chosen], "evaluations": runner.runs, "met_in_search": met,
-            "capped": capped}
+            "kept_units": [u.label for u in chosen], "evaluations": runner.runs, "reused": reused,
+            "met_in_search": met, "capped": capped}
     return order, kept, info
 
 
