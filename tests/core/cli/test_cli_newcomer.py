@@ -261,13 +261,12 @@ def test_11_a_training_only_output_is_exported_with_a_warning(tmp_path, capsys):
 def test_export_reads_the_graph_once(tmp_path, monkeypatch):
     """The review's graph is the one exported: parsing and checking a 23k-node graph twice cost
     ~0.2 s of every `onnxport export`."""
-    from onnxport.core import api
     from onnxport.core.export import export as export_module
-    from onnxport.core.workflow import export_choice
+    from onnxport.core.workflow import export_choice, export_job
 
     model, checkpoint = eval_folder(tmp_path)
     loads = []
-    for module in (api, export_module, export_choice):
+    for module in (export_job, export_module, export_choice):
         real = module.load_graph
 
         def counted(path, real=real):
