@@ -82,7 +82,11 @@ def _run(args: argparse.Namespace) -> int:
 
     deploy_after = export_deploy_request(args)  # a bad --target/--shape/--dim: nothing written
     check_companions(args.out, args.quantize, args.validate, [args.model, *args.checkpoint, args.calibration])
-    review, notes = review_outputs(args, split_names(args.outputs or []))
+    # the model and parameters read once, for the review and the export (one prune plan for both);
+    # a rank that writes nothing reads no checkpoint
+    skipped = skip_reason(args.all_ranks) is not None
+    sources = sources_for(args.model, [] if skipped else args.checkpoint)
+    review, notes = review_outputs(args, split_names(args.outputs or []), sources)
     request = ExportRequest(review.outputs, args.out, external_data=args.external_data, fold=not args.no_fold,
                             validate=args.validate, quantize=args.quantize, calibration=args.calibration,
                             all_ranks=args.all_ranks, **input_sizes(args),
@@ -90,11 +94,10 @@ def _run(args: argparse.Namespace) -> int:
                                 lambda final: deploy_exported(deploy_after, final, args.quiet)),
                             exported=lambda result: _exported_notes(result, notes))
     # the one pipeline the app runs too (workflow/export_job.py), in this process, on one stderr bar
-    sources = sources_for(args.model, args.checkpoint, model=review.model) if skip_reason(args.all_ranks) is None \
-        else None  # a rank that writes nothing reads no checkpoint
     try:
-        outcome = run_export(sources, request, IN_PROCESS, StderrProgress(quiet=args.quiet, verbose=args.verbose),
-                             call_token(), table=review.table)
+        outcome = run_export(None if skipped else sources, request, IN_PROCESS,
+                             StderrProgress(quiet=args.quiet, verbose=args.verbose), call_token(),
+                             table=review.table, plan=review.plan)
     except PostExportFailed as exc:  # the CLI says the step's own error (the export stays written)
         raise exc.__cause__ from None
     result, post, deployed = outcome.export, outcome.post, outcome.deployed

@@ -14,6 +14,7 @@ import argparse
 
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.workflow.export_choice import ExportReview, review_export
+from onnxport.core.workflow.sources import LoadedSources
 
 LISTED = 3  # names shown in one line before "and N more"
 
@@ -50,11 +51,13 @@ def notes(review: ExportReview, quiet: bool) -> list[str]:
     return lines
 
 
-def review_outputs(args: argparse.Namespace, outputs: list[str]) -> tuple[ExportReview, list[str]]:
-    """The review for `args` (`outputs`: those named, maybe none; `review.outputs`: those to export,
-    `review.model`: the graph, loaded once for the export too) and the lines to print on stderr once
-    the export is written (an error stays the only line); raises the dangling-parameter error."""
-    review = review_export(args.model, outputs)
+def review_outputs(args: argparse.Namespace, outputs: list[str], sources: LoadedSources
+                   ) -> tuple[ExportReview, list[str]]:
+    """The review for `args` on `sources` (its model and parameters, read once; `outputs`: those
+    named, maybe none; `review.outputs`: those to export, `review.plan`: the export's prune plan)
+    and the lines to print on stderr once the export is written (an error stays the only line);
+    raises the dangling-parameter error."""
+    review = review_export(args.model, outputs, sources.params or (), model=sources.model)
     if review.dangling and not args.checkpoint and not args.keep_parameter_inputs:
         raise dangling_error(args.model, review)
     return review, notes(review, args.quiet)

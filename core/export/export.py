@@ -183,6 +183,7 @@ def export_model(
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
     built: InferenceGraph | None = None,
+    plan: PrunePlan | None = None,
     match: ParamMatch | None = None,
 ) -> ExportResult:
     """Write the inference model for `outputs` to `out_path`. See the module docstring.
@@ -192,8 +193,9 @@ def export_model(
     that inference leaves without a rank, from one ONNX Runtime run (`evaluate.run_types`); an output
     whose type stays unknown is refused (`export.output_types`): ONNX requires one. `built`: the
     selection's inference graph (`selection_graph`, what the plan and the preview read) for these
-    `outputs` and `params` of `model`, written instead of built again (with `fold` only); `match`:
-    `params`' match on `model` when the caller computed it (the open did), not computed again."""
+    `outputs` and `params` of `model`, written instead of built again (with `fold` only); `plan`: the
+    prune plan of `outputs` with `params`' names on `model` (the CLI's review made it), not made
+    again; `match`: `params`' match on `model` when the caller computed it (the open did)."""
     started = time.perf_counter()
     if external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
@@ -213,8 +215,13 @@ def export_model(
     report(0.02, "pruning")
     if built is not None and (not fold or built.plan.outputs != list(outputs)):
         built = None  # another selection's graph, or an export that does not fold: built here
-    plan = built.plan if built is not None else plan_prune_on(
-        model, table, outputs, set(params) if params is not None else (), report.token)
+    names = set(params) if params is not None else set()
+    if plan is not None and not _planned_for(plan, outputs, names):
+        plan = None  # another selection's plan, or one made without these parameters: planned here
+    if built is not None:
+        plan = built.plan
+    elif plan is None:
+        plan = plan_prune_on(model, table, outputs, names, report.token)
     with AtomicWrite(out_path) as tx:
         # the weights surely kept are copied into the data file while the passes below run
         early = _start_early_copy(tx, model, model_path, plan, params, external_data, fold)
@@ -252,6 +259,12 @@ def export_model(
         eval_mode_changes=built.inference.names(REMOVED, REWRITTEN),
         fixed_outputs=fixed_outputs(skeleton.graph),
     )
+
+
+def _planned_for(plan: PrunePlan, outputs: list[str], parameter_names: set[str]) -> bool:
+    """Whether `plan` is the plan of `outputs` with these parameter names (which inputs they fill)."""
+    return plan.outputs == list(outputs) and parameter_names.issuperset(plan.parameter_inputs) and \
+        parameter_names.isdisjoint(plan.inputs) and parameter_names.isdisjoint(plan.dropped_inputs)
 
 
 def _external(choice: str, estimated_bytes: int) -> bool:

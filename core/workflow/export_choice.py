@@ -8,8 +8,8 @@ weight read): it loads and indexes the graph, plans the prune, and returns an `E
 - `dangling`: parameter-like graph inputs (`fc1.weight`...) with no initializer and no value from
   `parameter_names`: an eval graph exported without its checkpoint;
 - `checkpoint_beside`: a `checkpoint` next to the model, for the hint;
-- `model`: the graph it loaded (weights left on disk), so the export that follows does not parse
-  and check it again.
+- `model`, `table`, `plan`: the graph (weights left on disk), its table and the prune plan, with
+  `parameter_names` the plan the export of `outputs` makes: the export takes them, not made again.
 Front ends decide what to do with it (the CLI stops on `dangling`, warns on `training_only`).
 """
 
@@ -23,6 +23,7 @@ import onnx
 
 from onnxport.core.graph.graph_table import GraphTable, plan_prune_table
 from onnxport.core.graph.index import build_index, training_only
+from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.params.match import PARAM_NAME
 from onnxport.core.util.errors import UnknownOutputError
@@ -37,14 +38,16 @@ class ExportReview:
     dangling: list[str] = field(default_factory=list)
     checkpoint_beside: Path | None = None
     model: onnx.ModelProto | None = field(default=None, repr=False)
-    table: GraphTable | None = field(default=None, repr=False)  # `model`'s nodes (the export plans on it)
+    table: GraphTable | None = field(default=None, repr=False)  # `model`'s nodes
+    plan: PrunePlan | None = field(default=None, repr=False)  # the prune plan of `outputs`
 
 
 def review_export(model_path: str | Path, outputs: Sequence[str] | None,
-                  parameter_names: Iterable[str] = ()) -> ExportReview:
-    """See the module docstring. `outputs` None or empty: the suggested outputs."""
+                  parameter_names: Iterable[str] = (), *, model: onnx.ModelProto | None = None) -> ExportReview:
+    """See the module docstring. `outputs` None or empty: the suggested outputs; `model`: the graph
+    of `model_path` when the caller loaded it."""
     model_path = Path(model_path)
-    model = load_graph(model_path)
+    model = model if model is not None else load_graph(model_path)
     known = set(parameter_names)
     initializers = {t.name for t in model.graph.initializer}
     param_like = [vi.name for vi in model.graph.input
@@ -72,4 +75,5 @@ def review_export(model_path: str | Path, outputs: Sequence[str] | None,
         checkpoint_beside=beside if beside.exists() else None,
         model=model,
         table=table,
+        plan=plan,
     )

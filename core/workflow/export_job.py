@@ -22,6 +22,7 @@ from onnxport.core.evaluate.report import build_report
 from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model
 from onnxport.core.graph.graph_table import GraphTable
+from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.params.match import match_parameters
 from onnxport.core.params.name_alignment import align_if_better
@@ -135,9 +136,10 @@ def _checks(*checks: Callable[[Path], None] | None) -> Callable[[Path], None] | 
 
 def run_export(sources: LoadedSources | None, request: ExportRequest, executor: Executor = IN_PROCESS,
                progress: ProgressFn | None = None, cancel: CancelToken | None = None, *,
-               table: GraphTable | None = None) -> ExportOutcome:
+               table: GraphTable | None = None, plan: PrunePlan | None = None) -> ExportOutcome:
     """See the module docstring. `table`: the model's GraphTable when `sources` has no index;
-    `sources` may be None on a rank that writes nothing (see `skip_reason`)."""
+    `plan`: the prune plan of `request.outputs` on `sources` when the front end made it (the CLI's
+    review); `sources` may be None on a rank that writes nothing (see `skip_reason`)."""
     reason = skip_reason(request.all_ranks)
     if reason is not None:
         return ExportOutcome(ExportResult(Path(request.out_path), None, 0, list(request.outputs), [], 0, 0, 0, 0.0,
@@ -157,8 +159,7 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
                           table=index.table if index is not None else table,
                           known_types=index.tensor_type if index is not None else None, run_types=types_by_run,
                           progress=steps.begin("exporting"), cancel=cancel, verify=_checks(gate, request.verify),
-                          built=built,
-                          match=sources.match)
+                          built=built, plan=plan, match=sources.match)
     outcome = ExportOutcome(result)
     if request.exported is not None:
         request.exported(result)
