@@ -7,7 +7,10 @@ Two cases (both by default):
   export, dynamic int8 on real sentences; bars size <= 0.4x, faster, cosine >= 0.99 per output on
   held-out sentences (goals 0.3x, 1.5x faster), for this CPU's int8 path and for the AVX2 path;
 - real CNN (with `--real`, bench/quant_cnn.py): static QDQ of PP-OCRv4's text detector on rendered
-  pages; bars size <= 0.5x, cosine >= 0.99 and text-mask agreement >= 0.99 on held-out pages;
+  pages against ORT's quantize_static (bars: cosine and text-mask agreement >= 0.99 on held-out
+  pages, size <= 0.6x, latency <= 0.85x, time <= 2x ORT's);
+- float16 (with `--real`, bench/quant_fp16.py): both models against onnxconverter-common's
+  converter (bars: cosine >= 0.99, time <= 2x the peer's);
 - synthetic (`--synthetic`, below):
 
 A random BERT (transformers `BertConfig`, no download) is given trained-looking weights (weights
@@ -41,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import quant_cnn, quant_real
+from bench import quant_cnn, quant_fp16, quant_real
 
 OUT = Path("build/bench")
 NO_TRAINING = "n/a (no training environment)"
@@ -300,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             results["real"] = _report_real(quant_real.run(work / "real", args.seconds, args.threads), verdicts)
             (work / "cnn").mkdir(parents=True, exist_ok=True)
             results["real_cnn"] = _report_cnn(quant_cnn.run(work / "cnn", args.seconds, args.threads), verdicts)
+            results["fp16"] = _report_fp16(quant_fp16.run(_fp16_models(work), work / "fp16"), verdicts)
         if not args.real:
             (work / "synthetic").mkdir(parents=True, exist_ok=True)
             results["synthetic"] = _report_synthetic(run(args, work / "synthetic"), args, verdicts)
@@ -342,6 +346,26 @@ def _report_cnn(data: dict, verdicts: dict[str, bool]) -> dict:
     for name, ok in data["bars"].items():
         print(f"  {'ok  ' if ok else 'MISS'} {name}")
         verdicts[f"real CNN: {name}"] = ok
+    return data
+
+
+def _fp16_models(work: Path) -> list:
+    """The float32 models the real sections left (MiniLM's export, the detector) with held-out inputs."""
+    models = []
+    if (work / "real" / "model.onnx").is_file():
+        models.append(("MiniLM", work / "real" / "model.onnx", quant_fp16.minilm_feeds(work / "real" / "held_out.npz")))
+    if (detector := quant_cnn.detector()) is not None and (work / "cnn" / "held_out.npy").is_file():
+        models.append(("PP-OCRv4 det", detector, [{"x": np.load(work / "cnn" / "held_out.npy")}]))
+    return models
+
+
+def _report_fp16(data: dict, verdicts: dict[str, bool]) -> dict:
+    print(f"\n--- float16: onnxport vs {data['peer']} ---")
+    print(quant_fp16.table(data))
+    data["bars"] = quant_fp16.bars(data)
+    for name, ok in data["bars"].items():
+        print(f"  {'ok  ' if ok else 'MISS'} {name}")
+        verdicts[f"fp16: {name}"] = ok
     return data
 
 
