@@ -4,7 +4,7 @@ Contract: in, a (pruned) model, edited in place; out, a `PassResult` on that mod
 - `Dropout` disappears: its consumers read its data input directly (REMOVED), or an `Identity`
   of the same name takes its place where its output is a graph output or sub-graphs could
   capture it (REWRITTEN). A Dropout whose mask is used is kept with its `training_mode` input
-  pointed at a `False` constant (REWRITTEN; the Constant node is ADDED once);
+  pointed at a `False` constant (REWRITTEN, unless it reads one; the Constant node is ADDED once);
 - `BatchNormalization` with `training_mode=1` gets `training_mode=0` and only its first output
   (running-statistics outputs must be unused by the kept graph) (REWRITTEN);
 - (opset < 7) `Dropout`'s `is_test` attribute, and old BN's `is_test`, are treated the same way;
@@ -17,7 +17,7 @@ these ops. Other nodes, inputs, outputs and initializers are left as they are.
 from __future__ import annotations
 
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from onnxport.core.graph.passes import ADDED, REMOVED, REWRITTEN, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import bodies, has_bodies, used_names
@@ -44,6 +44,7 @@ def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> 
     new_nodes: list[onnx.NodeProto] = []
     renames: dict[str, str] = {}
     false_const: str | None = None
+    false_names = _false_tensors(graph) if any(n.op_type == "Dropout" for n in graph.node) else set()
     for node in graph.node:
         for i, name in enumerate(node.input) if renames else ():
             if name in renames:
@@ -58,7 +59,7 @@ def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> 
                     renames[node.output[0]] = node.input[0]
                     own.append(NodeChange(node_label(node), REMOVED, "Dropout bypassed"))
                 continue
-            if len(node.input) >= 3 and node.input[2]:
+            if len(node.input) >= 3 and node.input[2] and node.input[2] not in false_names:
                 if false_const is None:
                     false_const = f"{node_label(node)}__onnxport_training_mode_false"
                     new_nodes.append(helper.make_node(
@@ -79,6 +80,23 @@ def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> 
     for node in graph.node:
         for _, body in bodies(node):
             _graph_inference_form(body, changes)
+
+
+def _false_tensors(graph: onnx.GraphProto) -> set[str]:
+    """Names of `graph`'s scalar False booleans (Constant nodes, initializers): a Dropout whose
+    `training_mode` reads one is in inference form already (run again, the pass adds nothing)."""
+    tensors = [(n.output[0], a.t) for n in graph.node if n.op_type == "Constant" and len(n.output) == 1
+               for a in n.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
+    tensors += [(t.name, t) for t in graph.initializer if t.data_type == onnx.TensorProto.BOOL and not len(t.dims)]
+    return {name for name, t in tensors if t.data_type == onnx.TensorProto.BOOL and not len(t.dims)
+            and t.data_location != onnx.TensorProto.EXTERNAL and _is_false(t)}
+
+
+def _is_false(t: onnx.TensorProto) -> bool:
+    try:
+        return not numpy_helper.to_array(t).any()
+    except ValueError:  # a weight-free header (a preview's): no value
+        return False
 
 
 def _has_subgraphs(graph: onnx.GraphProto) -> bool:

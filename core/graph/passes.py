@@ -6,13 +6,13 @@ Every pass (prune, inference form, constant folding, preview) takes the model fi
   copied. A caller that must keep its model passes a copy (`io.model_io.copy_without_initializers`
   / `strip_weights` make one without copying weight bytes).
 - **Reported.** `changed` is True exactly when the model differs; every node touched is one
-  `NodeChange` in `changes` (name, `REMOVED`/`REWRITTEN`/`FOLDED`/`ADDED`, why), in the order made;
-  changes that are not nodes are one line each in `notes`.
+  `NodeChange` in `changes` (name, `REMOVED`/`REWRITTEN`/`FOLDED`/`ADDED`, why), in the order made
+  (a consumer reading past a REMOVED node is part of that removal); the rest: a line each in `notes`.
 - **Never fails on a valid graph.** What it cannot transform stays as it is; only invalid requests
   raise (`OnnxportError`, before anything is edited; a caller's bug raises `ValueError`).
 - **No disk, no weights decoded** unless the pass says so (folding computes small constants).
-In the spirit of onnx-ir's `PassResult(model, modified)`, kept to functions over `onnx.ModelProto`
-because onnxport streams weights and never builds an IR."""
+Checked, not only written: `pass_check.check_pass` (tests run every pass through it). In the spirit
+of onnx-ir's `PassResult(model, modified)`, over `onnx.ModelProto` (onnxport builds no IR)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.graph.eval_mode import to_inference_form
-from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
+from onnxport.core.graph.passes import REMOVED, REWRITTEN, NodeChange, PassResult, node_label
 from onnxport.core.graph.prune import plan_prune, prune
 from onnxport.core.graph.uses import bodies, used_names
 from onnxport.core.io.model_io import is_repeated, load_graph, strip_weights, tensor_nbytes
@@ -62,9 +62,10 @@ def to_preview(model: onnx.ModelProto, outputs: list[str] | None = None,
     """`model` made its preview, in place. See the module docstring."""
     graph = model.graph
     if outputs is None:
+        changes: list[NodeChange] = []
         notes = _strip_in_place(graph)
-        notes += _strip_nested(graph)
-        return PassResult(model, changed=bool(notes), notes=notes)
+        notes += _strip_nested(graph, changes)
+        return PassResult(model, changed=bool(notes or changes), changes=changes, notes=notes)
     plan = plan_prune(model, outputs, set(parameter_names))
     wanted = set(plan.parameter_inputs)
     param_types = {vi.name: (vi.type.tensor_type.elem_type, value_info_shape(vi)) for vi in graph.input
@@ -87,7 +88,7 @@ def to_preview(model: onnx.ModelProto, outputs: list[str] | None = None,
     for t in unused:
         notes.append(f"initializer '{t.name}' removed: nothing reads it")
         graph.initializer.remove(t)
-    nested = _strip_nested(graph)
+    nested = _strip_nested(graph, changes)
     notes += nested
     changed = pruned.changed or bool(changes or stripped or plan.parameter_inputs or unused or nested)
     return PassResult(model, changed=changed, changes=changes, notes=notes)
@@ -106,8 +107,9 @@ def _strip_in_place(graph: onnx.GraphProto) -> list[str]:
     return notes
 
 
-def _strip_nested(graph: onnx.GraphProto) -> list[str]:
-    """Constant nodes' big values (in `graph` and its bodies) and body initializers lose their data."""
+def _strip_nested(graph: onnx.GraphProto, changes: list[NodeChange] | None = None) -> list[str]:
+    """Constant nodes' big values (in `graph` and its bodies) and body initializers lose their data:
+    the Constants are REWRITTEN (in `changes`, if given), the initializers notes (returned)."""
     notes = []
     for node in graph.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
@@ -117,10 +119,11 @@ def _strip_nested(graph: onnx.GraphProto) -> list[str]:
                         tensor_nbytes(t) > PREVIEW_CONSTANT_BYTES or t.data_location == onnx.TensorProto.EXTERNAL):
                     if beyond_header(t):
                         t.CopyFrom(_header(t.name, t.data_type, t.dims))
-                        notes.append(f"Constant '{node_label(node)}' stripped of its data")
+                        if changes is not None:
+                            changes.append(NodeChange(node_label(node), REWRITTEN, "Constant stripped of its data"))
         for _, body in bodies(node):
             notes += _strip_in_place(body)
-            notes += _strip_nested(body)
+            notes += _strip_nested(body, changes)
     return notes
 
 
