@@ -1,11 +1,12 @@
 """Which nodes make a quantized (or float16) model differ from its float32 original.
 
-Contract: `layer_errors(model, reference, feed)` runs both models once on `feed`, every float
-tensor of the reference that the model also produces exposed as an output, and returns one
+Contract: `layer_errors(model, reference, feed)` runs both models on `feed`, every float tensor
+of the reference that the model also produces exposed as an output (fetched `CHUNK_BYTES` a run,
+the models run again per chunk), and returns one
 `LayerError` per reference node with a compared output: the relative L2 error of that output and
 how much error the node *added* over the worst of its compared inputs. Nodes the quantizer fused
 away are grouped with the compared node after them (`group`: keeping one in float keeps the group).
-Sorted by added error, worst first. Memory: the intermediate tensors of one feed.
+Sorted by added error, worst first. Memory: about 2 x `CHUNK_BYTES` of tensors.
 
 `added` is always finite: a node whose output turns non-finite where its inputs did not adds 1.0
 (`nonfinite` set); one whose inputs already were adds 0.0. `ranking_lines` prints only the nodes
@@ -25,6 +26,8 @@ import onnx
 from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, session
 from onnxport.core.graph.index import infer_value_info
 
+CHUNK_BYTES = 192 << 20  # reference outputs fetched per run (the model's as many): memory stays bounded
+FIRST_CHUNK = 16  # tensors in the first run, before their sizes are known
 MEASURABLE = 5e-5  # added relative error below this prints as +0.0000: not worth naming
 FUSED_ACTIVATIONS = {"Relu", "Clip"}  # what ORT's QDQ quantizer removes into the QuantizeLinear after
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
@@ -184,16 +187,26 @@ def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | on
 def measure_tensors(model: str | Path | onnx.ModelProto, reference: str | Path | onnx.ModelProto,
                     feed: dict[str, np.ndarray], *, workdir: Path | None = None) -> dict[str, tuple[float, float]]:
     """(relative L2 error, cosine) of every `compared_tensors` tensor, in the reference's graph order:
-    both models run once on `feed` with those tensors exposed as outputs."""
+    both models run on `feed` with those tensors exposed, fetched `CHUNK_BYTES` at a time."""
     cand, ref = _as_model(model), _as_model(reference)
     names = compared_tensors(cand, ref)
     if not names:
         return {}
     ref_sess = session(_with_outputs(ref, names), label="reference", workdir=workdir)
     cand_sess = session(_with_outputs(cand, names), label="model", workdir=workdir)
-    want = dict(zip(names, ref_sess.run(names, adapt_feed(feed, ref_sess))))
-    got = dict(zip(names, cand_sess.run(names, adapt_feed(feed, cand_sess))))
-    return {name: _rel_error(got[name], want[name]) for name in names}
+    ref_feed, cand_feed = adapt_feed(feed, ref_sess), adapt_feed(feed, cand_sess)
+    errors: dict[str, tuple[float, float]] = {}
+    start, step = 0, FIRST_CHUNK
+    while start < len(names):  # a few tensors a run: every tensor of both models at once took GBs
+        part = names[start:start + step]
+        want = ref_sess.run(part, ref_feed)
+        got = cand_sess.run(part, cand_feed)
+        errors.update((name, _rel_error(g, w)) for name, g, w in zip(part, got, want))
+        per_tensor = max(sum(getattr(w, "nbytes", 0) for w in want) / len(part), 1.0)
+        start += len(part)
+        step = max(1, int(CHUNK_BYTES // per_tensor))
+        del want, got
+    return errors
 
 
 def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], errors: dict,

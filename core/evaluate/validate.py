@@ -46,6 +46,24 @@ from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
 VALIDATION_BATCH = 8  # samples per run when inputs come from files
+REFERENCE_KEPT_BYTES = 256 << 20  # reference outputs `ReferenceRuns` keeps; past this they are run again
+
+
+@dataclass
+class ReferenceRuns:
+    """The reference's session and its outputs per batch, kept across `validate` calls against the
+    same reference on the same inputs (a quantize job's verdicts): it loads and runs once. `session`
+    may be given (one of the whole reference); `runs` counts the reference's batch runs."""
+
+    session: object | None = None
+    outputs: dict[int, list] = field(default_factory=dict)
+    kept_bytes: int = 0
+    runs: int = 0
+
+    def keep(self, index: int, outputs: list) -> None:
+        size = sum(getattr(o, "nbytes", 0) for o in outputs)
+        if self.kept_bytes + size <= REFERENCE_KEPT_BYTES:
+            self.outputs[index], self.kept_bytes = outputs, self.kept_bytes + size
 
 
 @dataclass
@@ -114,9 +132,11 @@ def validate(
     cancel: CancelToken | None = None,
     dim_sizes: Mapping[str, int] | None = None,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    reuse: ReferenceRuns | None = None,
 ) -> ValidationReport:
     """See the module docstring. `layers`: rank nodes by added error (default: for lossy models).
-    `dim_sizes`/`shapes`: sizes for generated inputs (see first_run.fitted_feeds)."""
+    `dim_sizes`/`shapes`: sizes for generated inputs (see first_run.fitted_feeds). `reuse`: the
+    reference's session and outputs from an earlier call with the same reference and inputs."""
     started = time.perf_counter()
     report = Reporter(progress, cancel)
     model_path, reference_path = Path(model_path), Path(reference_path)
@@ -135,7 +155,12 @@ def validate(
     sess = session(model_path, checked=True)  # load_light_graph checked its references
     report.check()
     report(0.05, f"loading reference {reference_path.name}")
-    ref_sess = session(ref_model, label=str(reference_path), external_folder=ref_folder)
+    if reuse is not None and reuse.session is not None:
+        ref_sess = reuse.session
+    else:
+        ref_sess = session(ref_model, label=str(reference_path), external_folder=ref_folder)
+        if reuse is not None:
+            reuse.session = ref_sess
     given = {s.name for s in feeds.specs} | set(param_feeds)
     not_tensors = [f"{i.name} ({i.type})" for i in sess.get_inputs() if not i.type.startswith("tensor(")]
     if not_tensors:  # sequences, optionals: neither generated nor read from .npz
@@ -154,8 +179,13 @@ def validate(
         report.check()
         report(0.1 + 0.7 * i / total, f"comparing outputs (batch {i + 1}/{total})")
         got = run(sess, out_names, adapt_feed(feed, sess), label=model_path.name, hint=feeds.hint)
-        want = run(ref_sess, out_names, {**adapt_feed(feed, ref_sess), **param_feeds},
-                   label=f"reference {reference_path.name}", hint=feeds.hint, shown=feed)
+        want = reuse.outputs.get(i) if reuse is not None else None
+        if want is None:
+            want = run(ref_sess, out_names, {**adapt_feed(feed, ref_sess), **param_feeds},
+                       label=f"reference {reference_path.name}", hint=feeds.hint, shown=feed)
+            if reuse is not None:
+                reuse.runs += 1
+                reuse.keep(i, want)
         for name, g, w in zip(out_names, got, want):
             stats[name].update(g, w)
         batches += 1

@@ -9,8 +9,9 @@ or cancel leaves nothing and never touches an existing `out`) and returns a `Qua
 4. with `accuracy_target` (default 0.99 cosine per output, argmax agreement for a classifier):
    while the search part misses, keep nodes in float (search.py, search_static.py), recorded in
    `kept_float_nodes` and the `onnxport.quantize` metadata (for `requantize`);
-5. the verdict on the held-out part (per-sample spread included): a miss, or nothing gained
-   (gain.py), writes nothing.
+5. the verdict on the held-out part (per-sample spread included; the float model loads and runs
+   once, validate.ReferenceRuns; dynamic: the first attempt, tuned on nothing, is judged by it at
+   once): a miss, or nothing gained (gain.py), writes nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from onnxport.core.evaluate.compare import LOSSY, lossy
 from onnxport.core.evaluate.feeds import FeedsLike, input_specs, open_feeds
 from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.runtime import model_size, session
-from onnxport.core.evaluate.validate import ValidationReport, validate
+from onnxport.core.evaluate.validate import ReferenceRuns, ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph
@@ -87,7 +88,7 @@ def quantize(
     source = load_graph(model_path)
     check_output(out_path, model_reads(model_path, source))  # and its external data
     specs = input_specs(source)
-    session(model_path, checked=True)  # a model ORT cannot run cannot be quantized meaningfully: say so first
+    float_session = session(model_path, checked=True)  # a model ORT cannot run cannot be quantized: say so first
     calibration, validation_inputs = (calibration_data(d, specs, model_path, tokenizer)
                                       for d in (calibration, validation_inputs))
     text = None  # the bundled sentences, for a text model whose tokenizer is known (held_out.py)
@@ -177,9 +178,18 @@ def quantize(
         ranked_ops = None if mode == "fp16" else set(
             modes.static_op_types(op_types) if mode == "static" else (op_types or modes.DYNAMIC_OP_TYPES)) | {"Gemm"}
         thresholds = lossy(accuracy_target) if accuracy_target is not None else None
+        refs = ReferenceRuns(session=None if big else float_session)  # the float model loads and runs once
+        del float_session
+
+        def verdict(dst: Path) -> ValidationReport:
+            report.check()
+            report(0.93, "validating against the float32 model on held-out inputs")
+            return validate(dst, model_path, inputs=parts.held_out, thresholds=thresholds or LOSSY, layers=True,
+                            reuse=refs)
+
         if mode == "dynamic" and thresholds is not None:
             outcome = search.dynamic_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
-                                          ranked_ops, loop)
+                                          ranked_ops, loop, verdict if parts.apart else None)
         elif mode == "static" and thresholds is not None:
             outcome = static_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
                                   ranked_ops, loop, _input_producers(prepared, ranked_ops))
@@ -197,9 +207,7 @@ def quantize(
                 f"{len(last['kept_float_nodes'])} node(s) kept in float; nothing written",
                 hint="lower the target, or validate with representative inputs")
         _check_gain(model_path, source, dst, mode, op_types, kept, val_feeds, report)
-        report.check()
-        report(0.93, "validating against the float32 model on held-out inputs")
-        final = validate(dst, model_path, inputs=parts.held_out, thresholds=thresholds or LOSSY, layers=True)
+        final = outcome.final if outcome.final is not None else verdict(dst)
         final.model = str(out_path)
         if thresholds is not None and not final.passed:
             raise OnnxportError(

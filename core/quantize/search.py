@@ -6,7 +6,10 @@ them loosely: the damage shows downstream. So the top suspects' impact is *measu
 outputs, with each back in float, on one switched model (float_switch.py): no re-quantizing.
 
 Contract:
-- `dynamic_loop(...)` (dynamic int8): if quantizing everything misses, rank nodes by added error
+- `dynamic_loop(...)` (dynamic int8): quantize everything; with `verdict` (the held-out check)
+  that attempt, tuned on nothing, is judged by it directly and ends the job when it passes
+  (`LoopResult.final`; missed there but met on the search part: that verdict stands, as there is
+  nothing to tune on). If it misses, rank nodes by added error
   (one pass), measure each role block (one role, every layer), then the top `SCREENED` nodes and
   those of the best blocks, one by one; keep nodes in that order until met with a margin (then
   stop), drop the unneeded, quantize for real and check (if that misses, the next follow).
@@ -28,7 +31,7 @@ from onnxport.core.evaluate.compare import CLASSES, VALUES, OutputStats, Thresho
 from onnxport.core.evaluate.feeds import FeedSource
 from onnxport.core.evaluate.runtime import adapt_feed, load_full, model_size, session
 from onnxport.core.evaluate.sensitivity import layer_errors
-from onnxport.core.evaluate.validate import validate
+from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize.attempt_check import AttemptChecker
@@ -46,6 +49,7 @@ SEARCH_BATCHES = 4  # batches of the validation inputs the search measures on (t
 # all-MiniLM-L6-v2: held-out sentences score 0.001-0.003 below the sentences searched on.
 SEARCH_MARGIN = 0.3
 Attempt = Callable[[list[str], Path], None]
+HeldOutVerdict = Callable[[Path], ValidationReport]
 
 
 @dataclass
@@ -55,6 +59,7 @@ class LoopResult:
     attempts: list[dict]
     met: bool
     search: dict = field(default_factory=dict)
+    final: ValidationReport | None = None  # the held-out verdict of `path`, when the loop measured it
 
 
 @dataclass
@@ -102,12 +107,21 @@ def blocks_of(names: list[str]) -> dict[str, list[str]]:
 
 
 def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, feeds: FeedSource,
-                 excluded: list[str], thresholds: Thresholds, op_types: set[str], report: Reporter) -> LoopResult:
+                 excluded: list[str], thresholds: Thresholds, op_types: set[str], report: Reporter,
+                 verdict: HeldOutVerdict | None = None) -> LoopResult:
     """See the module docstring."""
     attempts: list[dict] = []
     checker = AttemptChecker(prepared, feeds, thresholds, stage.dir)  # the float model runs once
-    dst = attempt_file(attempt, stage, name, 0, excluded)
-    if checker(dst, [], attempts):
+    dst = attempt_file(attempt, stage, name, 0, excluded, check=verdict is None)  # the verdict loads it
+    if verdict is not None:
+        final = verdict(dst)
+        worst = min(final.outputs, key=lambda o: o.cosine)
+        attempts.append({"kept_float_nodes": [], "min_cosine": worst.cosine, "worst_output": worst.name,
+                         "size_bytes": model_size(dst), "passed": final.passed, "failures": final.failures(),
+                         "inputs": "held out"})
+        if final.passed or checker(dst, [], []):  # passing where the search tunes: nothing to tune on
+            return LoopResult(dst, [], attempts, True, final=final)
+    elif checker(dst, [], attempts):
         return LoopResult(dst, [], attempts, True)
     report.check()
     report(0.1, "measuring what keeping each quantized node in float gains")
@@ -222,12 +236,15 @@ def search_bench(quantized: Path, prepared: Path, feeds: FeedSource, excluded: l
     return runner, candidates, judge
 
 
-def attempt_file(attempt: Attempt, stage: Staging, name: str, round_: int, exclude: list[str]) -> Path:
+def attempt_file(attempt: Attempt, stage: Staging, name: str, round_: int, exclude: list[str],
+                 check: bool = True) -> Path:
+    """Write one attempt; `check`: load it in ORT (False when the caller's next step loads it anyway)."""
     folder = stage.path(f"attempt{round_}")
     folder.mkdir()
     dst = folder / name
     attempt(exclude, dst)
-    session(dst, label=f"quantized {name}")  # ORT must run what we write
+    if check:
+        session(dst, label=f"quantized {name}")  # ORT must run what we write
     return dst
 
 

@@ -83,6 +83,7 @@ def test_the_search_measures_and_keeps_only_the_node_that_matters(tmp_path):
     assert search["ranking"][0]["unit"] == "fc2/MatMul"
     assert all(math.isfinite(r["gain"]) and r["gain"] > 0 for r in search["ranking"])
     assert [len(a["kept_float_nodes"]) for a in result.attempts] == [0, 1]  # one real retry, right first time
+    assert result.attempts[0]["inputs"] == "held out"
 
 
 def _two_class_classifier() -> onnx.ModelProto:

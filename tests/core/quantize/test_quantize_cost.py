@@ -1,0 +1,115 @@
+"""What a quantize job costs, counted with real ONNX Runtime (issue 30, time to quantize): sessions
+created per model file, quantize rounds, model runs. No timings: counts only."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from onnxport.core.evaluate import sensitivity
+from onnxport.core.evaluate.feeds import input_specs, open_feeds
+from onnxport.core.evaluate.validate import ReferenceRuns, validate
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.quantize import held_out, modes
+from onnxport.core.quantize.quantize import CALIBRATION_BATCH, QuantizeOptions, quantize
+
+from .test_held_out import PIN, _two_matmuls
+
+
+class Ledger:
+    """Wraps `onnxruntime.InferenceSession` (the real one runs): sessions created and runs, per source."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.sessions: Counter = Counter()
+        self.runs: Counter = Counter()
+        real, ledger = ort.InferenceSession, self
+
+        class Counted(real):
+            def __init__(self, source, *args, **kwargs) -> None:
+                self._key = Path(source).name if isinstance(source, str) else "<in memory>"
+                ledger.sessions[self._key] += 1
+                super().__init__(source, *args, **kwargs)
+
+            def run(self, *args, **kwargs):
+                ledger.runs[self._key] += 1
+                return super().run(*args, **kwargs)
+
+        monkeypatch.setattr(ort, "InferenceSession", Counted)
+
+
+@pytest.fixture
+def ledger(monkeypatch) -> Ledger:
+    return Ledger(monkeypatch)
+
+
+def _rounds(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = modes.dynamic
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(modes, "dynamic", counted)
+    return calls
+
+
+def test_a_first_attempt_that_meets_the_target_costs_one_quantize_and_one_held_out_run(tmp_path, ledger,
+                                                                                        monkeypatch):
+    model = _two_matmuls(tmp_path / "m.onnx")
+    x = np.random.default_rng(3).standard_normal((64, 256)).astype(np.float32)
+    np.savez(tmp_path / "val.npz", x=x)
+    rounds = _rounds(monkeypatch)
+    result = quantize(model, tmp_path / "q.onnx", "dynamic",
+                      QuantizeOptions(int8_path=PIN, validation_inputs=tmp_path / "val.npz"))
+    assert result.validation.passed and result.kept_float_nodes == [] and len(rounds) == 1
+    feeds = open_feeds(tmp_path / "val.npz", input_specs(load_graph(model)), batch_size=CALIBRATION_BATCH)
+    held = len(held_out.split(feeds).held_out)
+    assert held >= 2
+    # the float model: ORT's pre-processing, and one session (the load check, then the verdict's reference)
+    # run once per held-out batch; in memory only the two of the tensor comparison (the report's ranking)
+    assert ledger.sessions["m.onnx"] == 2 and ledger.runs["m.onnx"] == held
+    assert ledger.sessions["<in memory>"] == 2
+    # the quantized file: loaded once (by the verdict), run once per held-out batch; the search part is never run
+    assert ledger.sessions["q.onnx"] == 1 and ledger.runs["q.onnx"] == held
+    assert ledger.runs["prepared.onnx"] == 0
+
+
+def test_the_reference_loads_and_runs_once_across_verdicts(tmp_path, ledger):
+    model = _two_matmuls(tmp_path / "m.onnx")
+    np.savez(tmp_path / "x.npz", x=np.random.default_rng(4).standard_normal((24, 256)).astype(np.float32))
+    refs = ReferenceRuns()
+    first = validate(model, model, inputs=tmp_path / "x.npz", layers=False, reuse=refs)
+    again = validate(model, model, inputs=tmp_path / "x.npz", layers=False, reuse=refs)
+    assert first.batches == again.batches == 3 and refs.runs == 3
+    assert [o.cosine for o in first.outputs] == [o.cosine for o in again.outputs]
+    # the model checked: 2 sessions; the reference (pruned, in memory): 1 for both calls
+    assert ledger.sessions["m.onnx"] == 2 and ledger.sessions["<in memory>"] == 1
+    assert ledger.runs["<in memory>"] == 3 and ledger.runs["m.onnx"] == 6
+
+
+def test_every_tensor_is_compared_a_bounded_chunk_at_a_time(tmp_path, ledger, monkeypatch):
+    model = _two_matmuls(tmp_path / "m.onnx")
+    int8 = tmp_path / "q.onnx"
+    modes.dynamic(model, int8, op_types=None, per_channel=False, reduce_range=True, exclude=[], big=False)
+    feed = {"x": np.random.default_rng(5).standard_normal((16, 256)).astype(np.float32)}
+    whole = sensitivity.measure_tensors(int8, model, feed)
+    assert len(whole) >= 3
+    runs_before = sum(ledger.runs.values())
+    monkeypatch.setattr(sensitivity, "CHUNK_BYTES", 16 * 512 * 4)  # one [16, 512] tensor a run
+    monkeypatch.setattr(sensitivity, "FIRST_CHUNK", 1)
+    fetched: list[int] = []
+    real_run = ort.InferenceSession.run
+
+    def run(self, names, feed, *args, **kwargs):
+        fetched.append(len(names))
+        return real_run(self, names, feed, *args, **kwargs)
+
+    monkeypatch.setattr(ort.InferenceSession, "run", run)
+    chunked = sensitivity.measure_tensors(int8, model, feed)
+    assert chunked == whole  # the same figures
+    assert max(fetched) < len(whole) and sum(ledger.runs.values()) - runs_before == len(fetched)
