@@ -123,6 +123,8 @@ def build_index(
         types = None
     if types is None and big:
         types = TypeInference.start(path)
+    if types is not None:  # big by this count: a child `start` held back runs now
+        types.ensure_started()
     deferred = False
     try:
         table = GraphTable.read(graph, cancel)

@@ -8,10 +8,10 @@ thousand tensors (JSON: its answer about a stranger's file cannot run code here;
 single parse holds the GIL for long). It also runs `model_io.check_loaded` on the bytes it parsed
 and sends that verdict first (`verdict()`), off the open's critical path.
 
-Contract: `start(path)` never raises (no child: `result()` is None); `result()` waits and returns
-name -> (dtype, shape) for the main graph's tensors, or None when the child failed (the caller
-falls back to `shape_infer`); `close()` kills a child still running. Best effort: a model
-inference cannot handle gives fewer shapes, never an error.
+Contract: `start(path)` never raises, and holds the child back for a graph inferred in process
+(`ensure_started` starts it); no child: `result()` is None. `result()` waits and returns name ->
+(dtype, shape) for the main graph's tensors, or None when the child failed (the caller falls back
+to `shape_infer`); `close()` kills a child still running. Best effort: never an error.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from typing import NamedTuple
 
 import onnx
 
+from onnxport.core.graph import shape_infer
 from onnxport.core.graph.tensor_info import Dim
+from onnxport.core.io.graph_peek import count_nodes
 from onnxport.core.util.child_call import ChildRun, start_child
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken
@@ -97,11 +99,27 @@ class TypeInference:
         self._verdict_read = False
         self._lines: list[bytes] | None = None  # the child's whole answer, once `wait` read it
         self._code: int | None = None
+        self._held: str | None = None  # the path of a child `start` held back
 
     @classmethod
     def start(cls, path: str | Path) -> TypeInference:
-        # in the background: the open it runs beside comes first
-        return cls(start_child(TARGET, {"path": str(path), "line_tensors": LINE_TENSORS}, background=True))
+        """The child for `path`, held back when the file's main graph is one inferred in process
+        (under `shape_infer.OUT_OF_PROCESS_NODES` nodes, counted from its fields' headers:
+        io.graph_peek): an open starts this before parsing, and a big file with a small graph
+        would only have the child killed again. `ensure_started` starts a held-back one."""
+        inference = cls(None)
+        inference._held = str(path)
+        enough = shape_infer.OUT_OF_PROCESS_NODES
+        nodes = count_nodes(path, enough)
+        if nodes is None or nodes >= enough:
+            inference.ensure_started()
+        return inference
+
+    def ensure_started(self) -> None:
+        """Start the child `start` held back (a caller whose own count says the graph is big)."""
+        path, self._held = self._held, None
+        if path is not None:  # in the background: the open it runs beside comes first
+            self._proc = start_child(TARGET, {"path": path, "line_tensors": LINE_TENSORS}, background=True)
 
     def verdict(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Verdict | None:
         """The child's `model_io.check_loaded` of the file, with the identity of the bytes it
@@ -177,8 +195,8 @@ class TypeInference:
         return message
 
     def close(self) -> None:
-        """Kill the child if it still runs (never raises)."""
-        run, self._proc = self._proc, None
+        """Kill the child if it still runs (never raises); one held back never starts."""
+        run, self._proc, self._held = self._proc, None, None
         if run is not None:
             run.close()
 

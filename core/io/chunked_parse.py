@@ -16,6 +16,9 @@ what it raises (`DecodeError`) for data it cannot parse: anything the walk does 
 
 from __future__ import annotations
 
+import mmap
+from collections.abc import Callable
+
 import onnx
 from google.protobuf.message import DecodeError
 
@@ -28,28 +31,42 @@ class Unknown(Exception):
     """The walk met something it does not handle: parse the usual way."""
 
 
-def parse_model(data: bytes) -> onnx.ModelProto:
-    """See the module docstring."""
+def parse_model(data: bytes | mmap.mmap, check: Callable[[], None] | None = None) -> onnx.ModelProto:
+    """See the module docstring. `data` may be a memory map; `check` then runs before the walk
+    and before each protobuf call (a mapped file that shrank would kill the process: it raises)."""
     model = onnx.ModelProto()
     if len(data) > 2 * CHUNK_BYTES:
         try:
-            _parse_in_slices(model, data)
+            _parse_in_slices(model, data, check)
             return model
         except (Unknown, IndexError, DecodeError):  # the one-shot parse says what is wrong
             model = onnx.ModelProto()
-    model.ParseFromString(data)
+    if check is not None:
+        check()
+    if isinstance(data, bytes):
+        model.ParseFromString(data)
+    else:
+        with memoryview(data) as whole:
+            model.ParseFromString(whole)
     return model
 
 
-def _parse_in_slices(model: onnx.ModelProto, data: bytes) -> None:
+def _parse_in_slices(model: onnx.ModelProto, data: bytes | mmap.mmap, check: Callable[[], None] | None) -> None:
+    if check is not None:
+        check()
     found = fields(data, 0, len(data))
     view = memoryview(data)  # slices without copies (a big initializer is one slice)
-    for number, wire, start, value_start, end in found:
-        if number == GRAPH_FIELD and wire == LENGTH_DELIMITED:
-            for a, b in graph_slices(data, value_start, end):
-                model.graph.MergeFromString(view[a:b])
-        else:
-            model.MergeFromString(view[start:end])
+    try:
+        for number, wire, start, value_start, end in found:
+            target, slices = ((model.graph, graph_slices(data, value_start, end))
+                              if number == GRAPH_FIELD and wire == LENGTH_DELIMITED else (model, [(start, end)]))
+            for a, b in slices:
+                if check is not None:
+                    check()
+                with view[a:b] as piece:
+                    target.MergeFromString(piece)
+    finally:
+        view.release()
 
 
 def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
