@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from onnxport.core.evaluate.compare import vector_dot
 from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, session
 from onnxport.core.graph.index import infer_value_info
 
@@ -244,8 +245,9 @@ def _rel_error(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
         if (np.isfinite(g) != np.isfinite(w)).any():
             return math.inf, 0.0
         g, w = g[ok], w[ok]
-    wn, gn = float(w @ w), float(g @ g)
+    wn, gn = vector_dot(w, w), vector_dot(g, g)
     d = g - w
-    rel = math.sqrt(float(d @ d) / wn) if wn else (0.0 if float(d @ d) == 0 else math.inf)
-    cos = 1.0 if wn == 0 and gn == 0 else (float(g @ w) / math.sqrt(wn * gn) if wn and gn else 0.0)
+    dd = vector_dot(d, d)
+    rel = math.sqrt(dd / wn) if wn else (0.0 if dd == 0 else math.inf)
+    cos = 1.0 if wn == 0 and gn == 0 else (vector_dot(g, w) / math.sqrt(wn * gn) if wn and gn else 0.0)
     return rel, cos
