@@ -4,18 +4,18 @@ What ONNX Runtime's `Module.export_model_for_inferencing` does, without the trai
 keep exactly the chosen outputs, prune what they do not need, drop inputs no longer used (labels),
 turn parameter inputs into initializers from the checkpoint, put Dropout/BatchNorm in inference
 form, keep IR version/opsets/functions/metadata, and record provenance. Then, unlike ORT, fold the
-parameter-only sub-graphs (`fold=False` writes the graph as ORT would) and stream the weights to
-disk without loading them. Tensors that If/Loop/Scan bodies read from outside count as used by
-every pass (see `graph.uses`); nodes are written in topological order (a source listing them out
-of order is reordered), and the writer refuses a model ORT would not load. `verify(path)` (e.g.
-`export --validate`) sees the written model before it replaces anything; if it raises, nothing is.
+parameter-only sub-graphs (without `ExportOptions.fold` the graph is written as ORT would) and
+stream the weights to disk without loading them. Tensors that If/Loop/Scan bodies read from
+outside count as used by every pass (see `graph.uses`); nodes are written in topological order (a
+source listing them out of order is reordered), and the writer refuses a model ORT would not load.
+`ExportOptions.verify(path)` (e.g. `export --validate`) sees the written model before it replaces
+anything; if it raises, nothing is.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,9 +23,9 @@ import onnx
 
 from onnxport.core import __version__
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.export.inference_graph import (
     InferenceGraph,
-    KnownTypes,
     build_inference_graph,
     for_writing,
     written_bytes,
@@ -35,14 +35,14 @@ from onnxport.core.export.output_types import complete_output_types
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.fixed_outputs import fixed_outputs
 from onnxport.core.graph.graph_check import check_graph
-from onnxport.core.graph.graph_table import GraphTable, plan_prune_on
+from onnxport.core.graph.graph_table import plan_prune_on
 from onnxport.core.graph.index import TensorIndex
 from onnxport.core.graph.passes import REMOVED, REWRITTEN
 from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.io.run_reads import model_reads, param_reads
-from onnxport.core.params.match import ParamMatch, match_parameters
+from onnxport.core.params.match import match_parameters
 from onnxport.core.util.atomic import AtomicWrite
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.out_paths import check_output
@@ -172,31 +172,18 @@ def export_model(
     out_path: str | Path,
     outputs: list[str],
     params: ParameterSet | None = None,
+    options: ExportOptions | None = None,
     *,
-    external_data: str = "auto",
-    fold: bool = True,
-    model: onnx.ModelProto | None = None,
-    table: GraphTable | None = None,
-    known_types: KnownTypes | None = None,
-    run_types: Callable[..., dict[str, onnx.TypeProto]] | None = None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
-    verify: Callable[[Path], None] | None = None,
-    built: InferenceGraph | None = None,
-    plan: PrunePlan | None = None,
-    match: ParamMatch | None = None,
 ) -> ExportResult:
-    """Write the inference model for `outputs` to `out_path`. See the module docstring.
-    `table`: `model`'s `GraphTable` when the caller read one (the plan is computed on it);
-    `known_types`: the types its index has (`TensorIndex.tensor_type`), given to outputs instead
-    of inferring them; `run_types(model_path, model, names, params, cancel)`: the types of outputs
-    that inference leaves without a rank, from one ONNX Runtime run (`evaluate.run_types`); an output
-    whose type stays unknown is refused (`export.output_types`): ONNX requires one. `built`: the
-    selection's inference graph (`selection_graph`, what the plan and the preview read) for these
-    `outputs` and `params` of `model`, written instead of built again (with `fold` only); `plan`: the
-    prune plan of `outputs` with `params`' names on `model` (the CLI's review made it), not made
-    again; `match`: `params`' match on `model` when the caller computed it (the open did)."""
+    """Write the inference model for `outputs` to `out_path`. See the module docstring and
+    `ExportOptions`. An output whose type stays unknown (inferred, known or run) is refused
+    (`export.output_types`): ONNX requires one."""
     started = time.perf_counter()
+    options = options if options is not None else ExportOptions()
+    external_data, fold, table, known_types = options.external_data, options.fold, options.table, options.known_types
+    model, built, plan, run_types = options.model, options.built, options.plan, options.run_types
     if external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
     report = Reporter(progress, cancel)
@@ -210,7 +197,7 @@ def export_model(
         model = load_graph(model_path)
         check_output(out_path, model_reads(model_path, model))  # its external data, now known
     if params is not None:
-        (match if match is not None else match_parameters(model, params)).raise_if_unusable()
+        (options.match if options.match is not None else match_parameters(model, params)).raise_if_unusable()
     report.check()
     report(0.02, "pruning")
     if built is not None and (not fold or built.plan.outputs != list(outputs)):
@@ -241,7 +228,7 @@ def export_model(
             estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
             written = write_model(skeleton, list(consts.values()), out_path,
                                   external_data=_external(external_data, estimated),
-                                  report=report.sub(0.05, 1.0), verify=verify, tx=tx, early=early)
+                                  report=report.sub(0.05, 1.0), verify=options.verify, tx=tx, early=early)
         finally:
             if early is not None:
                 early.close()

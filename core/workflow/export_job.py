@@ -21,6 +21,7 @@ from typing import Any
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph
@@ -154,12 +155,13 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
     # an opened (indexed) model: the selection's inference graph, as planned and previewed
     built = sources.selection_graphs().get(request.outputs, cancel).built if index is not None and request.fold \
         else None
-    result = export_model(sources.model_path, request.out_path, request.outputs, sources.params,
-                          external_data=request.external_data, fold=request.fold, model=sources.model,
-                          table=index.table if index is not None else table,
-                          known_types=index.tensor_type if index is not None else None, run_types=types_by_run,
-                          progress=steps.begin("exporting"), cancel=cancel, verify=_checks(gate, request.verify),
-                          built=built, plan=plan, match=sources.match)
+    options = ExportOptions(external_data=request.external_data, fold=request.fold,
+                            verify=_checks(gate, request.verify), run_types=types_by_run, model=sources.model,
+                            table=index.table if index is not None else table,
+                            known_types=index.tensor_type if index is not None else None, built=built, plan=plan,
+                            match=sources.match)
+    result = export_model(sources.model_path, request.out_path, request.outputs, sources.params, options,
+                          progress=steps.begin("exporting"), cancel=cancel)
     outcome = ExportOutcome(result)
     if request.exported is not None:
         request.exported(result)

@@ -23,6 +23,7 @@ import onnx
 
 from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.ortmodule_files import (
     FILE_NAME,
@@ -106,6 +107,6 @@ def embed_state_dict(
             f"their own values ({_examples(stayed)})",
             hint="a partial embed (--allow-partial) embeds only what matches")
     outputs = list(outputs) if outputs else [o.name for o in model.graph.output]
-    result = export_model(path, out_path, outputs, params, external_data=external_data, fold=fold, model=model,
-                          run_types=types_by_run, progress=progress, cancel=cancel)
+    options = ExportOptions(external_data=external_data, fold=fold, model=model, run_types=types_by_run)
+    result = export_model(path, out_path, outputs, params, options, progress=progress, cancel=cancel)
     return EmbedResult(path, result, alignment, stayed if unused else [])

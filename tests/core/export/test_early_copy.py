@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.export import export_model
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.graph.prune import plan_prune
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import FileSpan, ParamTensor
@@ -97,7 +98,7 @@ def test_export_with_an_early_copy_writes_the_same_model(tmp_path):
     path, weights = _model(tmp_path)
     early = tmp_path / "early.onnx"
     with layouts_seen() as seen:
-        result = export_model(path, early, ["y"], external_data="always")
+        result = export_model(path, early, ["y"], options=ExportOptions(external_data="always"))
     assert seen == [["W", "E"]]  # the copy ran, with the surely kept weights
     x = np.random.default_rng(1).standard_normal((1, D), dtype=np.float32)
     ids = np.array([7], np.int64)
@@ -133,7 +134,7 @@ def test_a_layout_the_writer_cannot_use_is_rewritten_from_the_start(tmp_path):
 
     export_module.surely_kept, export_module.EarlyCopy = too_many, CopiedAtOnce
     try:
-        result = export_model(path, tmp_path / "out.onnx", ["y"], external_data="always")
+        result = export_model(path, tmp_path / "out.onnx", ["y"], options=ExportOptions(external_data="always"))
     finally:
         export_module.surely_kept, export_module.EarlyCopy = real, EarlyCopy
     written = {t.name: numpy_helper.to_array(t) for t in onnx.load(tmp_path / "out.onnx").graph.initializer}
@@ -156,7 +157,7 @@ def test_cancel_while_the_copy_runs_leaves_nothing(tmp_path):
             token.cancel()
 
     with pytest.raises(Cancelled):
-        export_model(path, out, ["y"], external_data="always", progress=progress, cancel=token)
+        export_model(path, out, ["y"], options=ExportOptions(external_data="always"), progress=progress, cancel=token)
     assert out.read_bytes() == b"precious"
     assert sorted(os.listdir(tmp_path)) == ["model.data", "model.onnx", "out.onnx"]
     assert not [t for t in threading.enumerate() if t.name == "onnxport-early-copy"]
@@ -191,7 +192,7 @@ def test_checkpoint_values_are_copied_early_from_the_checkpoint(tmp_path):
     params = read_parameters(tmp_path / "checkpoint")
     with layouts_seen() as seen:
         export_model(tmp_path / "eval_model.onnx", tmp_path / "out.onnx", ["logits"], params,
-                     external_data="always", fold=False)
+                     options=ExportOptions(external_data="always", fold=False))
     assert seen == [["fc1.weight"]]
     x = np.random.default_rng(2).standard_normal((2, 1024), dtype=np.float32)
     session = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"])
@@ -235,7 +236,7 @@ def test_a_graph_refused_while_the_copy_runs_leaves_nothing(tmp_path):
     out = tmp_path / "out.onnx"
     out.write_bytes(b"precious")
     with layouts_seen() as seen, pytest.raises(CorruptFileError):
-        export_model(broken, out, ["y"], external_data="always")
+        export_model(broken, out, ["y"], options=ExportOptions(external_data="always"))
     assert seen and seen[0]  # the copy had started
     assert out.read_bytes() == b"precious"
     assert sorted(os.listdir(tmp_path)) == ["broken.onnx", "model.data", "model.onnx", "out.onnx"]

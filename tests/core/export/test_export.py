@@ -14,6 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from onnxport.core.export.export import export_model, plan_export
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.util.errors import (
     Cancelled,
     CheckpointMismatchError,
@@ -64,7 +65,7 @@ def test_no_fold_keeps_graph_as_ort_would(eval_model, tmp_path):
     w = mlp_weights(seed=3)
     folded, plain = tmp_path / "a.onnx", tmp_path / "b.onnx"
     export_model(eval_model, folded, ["logits"], param_set(w))
-    export_model(eval_model, plain, ["logits"], param_set(w), fold=False)
+    export_model(eval_model, plain, ["logits"], param_set(w), options=ExportOptions(fold=False))
     plain_model = onnx.load(plain)
     assert sum(n.op_type == "Transpose" for n in plain_model.graph.node) == 2
     assert {t.name for t in plain_model.graph.initializer} >= set(w)
@@ -144,7 +145,8 @@ def test_external_data_always(tmp_path):
     onnx.save(eval_like_mlp(d_hidden=64), eval_model)
     w = mlp_weights(d_hidden=64)
     out = tmp_path / "ext.onnx"
-    result = export_model(eval_model, out, ["probabilities"], param_set(w), external_data="always")
+    result = export_model(eval_model, out, ["probabilities"], param_set(w),
+                          options=ExportOptions(external_data="always"))
     # the data file is named for its run (ext.onnx.<8 hex>.data), so a model never meets another run's data
     assert result.data_path.parent == tmp_path and re.fullmatch(r"ext\.onnx\.[0-9a-f]{8}\.data", result.data_path.name)
     model = onnx.load(out, load_external_data=False)
@@ -181,7 +183,7 @@ def test_source_model_with_external_data_is_copied_not_loaded(tmp_path):
     onnx.save(forward_mlp(weights), src, save_as_external_data=True, all_tensors_to_one_file=True,
               location="forward.onnx.data", size_threshold=256)
     out = tmp_path / "out.onnx"
-    export_model(src, out, ["probabilities"], fold=False)
+    export_model(src, out, ["probabilities"], options=ExportOptions(fold=False))
     model = onnx.load(out)
     assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
     x = np.ones((3, 8), np.float32)
@@ -226,7 +228,7 @@ def test_big_tensors_land_page_aligned_like_their_source(tmp_path):
             vi.type.tensor_type.shape.dim[1].dim_value = 1024
     onnx.save(model, tmp_path / "eval_model.onnx")
     out = tmp_path / "out.onnx"
-    export_model(tmp_path / "eval_model.onnx", out, ["logits"], params, fold=False)
+    export_model(tmp_path / "eval_model.onnx", out, ["logits"], params, options=ExportOptions(fold=False))
     data = out.read_bytes()
     raw = weights["fc1.weight"].tobytes()
     at = data.find(raw[:4096])
@@ -251,7 +253,7 @@ def test_an_intermediate_output_takes_the_type_the_index_knows_instead_of_infere
 
     def export(name, **kwargs):
         inferred.clear()
-        export_model(eval_model, tmp_path / name, [middle.name], param_set(mlp_weights()), **kwargs)
+        export_model(eval_model, tmp_path / name, [middle.name], param_set(mlp_weights()), ExportOptions(**kwargs))
         return onnx.load(tmp_path / name).graph.output[0].type, len(inferred)
 
     by_inference, calls = export("inferred.onnx")

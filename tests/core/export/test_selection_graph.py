@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 
 from onnxport.core.export.export import export_model, plan_export
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.export.output_types import complete_type
 from onnxport.core.export.selection_preview import preview_answer
 from onnxport.core.graph.graph_table import GraphTable
@@ -37,7 +38,8 @@ def test_the_preview_draws_the_nodes_the_export_writes_folding_included(tmp_path
     sources = _opened(tmp_path)
     outputs = ["probabilities"]
     preview = _app_preview(sources, outputs)
-    export_model(sources.model_path, tmp_path / "out.onnx", outputs, sources.params, model=sources.model)
+    export_model(sources.model_path, tmp_path / "out.onnx", outputs, sources.params,
+                 options=ExportOptions(model=sources.model))
     written = onnx.load(tmp_path / "out.onnx")
     assert "Transpose" not in {n.op_type for n in written.graph.node}  # folding changed the graph
     assert _nodes(preview) == _nodes(written)
@@ -89,7 +91,7 @@ def test_the_export_writes_the_cached_graph_without_changing_it(tmp_path):
     selected = sources.selection_graphs().get(["fc1.mm"])
     skeleton = selected.built.skeleton.SerializeToString()
     result = export_model(sources.model_path, tmp_path / "out.onnx", ["fc1.mm"], sources.params,
-                          model=sources.model, built=selected.built)
+                          options=ExportOptions(model=sources.model, built=selected.built))
     written = onnx.load(tmp_path / "out.onnx")
     onnx.checker.check_model(written, full_check=True)
     assert _nodes(written) == _nodes(selected.preview) and result.nodes == len(written.graph.node)

@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper
 from onnxport.core.api import export_for_inference
 from onnxport.core.cli import main
 from onnxport.core.export.export import export_model
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.export.writer import write_model
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.index import build_index
@@ -51,7 +52,7 @@ def test_export_to_its_own_outputs_runs_and_matches_the_original(tmp_path, name,
     model = build()
     src = _save(model, tmp_path / "src.onnx")
     outs = [o.name for o in model.graph.output]
-    result = export_model(src, tmp_path / "out.onnx", outs, fold=fold)
+    result = export_model(src, tmp_path / "out.onnx", outs, options=ExportOptions(fold=fold))
     assert result.folded == (1 if fold else 0)  # the Transpose/Mul of a weight a body captures
     written = onnx.load(str(result.path))
     onnx.checker.check_model(written, full_check=True)
@@ -71,7 +72,8 @@ def test_partial_outputs_of_nested_ifs_match_the_original_and_extract_model(tmp_
     extracted = tmp_path / "h_extracted.onnx"
     onnx.utils.extract_model(src, str(extracted), ["x"], ["h"])
     for outputs, reference in ((["y"], src), (["z"], src), (["h"], extracted), (["z", "y"], src)):
-        out = export_model(src, tmp_path / f"{'_'.join(outputs)}.onnx", outputs, fold=fold).path
+        out = export_model(src, tmp_path / f"{'_'.join(outputs)}.onnx", outputs,
+                           options=ExportOptions(fold=fold)).path
         for feed in feeds():
             got = _run(out, feed)
             want = _run(reference, feed, outputs)

@@ -26,6 +26,7 @@ from onnx import numpy_helper
 
 from onnxport.core.api import export_for_inference
 from onnxport.core.export.export import export_model
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.io.readers import read_parameters
 from onnxport.core.pytorch.export import export_torch
@@ -189,7 +190,7 @@ def test_torch_program_trained_export_equals_ort(tmp_path, kind):
     assert_same_as_ort(ours, theirs, feeds, ["output"])
 
     unfolded = tmp_path / "export" / "unfolded.onnx"
-    export_model(run.artifacts.eval_model, unfolded, ["output"], params, fold=False)
+    export_model(run.artifacts.eval_model, unfolded, ["output"], params, options=ExportOptions(fold=False))
     assert_same_as_ort(unfolded, theirs, feeds, ["output"])
     mine = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(unfolded)).graph.initializer}
     reference = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(theirs)).graph.initializer}

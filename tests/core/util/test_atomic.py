@@ -16,6 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from onnxport.core.export.export import export_model
+from onnxport.core.export.export_options import ExportOptions
 from onnxport.core.util import atomic
 from onnxport.core.util.atomic import AtomicWrite, folder_lock, remove_stale_temps
 from onnxport.core.util.errors import OnnxportError
@@ -154,7 +155,8 @@ def export(src, out, seed, **kwargs):
 
     ckpt = src.parent / f"ckpt{seed}.npz"
     np.savez(ckpt, **weights(seed))
-    return export_model(src, out, ["probabilities"], read_parameters(ckpt), external_data="always", **kwargs)
+    return export_model(src, out, ["probabilities"], read_parameters(ckpt),
+                        options=ExportOptions(external_data="always"), **kwargs)
 
 
 def written_by(out, seeds=(1, 2, 3, 4)) -> int:
@@ -194,7 +196,8 @@ def test_each_run_names_its_own_data_file_and_removes_the_previous_one(src, tmp_
     onnx.save(forward_mlp(weights(3)), out, save_as_external_data=True, location="m.onnx.data", size_threshold=0)
     export(src, out, seed=4)
     assert written_by(out) == 4
-    export_model(src, out, ["probabilities"], external_data="never")  # inline: no data file left behind
+    # inline: no data file left behind
+    export_model(src, out, ["probabilities"], options=ExportOptions(external_data="never"))
     assert names(out.parent) == ["m.onnx"]
 
 
