@@ -1,4 +1,4 @@
-"""`export_model(plan=...)`: a caller's prune plan is written from only when it is this export's plan."""
+"""`ExportOptions.plan`: a caller's prune plan is written from only when it is this export's plan."""
 
 from __future__ import annotations
 
