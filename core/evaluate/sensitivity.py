@@ -1,12 +1,12 @@
 """Which nodes make a quantized (or float16) model differ from its float32 original.
 
 Contract: `layer_errors(model, reference, feed)` runs both models on `feed`, every float tensor
-of the reference that the model also produces exposed as an output (fetched `CHUNK_BYTES` a run,
-the models run again per chunk), and returns one
+of the reference that the model also produces exposed as an output (on the first rows of a batch
+whose tensors fit `TENSOR_BYTES`), and returns one
 `LayerError` per reference node with a compared output: the relative L2 error of that output and
 how much error the node *added* over the worst of its compared inputs. Nodes the quantizer fused
 away are grouped with the compared node after them (`group`: keeping one in float keeps the group).
-Sorted by added error, worst first. Memory: about 2 x `CHUNK_BYTES` of tensors.
+Sorted by added error, worst first. Memory: about 2 x `TENSOR_BYTES` of tensors.
 
 `added` is always finite: a node whose output turns non-finite where its inputs did not adds 1.0
 (`nonfinite` set); one whose inputs already were adds 0.0. `ranking_lines` prints only the nodes
@@ -27,8 +27,7 @@ from onnxport.core.evaluate.compare import vector_dot
 from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, session
 from onnxport.core.graph.index import infer_value_info
 
-CHUNK_BYTES = 192 << 20  # reference outputs fetched per run (the model's as many): memory stays bounded
-FIRST_CHUNK = 16  # tensors in the first run, before their sizes are known
+TENSOR_BYTES = 192 << 20  # the reference's exposed tensors in one run (the model's as many): fewer rows past it
 MEASURABLE = 5e-5  # added relative error below this prints as +0.0000: not worth naming
 FUSED_ACTIVATIONS = {"Relu", "Clip"}  # what ORT's QDQ quantizer removes into the QuantizeLinear after
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
@@ -188,26 +187,30 @@ def layer_errors(model: str | Path | onnx.ModelProto, reference: str | Path | on
 def measure_tensors(model: str | Path | onnx.ModelProto, reference: str | Path | onnx.ModelProto,
                     feed: dict[str, np.ndarray], *, workdir: Path | None = None) -> dict[str, tuple[float, float]]:
     """(relative L2 error, cosine) of every `compared_tensors` tensor, in the reference's graph order:
-    both models run on `feed` with those tensors exposed, fetched `CHUNK_BYTES` at a time."""
+    both models run once on (the first rows of, `_bounded_rows`) `feed` with those tensors exposed."""
     cand, ref = _as_model(model), _as_model(reference)
     names = compared_tensors(cand, ref)
     if not names:
         return {}
     ref_sess = session(_with_outputs(ref, names), label="reference", workdir=workdir)
     cand_sess = session(_with_outputs(cand, names), label="model", workdir=workdir)
-    ref_feed, cand_feed = adapt_feed(feed, ref_sess), adapt_feed(feed, cand_sess)
-    errors: dict[str, tuple[float, float]] = {}
-    start, step = 0, FIRST_CHUNK
-    while start < len(names):  # a few tensors a run: every tensor of both models at once took GBs
-        part = names[start:start + step]
-        want = ref_sess.run(part, ref_feed)
-        got = cand_sess.run(part, cand_feed)
-        errors.update((name, _rel_error(g, w)) for name, g, w in zip(part, got, want))
-        per_tensor = max(sum(getattr(w, "nbytes", 0) for w in want) / len(part), 1.0)
-        start += len(part)
-        step = max(1, int(CHUNK_BYTES // per_tensor))
-        del want, got
-    return errors
+    feed = _bounded_rows(feed, ref_sess, names)
+    want = dict(zip(names, ref_sess.run(names, adapt_feed(feed, ref_sess))))
+    got = dict(zip(names, cand_sess.run(names, adapt_feed(feed, cand_sess))))
+    return {name: _rel_error(got[name], want[name]) for name in names}
+
+
+def _bounded_rows(feed: dict[str, np.ndarray], ref_sess, names: list[str]) -> dict[str, np.ndarray]:
+    """The first rows of `feed` whose exposed tensors fit `TENSOR_BYTES` (ORT allocates every exposed
+    tensor of a run, fetched or not): measured on one row. Only when every input's first axis has
+    the same size N > 1 (a batch); otherwise `feed` as it is."""
+    firsts = {np.shape(v)[0] for v in feed.values() if np.ndim(v) >= 1}
+    if len(firsts) != 1 or (rows := firsts.pop()) < 2:
+        return feed
+    one = {k: v[:1] if np.ndim(v) >= 1 else v for k, v in feed.items()}
+    per_row = sum(getattr(t, "nbytes", 0) for t in ref_sess.run(names, adapt_feed(one, ref_sess)))
+    keep = max(1, min(rows, TENSOR_BYTES // max(per_row, 1)))
+    return feed if keep == rows else {k: v[:keep] if np.ndim(v) >= 1 else v for k, v in feed.items()}
 
 
 def _fused_group(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], errors: dict,
