@@ -203,9 +203,10 @@ def measure_tensors(model: str | Path | onnx.ModelProto, reference: str | Path |
 def _bounded_rows(feed: dict[str, np.ndarray], ref_sess, names: list[str]) -> dict[str, np.ndarray]:
     """The first rows of `feed` whose exposed tensors fit `TENSOR_BYTES` (ORT allocates every exposed
     tensor of a run, fetched or not): measured on one row. Only when every input's first axis has
-    the same size N > 1 (a batch); otherwise `feed` as it is."""
+    the same size N > 1 and none is fixed in the model (a batch); otherwise `feed` as it is."""
     firsts = {np.shape(v)[0] for v in feed.values() if np.ndim(v) >= 1}
-    if len(firsts) != 1 or (rows := firsts.pop()) < 2:
+    fixed = any(i.shape and isinstance(i.shape[0], int) for i in ref_sess.get_inputs() if i.name in feed)
+    if fixed or len(firsts) != 1 or (rows := firsts.pop()) < 2:
         return feed
     one = {k: v[:1] if np.ndim(v) >= 1 else v for k, v in feed.items()}
     per_row = sum(getattr(t, "nbytes", 0) for t in ref_sess.run(names, adapt_feed(one, ref_sess)))
