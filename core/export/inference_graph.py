@@ -27,7 +27,13 @@ from onnxport.core.graph.passes import FOLDED, PassResult
 from onnxport.core.graph.prune import PrunePlan, plan_prune, prune
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.io.external_data import inline_nested_external
-from onnxport.core.io.model_io import add_light_initializers, byte_size, copy_model, copy_without_initializers
+from onnxport.core.io.model_io import (
+    add_light_initializers,
+    byte_size,
+    copy_model,
+    copy_without_initializers,
+    release,
+)
 from onnxport.core.io.parameter_set import ParameterSet
 
 KnownTypes = Callable[[str], "onnx.TypeProto | None"]  # a tensor's name -> its type where known
@@ -54,7 +60,7 @@ def build_inference_graph(model: onnx.ModelProto, model_path: Path | None, outpu
     if plan is None:
         plan = plan_prune(model, outputs, set(params) if params is not None else set())
     skeleton = copy_without_initializers(model)  # the passes edit this copy; `model` stays as given
-    prune(skeleton, plan)
+    release(prune(skeleton, plan).changes)  # a node each pruned: not freed in one call (model_io.release)
     check()
     if type_outputs or known_types is not None:  # outputs that were intermediate tensors
         _type_outputs(skeleton, model, plan, known_types, infer=type_outputs)

@@ -75,7 +75,7 @@ def _graph_inference_form(graph: onnx.GraphProto, changes: list[NodeChange]) -> 
     if own or added:
         del graph.node[:]
         extend_in_slices(graph.node, new_nodes)
-    release(new_nodes)  # a slice at a time (see model_io.release)
+    release(new_nodes, used)  # a slice at a time (see model_io.release)
     changes += own + added
     for node in graph.node:
         for _, body in bodies(node):

@@ -76,8 +76,7 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
     if changes:
         del graph.node[:]
         extend_in_slices(graph.node, live_nodes)
-    for wrappers in (nodes, remaining, live_nodes, folder.consumers):  # freed a slice at a time
-        release(wrappers)
+    release(nodes, remaining, live_nodes, folder.consumers, used, live_ids)  # a slice at a time
     notes = _drop_stale_value_info(graph, needed)
     return FoldResult(model, changed=bool(changes or notes), changes=changes, notes=notes, constants=needed)
 

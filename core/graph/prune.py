@@ -22,7 +22,7 @@ import onnx
 
 from onnxport.core.graph.passes import REMOVED, NodeChange, PassResult, node_label
 from onnxport.core.graph.uses import node_uses, used_names
-from onnxport.core.io.model_io import extend_in_slices, items_of
+from onnxport.core.io.model_io import extend_in_slices, items_of, release
 from onnxport.core.util.errors import UnknownOutputError
 from onnxport.core.util.progress import CancelToken
 from onnxport.core.util.suggest import did_you_mean
@@ -166,6 +166,7 @@ def prune(model: onnx.ModelProto, plan: PrunePlan,
         if graph.initializer[i].name not in needed:
             notes.append(f"initializer '{graph.initializer[i].name}' removed: nothing kept reads it")
             del graph.initializer[i]
+    release(kept, used, produced, by_name, known, kept_vi)  # not at once at the return (model_io.release)
     return PassResult(model, changed=_signature(graph) != before, changes=changes, notes=notes)
 
 

@@ -72,14 +72,17 @@ def _in_order(nodes: list[onnx.NodeProto]) -> bool:
     for node in nodes:
         produced.update(node.output)
     seen: set[str] = set()
-    for node in nodes:
-        for name in node.input:
-            if name in produced and name not in seen:
+    try:
+        for node in nodes:
+            for name in node.input:
+                if name in produced and name not in seen:
+                    return False
+            if has_bodies(node) and any(n in produced and n not in seen for n in subgraph_captures(node)):
                 return False
-        if has_bodies(node) and any(n in produced and n not in seen for n in subgraph_captures(node)):
-            return False
-        seen.update(node.output)
-    return True
+            seen.update(node.output)
+        return True
+    finally:
+        release(produced, seen)
 
 
 def topological_order(nodes: list[onnx.NodeProto]) -> list[int]:

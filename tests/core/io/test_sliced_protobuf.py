@@ -40,3 +40,12 @@ def test_release_empties_lists_and_dicts(monkeypatch):
     release(nodes)
     release(table)
     assert nodes == [] and table == {}
+
+
+def test_release_empties_sets_and_several_at_once(monkeypatch):
+    monkeypatch.setattr(model_io, "COPY_SLICE", 64)
+    nodes = items_of(_chain(300).graph.node)
+    names = {o for n in nodes for o in n.output}
+    table = {n.name: i for i, n in enumerate(nodes)}
+    release(nodes, names, table)
+    assert nodes == [] and names == set() and table == {}
