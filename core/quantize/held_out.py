@@ -5,7 +5,8 @@ Why: a search tuned on a few inputs overfits them (MiniLM: 0.990 promised on 4 r
 
 Contract:
 - `default_text(specs, model_path, tokenizer)`: the bundled sentences (resources/sentences.txt)
-  as batches for a text model whose Hugging Face tokenizer is known, else None.
+  as batches for a text model whose Hugging Face tokenizer is known (each batch cut after its
+  last real token unless the model fixes the length), else None.
 - `split(feeds, after=0)` -> `Split`: `held_out` the last batches, >= `HELD_OUT_SAMPLES` samples
   when there are twice that many, else half (one batch is cut in two); `search` the first ones
   (<= `SEARCH_SAMPLES`); `seen` all but the held-out part. Generated feeds are made afresh: the
@@ -72,7 +73,8 @@ def default_text(specs: Sequence, model_path: str | Path, tokenizer: str | Path 
     folder = Path(model_path).parent
     if tokenizer is None and not (folder / "tokenizer.json").is_file():
         return None
-    batches = text_feeds(TEXT_FILE, specs, find_tokenizer(tokenizer, model_path, TEXT_FILE))
+    batches = [_without_padding(b, specs)
+               for b in text_feeds(TEXT_FILE, specs, find_tokenizer(tokenizer, model_path, TEXT_FILE))]
     fixed = {s.shape[0] for s in specs if s.shape and isinstance(s.shape[0], int) and s.shape[0] > 0}
     if len(fixed) == 1:  # a fixed batch size (e.g. 1): rows in batches of exactly that many
         size = fixed.pop()
@@ -82,6 +84,18 @@ def default_text(specs: Sequence, model_path: str | Path, tokenizer: str | Path 
     source = open_feeds(batches, list(specs))
     source.description = f"bundled sentences ({TEXT_FILE.name}, {len(batches)} batch(es))"
     return source
+
+
+def _without_padding(batch: dict[str, np.ndarray], specs: Sequence) -> dict[str, np.ndarray]:
+    """A batch cut after its last real token (`attention_mask`), unless the model fixes the length: a
+    tokenizer padding to a fixed 128 (all-MiniLM-L6-v2's) made every run 5-8x longer, mostly padding."""
+    mask = batch.get("attention_mask")
+    if mask is None or np.ndim(mask) != 2 or not mask.any():
+        return batch
+    if any(s.shape and len(s.shape) == 2 and isinstance(s.shape[1], int) for s in specs):
+        return batch
+    used = int(np.flatnonzero(mask.any(axis=0)).max()) + 1
+    return {k: v[:, :used] if np.shape(v) == mask.shape else v for k, v in batch.items()}
 
 
 def calibration_needed(name: str) -> OnnxportError:
