@@ -3,17 +3,14 @@
     python -m bench startup_bench [--runs 5]
 
 A user feels the CLI as whole processes: interpreter start, imports, the work, exit. Each command
-runs `--runs` times as its own process (`sys.prefix/bin/onnxport`, round-robin so the machine's
-noise spreads over all of them); reported: the first run, the best and the median, and their
-ratios to the reference `python -c "import onnx, onnxruntime"` measured in the same rounds (the
-floor any onnxport command that touches a model pays). Commands, on resources/examples
-(eval_model.onnx + checkpoint): `--help`, `inspect`, `export` (to a temp folder), `validate` and
-`quantize --mode dynamic` of that export.
-
-Each command also runs once with `-X importtime` (PYTHONPROFILEIMPORTTIME=1): none of them may
-import torch, transformers or PySide6 for an ONNX model (torch alone costs seconds).
-Bars: `onnxport validate` <= 2.0 s (median) as a whole process; no heavy import; every command
-ends as expected: exit 0 (the example's 781 KB float model quantizes: int8 gains there).
+runs `--runs` times as its own process (round-robin, so the machine's noise spreads over all of
+them); reported: the first run, the best and the median, and their ratios to the reference
+`python -c "import onnx, onnxruntime"` of the same rounds. Commands on resources/examples: `--help`,
+`inspect`, `export`, `validate`, `quantize --mode dynamic`; and `inspect` of a 90 MB BERT-like
+float model (bench/bert_model.py, built here) against `onnx.load` of it. Children run with
+bytecode cached (build/bench/pycache when PYTHONDONTWRITEBYTECODE is set), as installs have it.
+Bars: validate <= 2.0 s (median); inspect 90 MB <= 1.3x onnx.load (medians); no torch,
+transformers or PySide6 import (`-X importtime`); every command exits 0.
 Writes build/bench/startup_bench.json; exit 1 if a bar is missed.
 """
 
@@ -34,6 +31,10 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "resources" / "examples"
 HEAVY = ("torch", "transformers", "PySide6")  # never needed to inspect/export/validate/quantize ONNX
 VALIDATE_BAR_S = 2.0
 REFERENCE = "python -c 'import onnx, onnxruntime'"
+LOAD_90MB = "python -c 'import onnx; onnx.load(90 MB)'"
+INSPECT_90MB = "onnxport inspect 90 MB"
+INSPECT_BAR = 1.3  # inspect of the 90 MB model / onnx.load of it, medians of whole processes
+BIG_MODEL = "bert_like.onnx"
 
 
 def commands(folder: Path) -> dict[str, list[str]]:
@@ -50,7 +51,18 @@ def commands(folder: Path) -> dict[str, list[str]]:
         "onnxport validate": [cli, "validate", exported, "--reference", model, "--checkpoint", checkpoint],
         "onnxport quantize --mode dynamic": [cli, "quantize", exported, "-o", str(folder / "int8_{i}.onnx"),
                                              "--mode", "dynamic"],
+        LOAD_90MB: [sys.executable, "-c", f"import onnx; onnx.load({str(folder / BIG_MODEL)!r})"],
+        INSPECT_90MB: [cli, "inspect", str(folder / BIG_MODEL)],
     }
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The commands' environment: bytecode cached as an installed package has it (without it every
+    run compiles onnxport's modules again, and not onnx's, which pip compiled)."""
+    env = dict(os.environ, **extra)
+    if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None or sys.flags.dont_write_bytecode:
+        env.setdefault("PYTHONPYCACHEPREFIX", str((OUT / "pycache").resolve()))
+    return env
 
 
 # Commands whose right answer on the example is a refusal: name -> (exit code, words in stderr).
@@ -67,13 +79,13 @@ def _unexpected(name: str, proc: subprocess.CompletedProcess) -> bool:
 def run_once(argv: list[str], i: int, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
     argv = [a.replace("{i}", str(i)) for a in argv]
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env or child_env(), stdin=subprocess.DEVNULL)
     return time.perf_counter() - start, proc
 
 
 def heavy_imports(argv: list[str], i: int) -> list[str]:
     """Top-level packages of HEAVY that the command imports (from `-X importtime`'s report)."""
-    _, proc = run_once(argv, i, env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1"))
+    _, proc = run_once(argv, i, env=child_env(PYTHONPROFILEIMPORTTIME="1"))
     found = set()
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and line.count("|") == 2:
@@ -88,6 +100,9 @@ def measure(runs: int, folder: Path) -> list[dict]:
     _, proc = run_once(cmds["onnxport export"][:-1] + [str(folder / "model.onnx")], 0)  # what validate reads
     if proc.returncode:
         raise SystemExit(f"export of the bundled example failed: {proc.stderr.strip()[-300:]}")
+    from bench.bert_model import write_bert_like
+
+    write_bert_like(folder / BIG_MODEL)  # ~90 MB of inline float weights, ~450 nodes
     times: dict[str, list[float]] = {name: [] for name in cmds}
     failures: dict[str, str] = {}
     for i in range(runs):
@@ -109,11 +124,19 @@ def measure(runs: int, folder: Path) -> list[dict]:
     return rows
 
 
+def inspect_vs_load(rows: list[dict]) -> dict[str, float]:
+    """`onnxport inspect` of the 90 MB model over `onnx.load` of it: medians and bests."""
+    inspect, load = (next(r for r in rows if r["command"] == name) for name in (INSPECT_90MB, LOAD_90MB))
+    return {"median": inspect["median_s"] / load["median_s"], "best": inspect["best_s"] / load["best_s"]}
+
+
 def bars(rows: list[dict]) -> dict[str, bool]:
     validate = next(r for r in rows if r["command"] == "onnxport validate")
-    onnxport = [r for r in rows if r["command"] != REFERENCE]
+    onnxport = [r for r in rows if r["command"] not in (REFERENCE, LOAD_90MB)]
     return {
         f"onnxport validate <= {VALIDATE_BAR_S} s (median, whole process)": validate["median_s"] <= VALIDATE_BAR_S,
+        f"inspect 90 MB <= {INSPECT_BAR}x onnx.load (medians, whole processes)":
+            inspect_vs_load(rows)["median"] <= INSPECT_BAR,
         f"no {'/'.join(HEAVY)} imported": not any(r["heavy_imports"] for r in onnxport),
         "every command ends as expected": not any(r["error"] for r in rows),
     }
@@ -143,10 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = bars(rows)
     print(f"{args.runs} runs each, whole processes ({sys.prefix}/bin/onnxport); reference: {REFERENCE}")
     print(table(rows))
+    ratio = inspect_vs_load(rows)
+    print(f"inspect 90 MB vs onnx.load: x{ratio['median']:.2f} (medians), x{ratio['best']:.2f} (bests)")
     for name, ok in verdicts.items():
         print(f"  {'ok  ' if ok else 'MISS'} {name}")
     data = {"runs": args.runs, "python": sys.version.split()[0], "reference": REFERENCE, "commands": rows,
-            "bars": verdicts, "passed": all(verdicts.values())}
+            "inspect_90mb_vs_load": ratio, "bars": verdicts, "passed": all(verdicts.values())}
     (OUT / "startup_bench.json").write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {OUT / 'startup_bench.json'}")
     return 0 if data["passed"] else 1
