@@ -65,3 +65,14 @@ def test_a_file_that_shrinks_while_it_is_parsed_is_refused(tmp_path):
                           timeout=120, cwd=os.getcwd())
     assert done.returncode == 0, done.stderr[-500:]
     assert "changed while it was read" in done.stdout
+
+
+def test_a_file_system_that_cannot_map_files_is_read_whole(tmp_path, mapped, monkeypatch):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model_bytes())
+
+    def no_map(*args, **kwargs):
+        raise OSError(19, "No such device")  # what mmap says on a file system without it
+
+    monkeypatch.setattr(model_io.mmap, "mmap", no_map)
+    assert read_graph(path)[0] == onnx.load(path)
