@@ -7,11 +7,11 @@ blocks (`search.blocks_of`), single nodes in small models (`SINGLE_NODES_UP_TO`)
 the quantizable producers of its inputs (`expand`). Units are measured cheapest first (share of the
 weights they keep float); the first that meets the target alone ends the measuring. Otherwise they
 are added by loss removed per share (+ `FREE_SHARE`), up to `MAX_FLOAT_SHARE`, until the target plus
-margin is met; units the others make unnecessary are dropped. A set of float nodes runs once (a
-trial equal to a unit reuses its verdict). The answer is quantized for real and validated; if it
-misses, the next units follow, for at most `MAX_ROUNDS` attempts. Bounded: at most
-`MAX_EVALUATIONS` switched runs on `search.SEARCH_BATCHES` batches; `LoopResult.search`: "capped"
-when the budget cut it short, "reused" verdicts.
+margin is met; units the others make unnecessary are dropped. A set of float nodes runs once. The
+answer is quantized for real and checked, then with int8 weights for the big weights kept float
+(weight_only.py), kept if it still passes; if it misses, the next units follow, for at most
+`MAX_ROUNDS` attempts. Bounded: at most `MAX_EVALUATIONS` switched runs on `search.SEARCH_BATCHES`
+batches; `LoopResult.search`: "capped" (budget hit), "reused" verdicts, "int8_weights".
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ import onnx
 
 from onnxport.core.evaluate.compare import Thresholds
 from onnxport.core.evaluate.feeds import FeedSource
-from onnxport.core.evaluate.runtime import load_full
+from onnxport.core.evaluate.runtime import load_full, model_size
 from onnxport.core.export.staging import Staging
 from onnxport.core.quantize.attempt_check import AttemptChecker
 from onnxport.core.quantize.search import (
     SEARCH_BATCHES,
+    SEARCH_MARGIN,
     Attempt,
     LoopResult,
     Verdict,
@@ -37,6 +38,7 @@ from onnxport.core.quantize.search import (
     blocks_of,
     search_bench,
 )
+from onnxport.core.quantize.weight_only import int8_weights
 from onnxport.core.util.progress import Reporter
 
 SEGMENTS = 12
@@ -45,6 +47,8 @@ MAX_NAMED_BLOCKS = 16
 MAX_EVALUATIONS = 64
 MAX_ROUNDS = 3
 FREE_SHARE = 0.02
+WEIGHT_ONLY_MIN_VALUES = 8192  # smaller weights stay float: a DequantizeLinear per run costs more than it saves
+BIG_MODEL_BYTES = 1536 << 20  # weight_only.py writes one file (no external data)
 MAX_FLOAT_SHARE = 0.5  # never keep more of the weights float than this: the result would hardly gain
 
 
@@ -141,12 +145,34 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
         dst = attempt_file(attempt, stage, name, round_, excluded + kept)
         shutil.rmtree(previous.parent, ignore_errors=True)
         if checker(dst, kept, attempts):
-            return LoopResult(dst, kept, attempts, True, info)
+            light = _with_int8_weights(dst, kept, stage, checker, attempts, info, thresholds)
+            return LoopResult(light, kept, attempts, True, info)
         more, rest = rest[: 2 ** (round_ - 1)], rest[2 ** (round_ - 1):]
         if not more:
             break
         kept = list(dict.fromkeys(kept + [m for u in more for m in u.members]))
     return LoopResult(dst, kept, attempts, False, info)
+
+
+def _with_int8_weights(dst: Path, kept: list[str], stage: Staging, checker: AttemptChecker, attempts: list[dict],
+                       info: dict, thresholds: Thresholds) -> Path:
+    """`dst` with int8 weights for the big weights of the nodes kept in float (weight_only.py) when that
+    meets the target plus the search's margin on the search inputs (room for held-out ones: the
+    detector's 0.9905 there was 0.9898 on other pages), else `dst`; `info["int8_weights"]`: how many."""
+    if model_size(dst) > BIG_MODEL_BYTES:
+        return dst
+    light = stage.path("int8_weights")
+    light.mkdir(exist_ok=True)
+    light = light / dst.name
+    count = int8_weights(dst, light, kept, WEIGHT_ONLY_MIN_VALUES)
+    if not count:
+        return dst
+    margin = SEARCH_MARGIN * (1.0 - thresholds.min_cosine)
+    if checker(light, kept, attempts) and attempts[-1]["min_cosine"] >= min(1.0, thresholds.min_cosine + margin):
+        info["int8_weights"] = count
+        return light
+    attempts.pop()  # not taken: the record of the file written stays the last
+    return dst
 
 
 def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
@@ -235,6 +261,9 @@ def search_notes(info: dict, mode: str) -> list[str]:
                  f"in float, {info['evaluations']} runs"]
     if info.get("kept_units"):
         lines.append(f"kept in float by unit: {'; '.join(info['kept_units'])}")
+    if info.get("int8_weights"):
+        lines.append(f"int8 weights for {info['int8_weights']} of the nodes kept in float (they compute in float: "
+                     "their activations are what int8 could not hold)")
     if info.get("capped"):
         lines.append(f"accuracy search stopped at its budget of {MAX_EVALUATIONS} runs: the nodes kept in float "
                      "may be more than needed")

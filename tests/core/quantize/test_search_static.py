@@ -12,29 +12,38 @@ from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.quantize import quantize
 
 
-def outlier_cnn() -> onnx.ModelProto:
-    """conv1 makes one channel ~100x the others (one uint8 scale cannot hold both), conv2 scales it
-    back down, conv3 (the heavy one) mixes: quantized whole, the small channels are lost."""
+def outlier_cnn(boost: float = 100.0, shrink: float = 0.01, middle: int = 8, kernel: int = 1) -> onnx.ModelProto:
+    """conv1 makes one channel `boost` x the others (one uint8 scale cannot hold both), conv2 scales
+    it back down by `shrink`, conv3 (the heavy one) mixes: quantized whole, the small channels are lost."""
     rng = np.random.default_rng(0)
     w1 = rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32)
-    w1[0] *= 100.0
-    w2 = rng.normal(0, 0.3, (8, 8, 1, 1)).astype(np.float32)
-    w2[:, 0] *= 0.01
-    w3 = rng.normal(0, 0.1, (64, 8, 3, 3)).astype(np.float32)
+    w1[0] *= boost
+    w2 = rng.normal(0, 0.3, (middle, 8, kernel, kernel)).astype(np.float32)
+    w2[:, 0] *= shrink
+    w3 = rng.normal(0, 0.1, (64, middle, 3 // kernel, 3 // kernel)).astype(np.float32)
     inits = [numpy_helper.from_array(w, n) for w, n in ((w1, "w1"), (w2, "w2"), (w3, "w3"))]
+    pad2, pad3 = [kernel // 2] * 4, [(3 // kernel) // 2] * 4
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="conv1", pads=[1, 1, 1, 1]),
-             helper.make_node("Conv", ["a", "w2"], ["b"], name="conv2"),
-             helper.make_node("Conv", ["b", "w3"], ["y"], name="conv3", pads=[1, 1, 1, 1])]
+             helper.make_node("Conv", ["a", "w2"], ["b"], name="conv2", pads=pad2),
+             helper.make_node("Conv", ["b", "w3"], ["y"], name="conv3", pads=pad3)]
     graph = helper.make_graph(nodes, "outlier", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 16, 16])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def _calibration() -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(1)
+    return [{"x": rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)} for _ in range(48)]
+
+
+def _static(src, dst):
+    return quantize(src, dst, "static",
+                    QuantizeOptions(calibration=_calibration(), int8_path="avx2", op_types=["Conv"], per_channel=True))
+
+
 def test_each_float_set_runs_once_and_the_cheapest_passing_unit_ends_the_search(tmp_path, monkeypatch):
     src = tmp_path / "cnn.onnx"
     onnx.save_model(outlier_cnn(), str(src))
-    rng = np.random.default_rng(1)
-    data = [{"x": rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)} for _ in range(48)]
     ran: list[frozenset] = []
     original = qdq_switch.QdqRunner.run
 
@@ -43,8 +52,7 @@ def test_each_float_set_runs_once_and_the_cheapest_passing_unit_ends_the_search(
         return original(self, keep_float)
 
     monkeypatch.setattr(qdq_switch.QdqRunner, "run", spy)
-    result = quantize(src, tmp_path / "out.onnx", "static",
-                      QuantizeOptions(calibration=data, int8_path="avx2", op_types=["Conv"], per_channel=True))
+    result = _static(src, tmp_path / "out.onnx")
     search = result.search
     assert search["base_min_cosine"] < 0.99 and result.validation.passed
     assert len(ran) == len(set(ran)) == search["evaluations"]  # no set of float nodes measured twice
@@ -53,3 +61,40 @@ def test_each_float_set_runs_once_and_the_cheapest_passing_unit_ends_the_search(
     # so {conv2, conv3} (the heavy one) is never measured
     assert ran == [frozenset(), frozenset({"conv1"}), frozenset({"conv1", "conv2"})]
     assert set(result.kept_float_nodes) == {"conv1", "conv2"}
+
+
+def _weight_source(model: onnx.ModelProto, node: str) -> tuple[str, int | None]:
+    """(op type producing the weight `node` reads, or 'initializer'; its element type if an initializer)."""
+    conv = next(n for n in model.graph.node if n.name == node)
+    inits = {t.name: t for t in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    weight = conv.input[1]
+    if weight in inits:
+        return "initializer", inits[weight].data_type
+    dq = producer[weight]
+    return dq.op_type, inits[dq.input[0]].data_type if dq.input[0] in inits else None
+
+
+def test_a_node_kept_in_float_keeps_its_big_weight_in_int8(tmp_path):
+    """conv2 (9,216 weights) must compute in float (its input's outlier channel), but its weight
+    survives int8: stored so, dequantized in front of it, the model checked again."""
+    src = tmp_path / "cnn.onnx"
+    onnx.save_model(outlier_cnn(boost=50.0, shrink=0.05, middle=128, kernel=3), str(src))
+    result = _static(src, tmp_path / "out.onnx")
+    assert set(result.kept_float_nodes) == {"conv1", "conv2"} and result.validation.passed
+    assert result.search["int8_weights"] == 1
+    written = onnx.load(str(result.path))
+    assert _weight_source(written, "conv2") == ("DequantizeLinear", TensorProto.INT8)
+    assert not any(n.op_type == "QuantizeLinear" and n.output[0] in set(next(
+        c for c in written.graph.node if c.name == "conv2").input) for n in written.graph.node)
+    assert result.size_bytes < 0.4 * result.source_size_bytes  # conv2's 36 KB as 9 KB
+
+
+def test_int8_weights_that_miss_the_target_are_not_kept(tmp_path):
+    """With conv2's outlier column at 0.01x, its int8 weights cost the target: the float file stays."""
+    src = tmp_path / "cnn.onnx"
+    onnx.save_model(outlier_cnn(boost=100.0, shrink=0.01, middle=128, kernel=3), str(src))
+    result = _static(src, tmp_path / "out.onnx")
+    assert set(result.kept_float_nodes) == {"conv1", "conv2"} and result.validation.passed
+    assert "int8_weights" not in result.search
+    assert _weight_source(onnx.load(str(result.path)), "conv2") == ("initializer", TensorProto.FLOAT)
