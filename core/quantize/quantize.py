@@ -181,15 +181,15 @@ def quantize(
         refs = ReferenceRuns(session=None if big else float_session)  # the float model loads and runs once
         del float_session
 
-        def verdict(dst: Path) -> ValidationReport:
+        def verdict(dst: Path, at: float = 0.93) -> ValidationReport:  # `at`: where progress stands
             report.check()
-            report(0.93, "validating against the float32 model on held-out inputs")
+            report(at, "validating against the float32 model on held-out inputs")
             return validate(dst, model_path, inputs=parts.held_out, thresholds=thresholds or LOSSY, layers=True,
                             reuse=refs)
 
         if mode == "dynamic" and thresholds is not None:
             outcome = search.dynamic_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
-                                          ranked_ops, loop, verdict if parts.apart else None)
+                                          ranked_ops, loop, (lambda d: verdict(d, 0.4)) if parts.apart else None)
         elif mode == "static" and thresholds is not None:
             outcome = static_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
                                   ranked_ops, loop, _input_producers(prepared, ranked_ops))

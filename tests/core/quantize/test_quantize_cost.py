@@ -110,3 +110,17 @@ def test_every_tensor_is_compared_on_as_many_rows_as_fit_the_budget(tmp_path, mo
     monkeypatch.setattr(ort.InferenceSession, "run", run)
     assert sensitivity.measure_tensors(int8, model, feed) == two_rows  # the first two rows' figures
     assert max(rows) == 2 and rows[0] == 1  # one row to size them, then two a run
+
+
+def test_the_first_attempts_verdict_comes_before_the_search_in_the_progress(tmp_path):
+    """The first attempt is judged on held-out inputs before any search: its progress line must not
+    read as the end of the job (0.93) and then fall back to the search's fractions."""
+    from ..quant_models import outlier_mlp, save
+
+    seen: list[tuple[float, str]] = []
+    result = quantize(save(outlier_mlp(), tmp_path / "outlier.onnx"), tmp_path / "q.onnx", "dynamic",
+                      QuantizeOptions(int8_path=PIN), progress=lambda f, m: seen.append((f, m)))
+    assert result.kept_float_nodes and result.attempts[0]["inputs"] == "held out"
+    verdicts = [f for f, m in seen if "held-out" in m]
+    search = next(f for f, m in seen if m.startswith("measuring what keeping"))
+    assert len(verdicts) == 2 and verdicts[0] <= search < verdicts[1]
