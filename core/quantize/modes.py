@@ -5,6 +5,8 @@ nodes named in `exclude` in float, and nothing else:
 - dynamic: `quantize_dynamic`, int8 weights, activations quantized at run time; MatMul, Gather,
   Attention, LSTM, EmbedLayerNormalization by default, never Conv (ORT's CPU provider has no
   ConvInteger for int8 weights); MatMuls of two activations stay float; If/Loop/Scan bodies too.
+  `dynamic_source` first moves the outlier input channels of weight MatMuls into float MatMuls
+  beside them (outlier_plan.py, exact in float); `dynamic` always leaves those in float.
 - static: QDQ form, uint8 activations, int8 weights, ranges from `calibration.calibrate` computed
   once; main graph only (gain.static_reach); Gemm biases written 1-D first (gemm_bias.py).
 - fp16: our converter (fp16.py) plus the nodes `fp16_beyond` measured past float16's range; op
@@ -30,6 +32,7 @@ from onnxport.core.quantize.domains import declare_used_domains, drop_unused_dom
 from onnxport.core.quantize.fp16 import to_float16
 from onnxport.core.quantize.gemm_bias import flatten_gemm_biases
 from onnxport.core.quantize.int4 import int4  # noqa: F401 - the int4 mode, called as modes.int4
+from onnxport.core.quantize.outlier_split import SUFFIX as OUTLIER_SUFFIX
 from onnxport.core.util.errors import OnnxportError
 
 DYNAMIC_OP_TYPES = ("MatMul", "Gather", "Attention", "LSTM", "EmbedLayerNormalization")
@@ -48,15 +51,31 @@ def dynamic(src: Path, dst: Path, *, op_types, per_channel: bool, reduce_range: 
     """`subgraphs`: whether the model has If/Loop/Scan bodies to quantize too (None: look)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    model = onnx.load_model(str(src), load_external_data=False)
     if subgraphs is None:
-        subgraphs = has_subgraphs(src)
+        subgraphs = any(has_bodies(n) for n in model.graph.node)
+    outlier_parts = [n.name for n in model.graph.node if n.name.endswith(OUTLIER_SUFFIX)]  # float by design
+    del model
     options = {"MatMulConstBOnly": True, **({"EnableSubgraph": True} if subgraphs else {})}
     quantize_dynamic(
         str(src), str(dst), op_types_to_quantize=list(op_types or DYNAMIC_OP_TYPES), per_channel=per_channel,
-        reduce_range=reduce_range, weight_type=QuantType.QInt8, nodes_to_exclude=list(exclude),
+        reduce_range=reduce_range, weight_type=QuantType.QInt8, nodes_to_exclude=list(exclude) + outlier_parts,
         use_external_data_format=big, extra_options=options,
     )
     tidy_written(dst)
+
+
+def dynamic_source(prepared: Path, feeds, dst: Path, notes: list[str], op_types, big: bool) -> Path:
+    """The model the dynamic attempts quantize: `prepared` with its weight MatMuls' outlier input
+    channels split off into float MatMuls (written to `dst`, checked equal in float), or `prepared`
+    itself (MatMul not quantized, a big model, nothing to split). `feeds`: the search's part only."""
+    if big or (op_types and "MatMul" not in op_types):
+        return prepared
+    from onnxport.core.quantize.outlier_plan import split_for_dynamic
+
+    split = split_for_dynamic(prepared, dst, feeds, workdir=dst.parent)
+    notes += split.notes
+    return split.path
 
 
 def has_subgraphs(path: Path) -> bool:

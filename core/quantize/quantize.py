@@ -153,6 +153,8 @@ def quantize(
             tensors_range, means = _calibrate(prepared, calibration, specs, stage.path(""), big, op_types,
                                               report.sub(0.1, 0.4), notes, like=fitted)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
+        if mode == "dynamic":  # outlier channels in float beside the int8 rest: exact in float (outlier_plan.py)
+            prepared = modes.dynamic_source(prepared, val_feeds, stage.path("split.onnx"), notes, op_types, big)
 
         gemms = {n.name for g in gain.all_graphs(load_graph(prepared)) for n in g.node
                  if n.op_type == "Gemm"} if mode == "dynamic" else set()

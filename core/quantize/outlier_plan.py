@@ -1,0 +1,95 @@
+"""The float model the dynamic mode quantizes: outlier channels split off (outlier_split.py), checked.
+
+Contract: `split_for_dynamic(src, dst, feeds, workdir=...)` measures max|x_j| of every activation a
+weight MatMul reads in one float run over `feeds` (up to `MAX_FEEDS` batches: the search's part,
+never the held-out one), picks the outlier channels, rewrites the model and writes it to `dst`;
+then runs both models on the first feed and keeps the rewrite only if every output agrees within
+float32 tolerance. Returns a `Split` (the model to quantize, the float MatMuls to exclude, a note);
+nothing to split, a model with external data, or a rewrite that does not agree: `src`, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxport.core.evaluate.runtime import adapt_feed, session
+from onnxport.core.io.external_data import has_external
+from onnxport.core.quantize.outlier_split import chosen_channels, split_outliers, weight_matmuls
+
+MAX_FEEDS = 8
+RTOL, ATOL = 1e-3, 1e-4  # float32 re-association of a sum of a few hundred products
+
+
+@dataclass
+class Split:
+    path: Path
+    float_nodes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def channel_maxima(model: onnx.ModelProto, feeds: Iterable[dict], workdir: Path | None = None,
+                   max_feeds: int = MAX_FEEDS) -> dict[str, np.ndarray]:
+    """max|x_j| per last-axis channel of each activation read by a weight MatMul, over `feeds`."""
+    names = list(weight_matmuls(model.graph))
+    if not names:
+        return {}
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    have = {o.name for o in probe.graph.output}
+    probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
+    sess = session(probe, label="float model (MatMul inputs exposed)", workdir=workdir)
+    del probe
+    peaks: dict[str, np.ndarray] = {}
+    for count, feed in enumerate(feeds):
+        if count >= max_feeds:
+            break
+        for name, value in zip(names, sess.run(names, adapt_feed(feed, sess))):
+            value = np.asarray(value, np.float32)
+            if value.ndim == 0 or not value.size:
+                continue
+            peak = np.abs(value.reshape(-1, value.shape[-1])).max(axis=0)
+            peaks[name] = np.maximum(peaks[name], peak) if name in peaks and peaks[name].shape == peak.shape else peak
+    return peaks
+
+
+def split_for_dynamic(src: Path, dst: Path, feeds, *, workdir: Path | None = None) -> Split:
+    """See the module docstring."""
+    model = onnx.load_model(str(src), load_external_data=False)
+    if has_external(model):
+        return Split(src)  # big models: not rewritten (their weights would be read into memory)
+    groups = chosen_channels(model, channel_maxima(model, feeds, workdir))
+    if not groups:
+        return Split(src)
+    added = split_outliers(model, groups)
+    onnx.save_model(model, str(dst))
+    first = next(iter(feeds), None)
+    if first is not None and not _agree(src, dst, first, workdir):
+        return Split(src, notes=["outlier channels: the rewritten float model did not match the source; "
+                                 "quantized as it is"])
+    channels = sum(len(g.channels) for g in groups.values())
+    return Split(dst, added, [f"outlier channels: {channels} input channel(s) of {len(added)} MatMul(s) "
+                              "computed in float beside the int8 rest (outlier_split.py)"])
+
+
+def _agree(src: Path, dst: Path, feed: dict, workdir: Path | None) -> bool:
+    before, after = session(src, workdir=workdir), session(dst, workdir=workdir)
+    names = [o.name for o in before.get_outputs()]
+    try:
+        expected = before.run(names, adapt_feed(feed, before))
+        got = after.run(names, adapt_feed(feed, after))
+    except Exception:  # noqa: BLE001 - ORT refusing the rewrite means it is not equivalent
+        return False
+    return all(_close(g, e) for g, e in zip(got, expected))
+
+
+def _close(got, expected) -> bool:
+    got, expected = np.asarray(got), np.asarray(expected)
+    if expected.dtype.kind != "f" or not expected.size:
+        return bool(np.array_equal(got, expected))
+    scale = max(1.0, float(np.abs(expected).max()))
+    return bool(np.allclose(got, expected, rtol=RTOL, atol=ATOL * scale))

@@ -1,0 +1,185 @@
+"""Outlier input channels of a MatMul computed in float beside the int8 rest: an exact float rewrite.
+
+Why: dynamic int8 quantizes a MatMul's activation per tensor and its weight per output column. One
+input channel j whose max|x_j| * max|W[j]| dwarfs the others' (all-MiniLM-L6-v2's FFN output
+projections: a GELU channel and its weight row, both far above the rest) sets both scales and
+rounds every other channel away; rescaling (SmoothQuant) cannot remove it: the product is invariant.
+
+Contract: `chosen_channels(model, maxima)` -> {activation: Group}: for the activations read by
+MatMuls with a constant 2-D float weight (main graph), the union of the top channels scoring
+over `ratio` x their MatMul's median, for all those MatMuls. `split_outliers(model, groups)` rewrites `model` in place: rows j of each
+weight zeroed, x_j zeroed (in the constant vector Mul producing x if only those MatMuls read it,
+else by one shared 0/1 Mul), y = x' @ W' (+ its bias Add, kept next to it for ORT's fusion)
++ Gather(x, j) @ W[j] in float. Returns the float MatMuls' names (all end in `SUFFIX`: the
+quantizer leaves them float). Outputs equal the original within float32 rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from onnxport.core.graph.runnable import topological_sort
+
+RATIO = 24.0  # a channel is an outlier when its score passes this many medians of its MatMul
+MAX_CHANNELS = 4  # per MatMul: a few channels in float, never a whole MatMul
+SUFFIX = "/outlier_float"
+
+
+@dataclass
+class Group:
+    """The MatMuls reading one activation, and the channels of it computed in float."""
+
+    activation: str
+    matmuls: list[str] = field(default_factory=list)
+    channels: list[int] = field(default_factory=list)
+
+
+def weight_matmuls(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """activation -> the MatMuls reading it as input A with a constant 2-D float32 weight as B."""
+    weights = {t.name: t for t in graph.initializer}
+    found: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        if node.op_type != "MatMul" or len(node.input) != 2 or node.input[0] in weights:
+            continue
+        w = weights.get(node.input[1])
+        if w is not None and len(w.dims) == 2 and w.data_type == onnx.TensorProto.FLOAT:
+            found.setdefault(node.input[0], []).append(node)
+    return found
+
+
+def chosen_channels(model: onnx.ModelProto, maxima: dict[str, np.ndarray], *, ratio: float = RATIO,
+                    max_channels: int = MAX_CHANNELS) -> dict[str, Group]:
+    """Per activation, the union over its MatMuls of the (<= `max_channels`) channels whose
+    max|x_j| * max|W[j]| passes `ratio` x that MatMul's median score. `maxima[x]`: max|x_j| per channel."""
+    weights = {t.name: t for t in model.graph.initializer}
+    groups: dict[str, Group] = {}
+    for activation, nodes in weight_matmuls(model.graph).items():
+        peak = maxima.get(activation)
+        if peak is None:
+            continue
+        group = Group(activation)
+        for node in nodes:
+            w = numpy_helper.to_array(weights[node.input[1]])
+            if w.shape[0] != peak.shape[-1]:
+                group.channels = []
+                break  # not a channel-wise product: leave this activation alone
+            score = peak * np.abs(w).max(axis=1)
+            median = float(np.median(score))
+            top = np.argsort(score)[::-1][:max_channels]
+            group.channels += [int(j) for j in top if score[j] > ratio * median > 0 and int(j) not in group.channels]
+            group.matmuls.append(node.name)
+        if group.channels:  # every reader gets the masked activation: its outlier no longer sets their scale
+            group.channels.sort()
+            groups[activation] = group
+    return groups
+
+
+def split_outliers(model: onnx.ModelProto, groups: dict[str, Group]) -> list[str]:
+    """See the module docstring; the names of the float MatMuls added."""
+    graph = model.graph
+    weights = {t.name: t for t in graph.initializer}
+    producer = {o: n for n in graph.node for o in n.output}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    outputs = {o.name for o in graph.output}
+    by_name = {n.name: n for n in graph.node}
+    added: list[str] = []
+    for activation, group in groups.items():
+        if not group.channels or not group.matmuls:
+            continue
+        nodes = [by_name[name] for name in group.matmuls]
+        idx = np.array(group.channels, np.int64)
+        tag = _unique(weights, activation.strip("/").replace("/", "_"))
+        size = numpy_helper.to_array(weights[nodes[0].input[1]]).shape[0]
+        source, factor, masked = _masked(graph, weights, producer, activation, idx, size, tag,
+                                         alone=readers.get(activation, 0) == len(nodes) and activation not in outputs)
+        graph.initializer.append(numpy_helper.from_array(idx, f"{tag}{SUFFIX}_channels"))
+        picked = f"{tag}{SUFFIX}_x"
+        graph.node.append(helper.make_node("Gather", [source, f"{tag}{SUFFIX}_channels"], [picked], axis=-1,
+                                           name=f"{tag}{SUFFIX}_gather"))
+        for node in nodes:
+            w = numpy_helper.to_array(weights[node.input[1]]).copy()
+            rows = (factor[:, None] * w[idx]).astype(np.float32)
+            w[idx] = 0.0
+            weights[node.input[1]].CopyFrom(numpy_helper.from_array(w, node.input[1]))
+            rows_name = _unique(weights, f"{node.name}{SUFFIX}_weight")
+            graph.initializer.append(numpy_helper.from_array(rows, rows_name))
+            weights[rows_name] = graph.initializer[-1]
+            node.input[0] = masked
+            tail = _bias_add(graph, weights, node, outputs) or node  # after the bias: ORT fuses that Add
+            out = tail.output[0]
+            name = f"{node.name}{SUFFIX}"
+            tail.output[0] = f"{name}_int8_part"
+            graph.node.append(helper.make_node("MatMul", [picked, rows_name], [f"{name}_part"], name=name))
+            graph.node.append(helper.make_node("Add", [tail.output[0], f"{name}_part"], [out], name=f"{name}_add"))
+            added.append(name)
+    topological_sort(graph)
+    return added
+
+
+def _bias_add(graph, weights, node: onnx.NodeProto, outputs: set[str]) -> onnx.NodeProto | None:
+    """The Add of a constant 1-D bias that alone reads `node`'s output, if any."""
+    out = node.output[0]
+    readers = [n for n in graph.node if out in n.input]
+    if out in outputs or len(readers) != 1 or readers[0].op_type != "Add" or len(readers[0].input) != 2:
+        return None
+    other = [i for i in readers[0].input if i != out]
+    bias = weights.get(other[0]) if len(other) == 1 else None
+    return readers[0] if bias is not None and len(bias.dims) == 1 else None
+
+
+def _masked(graph, weights, producer, activation: str, idx: np.ndarray, size: int, tag: str,
+            alone: bool) -> tuple[str, np.ndarray, str]:
+    """(tensor the float part gathers from, factor of its rows, the masked activation's name)."""
+    node = producer.get(activation)
+    const = _constant_factor(node, weights, size) if alone and node is not None else None
+    if const is not None:  # x = t * c read only by these MatMuls: c_j = 0, the float part reads t
+        position, values = const
+        other = node.input[1 - position]
+        name = _unique(weights, f"{tag}{SUFFIX}_factor")
+        factor = values[idx].copy()
+        values = values.copy()
+        values[idx] = 0.0
+        graph.initializer.append(numpy_helper.from_array(values.astype(np.float32), name))
+        weights[name] = graph.initializer[-1]
+        node.input[position] = name
+        return other, factor, activation
+    mask = np.ones(size, np.float32)
+    mask[idx] = 0.0
+    name = _unique(weights, f"{tag}{SUFFIX}_mask")
+    graph.initializer.append(numpy_helper.from_array(mask, name))
+    weights[name] = graph.initializer[-1]
+    masked = f"{tag}{SUFFIX}_masked"
+    graph.node.append(helper.make_node("Mul", [activation, name], [masked], name=f"{tag}{SUFFIX}_mask"))
+    return activation, np.ones(len(idx), np.float32), masked
+
+
+def _constant_factor(node: onnx.NodeProto, weights, size: int) -> tuple[int, np.ndarray] | None:
+    """(input position, factor per channel) when `node` is a Mul by a float32 constant [1.., size]."""
+    if node.op_type != "Mul" or len(node.input) != 2:
+        return None
+    consts = [i for i, name in enumerate(node.input) if name in weights]
+    if len(consts) != 1 or node.input[1 - consts[0]] in weights:
+        return None
+    t = weights[node.input[consts[0]]]
+    if t.data_type != onnx.TensorProto.FLOAT:
+        return None
+    dims = list(t.dims)
+    if not dims or any(d != 1 for d in dims[:-1]) or dims[-1] != size:
+        return None  # a scalar factor stays one: fusions look for it (GELU's 0.5: Gelu, BiasGelu)
+    value = numpy_helper.to_array(t).astype(np.float32).reshape(-1)
+    return consts[0], value
+
+
+def _unique(taken, name: str) -> str:
+    found, n = name, 1
+    while found in taken:
+        n += 1
+        found = f"{name}_{n}"
+    return found
