@@ -36,6 +36,7 @@ from onnxport.core.quantize import MODES, cpu_int8, gain, held_out, modes, searc
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.quantize.fp16_loop import fp16_loop
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.quantize.search_static import search_notes, static_loop
@@ -55,9 +56,7 @@ __all__ = ["MODES", "QuantizeOptions", "QuantizeResult", "quantize", "requantize
 
 @with_quiet_onnxruntime
 def quantize(
-    model_path: str | Path,
-    out_path: str | Path,
-    mode: str,
+    model_path: str | Path, out_path: str | Path, mode: str,
     options: QuantizeOptions | None = None,
     *,
     progress: ProgressFn | None = None,
@@ -195,9 +194,9 @@ def quantize(
         elif mode == "static" and thresholds is not None:
             outcome = static_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
                                   ranked_ops, loop, _input_producers(prepared, ranked_ops))
-        else:
-            outcome = search.layer_error_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded,
-                                              thresholds, ranked_ops, loop)
+        else:  # fp16 is judged on the held-out part first (nothing tuned); then search.layer_error_loop
+            outcome = fp16_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds, ranked_ops,
+                                loop, (lambda d: verdict(d, 0.4)) if mode == "fp16" and parts.apart else None)
         dst, kept, attempts, met = outcome.path, outcome.kept, outcome.attempts, outcome.met
         notes += search_notes(outcome.search, mode)
         if thresholds is not None and not met:
