@@ -1,18 +1,15 @@
 """Which nodes to keep in float so a quantized model meets its accuracy target: the searches.
 
-Why: a transformer quantized whole misses the target because of one or two layers. The error each
-node adds (sensitivity.py, one pass comparing every tensor) finds the suspects cheaply but ranks
-them loosely: the damage shows downstream. So the top suspects' impact is *measured* on the
-outputs, with each back in float, on one switched model (float_switch.py): no re-quantizing.
+Why: a transformer quantized whole misses the target because of one or two layers; the error each
+node adds (sensitivity.py, one pass) ranks suspects loosely, so their impact is *measured* on the
+outputs, each back in float, on one switched model (float_switch.py): no re-quantizing.
 
 Contract:
-- `dynamic_loop(...)` (dynamic int8): quantize everything; with `verdict` (the held-out check)
-  that attempt, tuned on nothing, is judged by it directly and ends the job when it passes
-  (`LoopResult.final`; missed there but met on the search part: that verdict stands, as there is
-  nothing to tune on). If it misses, rank nodes by added error
-  (one pass), measure each role block (one role, every layer), then the top `SCREENED` nodes and
-  those of the best blocks, one by one; keep nodes in that order until met with a margin (then
-  stop), drop the unneeded, quantize for real and check (if that misses, the next follow).
+- `dynamic_loop(...)` (dynamic int8): quantize everything; with `verdict` (held-out) that attempt,
+  tuned on nothing, is judged by it at once (`LoopResult.final`; missed there but met on the search
+  part: that verdict stands). Else rank nodes by added error (one pass), measure each role block,
+  then the top `SCREENED` nodes and those of the best blocks one by one; keep nodes by gain per
+  weight byte until met with a margin, drop the unneeded (biggest first), quantize and check.
 - `layer_error_loop(...)` (static QDQ, float16): keep the worst 1, 2, 4... nodes by added error.
 Both return `LoopResult`: the file, the nodes kept, the real attempts (each validated), whether
 the target was met, and what the search measured. Never prints non-finite numbers."""
@@ -177,7 +174,8 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
         if verdict.passed:
             alone = c
             break
-    order = sorted(gain, key=lambda c: -gain[c]) + [c for c in by_error if c not in gain]
+    cost = weight_bytes(prepared, candidates)
+    order = keep_order(gain, cost) + [c for c in by_error if c not in gain]
     info = {"candidates": len(candidates), "screened": len(gain), "blocks": len(roles),
             "base_min_cosine": round(base.min_cosine, 6),
             "ranking": sorted([{"unit": c, "gain": round(g, 6)} for c, g in gain.items() if g > 0]
@@ -191,13 +189,34 @@ def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[s
             met = True
             break
     if met:
-        for node in sorted(kept[:-1], key=lambda c: gain.get(c, 0.0)):  # drop what the others make unnecessary
+        for node in drop_order(kept[:-1], cost):  # drop what the others make unnecessary, the biggest first
             trial = [k for k in kept if k != node]
             if measure(trial, f"trying without {node}").passed:
                 kept = trial
     info["evaluations"] = runner.runs
     info["met_in_search"] = met
     return order, kept if met else [], info
+
+
+def weight_bytes(prepared: Path, names: list[str]) -> dict[str, int]:
+    """The float weight bytes each named node reads (its initializer inputs): what keeping it costs."""
+    model = load_graph(prepared)
+    sizes = {t.name: 4 * int(np.prod(t.dims, dtype=np.int64)) for g in all_graphs(model) for t in g.initializer}
+    wanted = set(names)
+    return {n.name: sum(sizes.get(i, 0) for i in n.input) for g in all_graphs(model) for n in g.node
+            if n.name in wanted}
+
+
+def keep_order(gain: dict[str, float], cost: dict[str, int]) -> list[str]:
+    """Nodes in the order to keep them in float: most gain per weight byte first (MiniLM's word
+    embeddings, 47 MB, gained about what a 0.6 MB MatMul did), then those that gained nothing."""
+    useful = sorted((c for c in gain if gain[c] > 0), key=lambda c: -gain[c] / max(cost.get(c, 0), 1024))
+    return useful + sorted((c for c in gain if gain[c] <= 0), key=lambda c: -gain[c])
+
+
+def drop_order(kept: list[str], cost: dict[str, int]) -> list[str]:
+    """The order to try leaving kept nodes out again: the biggest first."""
+    return sorted(kept, key=lambda c: -cost.get(c, 0))
 
 
 def search_bench(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
