@@ -8,7 +8,7 @@ the quantizable producers of its inputs (`expand`). Units are measured cheapest 
 weights they keep float); the first that meets the target alone ends the measuring. Otherwise they
 are added by loss removed per share (+ `FREE_SHARE`), up to `MAX_FLOAT_SHARE`, until the target plus
 margin is met; units the others make unnecessary are dropped. A set of float nodes runs once. The
-answer is quantized for real and checked, then with int8 weights for the big weights kept float
+answer is quantized for real and checked, then with int8 weights for the weights kept float
 (weight_only.py), kept if it still passes; if it misses, the next units follow, for at most
 `MAX_ROUNDS` attempts. Bounded: at most `MAX_EVALUATIONS` switched runs on `search.SEARCH_BATCHES`
 batches; `LoopResult.search`: "capped" (budget hit), "reused" verdicts, "int8_weights".
@@ -47,7 +47,7 @@ MAX_NAMED_BLOCKS = 16
 MAX_EVALUATIONS = 64
 MAX_ROUNDS = 3
 FREE_SHARE = 0.02
-WEIGHT_ONLY_MIN_VALUES = 8192  # smaller weights stay float: a DequantizeLinear per run costs more than it saves
+WEIGHT_ONLY_MIN_VALUES = 1024  # smaller weights stay float: little size, the most sensitive (depthwise) kernels
 BIG_MODEL_BYTES = 1536 << 20  # weight_only.py writes one file (no external data)
 MAX_FLOAT_SHARE = 0.5  # never keep more of the weights float than this: the result would hardly gain
 
@@ -156,7 +156,7 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
 
 def _with_int8_weights(dst: Path, kept: list[str], stage: Staging, checker: AttemptChecker, attempts: list[dict],
                        info: dict, thresholds: Thresholds) -> Path:
-    """`dst` with int8 weights for the big weights of the nodes kept in float (weight_only.py) when that
+    """`dst` with int8 weights for the weights of the nodes kept in float (weight_only.py) when that
     meets the target plus the search's margin on the search inputs (room for held-out ones: the
     detector's 0.9905 there was 0.9898 on other pages), else `dst`; `info["int8_weights"]`: how many."""
     if model_size(dst) > BIG_MODEL_BYTES:
