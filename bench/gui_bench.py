@@ -76,7 +76,8 @@ class Heartbeat:
 
     Why a stall happens: with ONNXPORT_STALL_STACKS=<file> set, a beat late by more than the bar
     writes every thread's Python stack to that file (faulthandler's watchdog, which needs no
-    GIL): the thread that holds the GIL, or the GUI thread's own long call, is in it."""
+    GIL): the thread that holds the GIL, or the GUI thread's own long call, is in it
+    (ONNXPORT_STALL_STACKS_MS: a shorter stall than the bar)."""
 
     def __init__(self) -> None:
         from PySide6.QtCore import QTimer
@@ -94,6 +95,7 @@ class Heartbeat:
         self.cpu = self.probe()
         stacks = os.environ.get("ONNXPORT_STALL_STACKS")
         self.stacks = open(stacks, "a") if stacks else None  # noqa: SIM115 - open for the process's life
+        self.stacks_ms = float(os.environ.get("ONNXPORT_STALL_STACKS_MS", STALL_BAR_MS))  # a stall this long dumps
 
     def start(self, running=None) -> None:
         self.last, self.cpu = time.perf_counter(), self.probe()
@@ -103,7 +105,7 @@ class Heartbeat:
 
     def _watch(self) -> None:
         if self.stacks is not None:
-            faulthandler.dump_traceback_later((STALL_BAR_MS + BEAT_MS) / 1000, file=self.stacks)
+            faulthandler.dump_traceback_later((self.stacks_ms + BEAT_MS) / 1000, file=self.stacks)
 
     def _beat(self) -> None:
         self._watch()
@@ -130,6 +132,13 @@ class Heartbeat:
             self.stacks.write("---- end of a phase\n")
             self.stacks.flush()
         return max(0.0, self.worst * 1000 - BEAT_MS)
+
+    def worst_gaps(self, count: int = 3) -> list[dict[str, float]]:
+        """The longest gaps past a frame: the stall and the GUI thread's own CPU time in it (the
+        rest of the gap it waited: for the GIL, or for a CPU)."""
+        worst = sorted(self.late, key=lambda item: -item[1])[:count]
+        return [{"stall_ms": round(gap * 1000 - BEAT_MS, 1), "gui_cpu_ms": round(self.late_cpu[end] * 1000, 1)}
+                for end, gap, _ in worst]
 
     def stalls_by_job(self) -> dict[str, float]:
         return {name: round(max(0.0, gap * 1000 - BEAT_MS), 1) for name, gap in sorted(self.by_job.items())}
@@ -226,13 +235,15 @@ def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int) -
     wait_side_jobs(app, window)
     side_s = time.perf_counter() - t1
     side_stall = beat.stop()
+    side_gaps = beat.worst_gaps()
     if not done:
         raise RuntimeError(f"opening {path.name} failed")
     return {"model": kind, "nodes": nodes, "tensors": len(window.sources.index), "bytes": path.stat().st_size,
             "open_seconds": round(open_s, 3), "onnx_load_seconds": round(reference, 3),
             "ratio": round(open_s / reference, 1), "tree_seconds_gui_thread": round(window.bench_tree_seconds[-1], 3),
             "stall_open_ms": round(open_stall, 1), "side_jobs_seconds": round(side_s, 2),
-            "stall_side_jobs_ms": round(side_stall, 1), "stall_after_open_by_job_ms": beat.stalls_by_job()}
+            "stall_side_jobs_ms": round(side_stall, 1), "stall_after_open_by_job_ms": beat.stalls_by_job(),
+            "worst_gaps_after_open": side_gaps}
 
 
 def main() -> int:
@@ -291,7 +302,8 @@ def main() -> int:
             results["open"].append(row)
             print(f"{kind} {nodes} nodes: interactive tree in {row['open_seconds']:.2f} s "
                   f"({row['ratio']}x onnx.load {row['onnx_load_seconds']:.3f} s); stalls: open {row['stall_open_ms']} ms, "
-                  f"after open (plan, shapes, preview) {row['stall_side_jobs_ms']} ms", flush=True)
+                  f"after open (plan, shapes, preview) {row['stall_side_jobs_ms']} ms; worst gaps after open "
+                  f"{row['worst_gaps_after_open']}", flush=True)
             path.unlink()
 
         # 2: export ~800 MB in the worker
