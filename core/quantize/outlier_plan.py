@@ -1,11 +1,13 @@
-"""The float model the dynamic mode quantizes: outlier channels split off (outlier_split.py), checked.
+"""The float model the dynamic mode quantizes: outlier channels split off (outlier_split.py), then
+activations rescaled into their weights (smooth.py), checked.
 
 Contract: `split_for_dynamic(src, dst, feeds, workdir=...)` measures max|x_j| of every activation a
-weight MatMul reads in one float run over `feeds` (up to `MAX_FEEDS` batches: the search's part,
-never the held-out one), picks the outlier channels, rewrites the model and writes it to `dst`;
-then runs both models on the first feed and keeps the rewrite only if every output agrees within
-float32 tolerance. Returns a `Split` (the model to quantize, the float MatMuls to exclude, a note);
-nothing to split, a model with external data, or a rewrite that does not agree: `src`, unchanged.
+weight MatMul reads in a float run over `feeds` (up to `MAX_FEEDS` batches: the search's part,
+never the held-out one; again after a split), picks the outlier channels, rewrites the model and
+writes it to `dst`; then runs both models on the first feed and keeps the rewrite only if every
+output agrees within float32 tolerance. Returns a `Split` (the model to quantize, the float
+MatMuls to exclude, notes); nothing to rewrite, a model with external data, or a rewrite that
+does not agree: `src`, unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import onnx
 from onnxport.core.evaluate.runtime import adapt_feed, session
 from onnxport.core.io.external_data import has_external
 from onnxport.core.quantize.outlier_split import chosen_channels, split_outliers, weight_matmuls
+from onnxport.core.quantize.smooth import smooth
 
 MAX_FEEDS = 8
 RTOL, ATOL = 1e-3, 1e-4  # float32 re-association of a sum of a few hundred products
@@ -62,18 +65,25 @@ def split_for_dynamic(src: Path, dst: Path, feeds, *, workdir: Path | None = Non
     model = onnx.load_model(str(src), load_external_data=False)
     if has_external(model):
         return Split(src)  # big models: not rewritten (their weights would be read into memory)
-    groups = chosen_channels(model, channel_maxima(model, feeds, workdir))
-    if not groups:
+    maxima = channel_maxima(model, feeds, workdir)
+    groups = chosen_channels(model, maxima)
+    added = split_outliers(model, groups) if groups else []
+    if added:  # the masked activations, as the int8 MatMuls now read them
+        maxima = channel_maxima(model, feeds, workdir)
+    smoothed = smooth(model, maxima)
+    if not added and not smoothed:
         return Split(src)
-    added = split_outliers(model, groups)
     onnx.save_model(model, str(dst))
     first = next(iter(feeds), None)
     if first is not None and not _agree(src, dst, first, workdir):
         return Split(src, notes=["outlier channels: the rewritten float model did not match the source; "
                                  "quantized as it is"])
     channels = sum(len(g.channels) for g in groups.values())
-    return Split(dst, added, [f"outlier channels: {channels} input channel(s) of {len(added)} MatMul(s) "
-                              "computed in float beside the int8 rest (outlier_split.py)"])
+    notes = [f"outlier channels: {channels} input channel(s) of {len(added)} MatMul(s) computed in float "
+             "beside the int8 rest (outlier_split.py)"] if added else []
+    if smoothed:
+        notes.append(f"{smoothed} activation(s) rescaled into their MatMuls' weights before quantizing (smooth.py)")
+    return Split(dst, added, notes)
 
 
 def _agree(src: Path, dst: Path, feed: dict, workdir: Path | None) -> bool:

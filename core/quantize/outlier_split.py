@@ -7,11 +7,12 @@ rounds every other channel away; rescaling (SmoothQuant) cannot remove it: the p
 
 Contract: `chosen_channels(model, maxima)` -> {activation: Group}: for the activations read by
 MatMuls with a constant 2-D float weight (main graph), the union of the top channels scoring
-over `ratio` x their MatMul's median, for all those MatMuls. `split_outliers(model, groups)` rewrites `model` in place: rows j of each
-weight zeroed, x_j zeroed (in the constant vector Mul producing x if only those MatMuls read it,
-else by one shared 0/1 Mul), y = x' @ W' (+ its bias Add, kept next to it for ORT's fusion)
-+ Gather(x, j) @ W[j] in float. Returns the float MatMuls' names (all end in `SUFFIX`: the
-quantizer leaves them float). Outputs equal the original within float32 rounding.
+over `ratio` x their MatMul's median, for all those MatMuls. `split_outliers(model, groups)`
+rewrites `model` in place: rows j of each weight zeroed; x_j zeroed if only those MatMuls read x
+(by its pre-activation bias, outlier_shift.py, or in the constant vector Mul making x), else by
+one shared 0/1 Mul; y = x' @ W' (+ its bias Add, kept next to it for ORT's fusion) + x_j @ W[j]
+in float. Returns the float MatMuls' names (all end in `SUFFIX`: the quantizer leaves them
+float). Outputs equal the original within float32 rounding.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
+from onnxport.core.quantize.outlier_shift import shifted
 
-RATIO = 24.0  # a channel is an outlier when its score passes this many medians of its MatMul
+RATIO = 32.0  # a channel is an outlier when its score passes this many medians of its MatMul
 MAX_CHANNELS = 4  # per MatMul: a few channels in float, never a whole MatMul
 SUFFIX = "/outlier_float"
 
@@ -90,25 +92,34 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group]) -> list[str
     outputs = {o.name for o in graph.output}
     by_name = {n.name: n for n in graph.node}
     added: list[str] = []
-    for activation, group in groups.items():
+    for activation, group in reversed(groups.items()):  # later first: a shifted bias feeds an earlier split
         if not group.channels or not group.matmuls:
             continue
         nodes = [by_name[name] for name in group.matmuls]
         idx = np.array(group.channels, np.int64)
-        tag = _unique(weights, activation.strip("/").replace("/", "_"))
+        tag = unique_name(weights, activation.strip("/").replace("/", "_"))
         size = numpy_helper.to_array(weights[nodes[0].input[1]]).shape[0]
-        source, factor, masked = _masked(graph, weights, producer, activation, idx, size, tag,
-                                         alone=readers.get(activation, 0) == len(nodes) and activation not in outputs)
-        graph.initializer.append(numpy_helper.from_array(idx, f"{tag}{SUFFIX}_channels"))
-        picked = f"{tag}{SUFFIX}_x"
-        graph.node.append(helper.make_node("Gather", [source, f"{tag}{SUFFIX}_channels"], [picked], axis=-1,
-                                           name=f"{tag}{SUFFIX}_gather"))
+        alone = readers.get(activation, 0) == len(nodes) and activation not in outputs
+        picked = shifted(graph, weights, producer, readers, activation, idx, tag) if alone else None
+        if picked is not None:  # zeroed by its bias, the float part computed from z (outlier_shift.py)
+            factor, masked = np.ones(len(idx), np.float32), activation
+        else:
+            source, factor, masked = _masked(graph, weights, producer, activation, idx, size, tag, alone)
+            graph.initializer.append(numpy_helper.from_array(idx, f"{tag}{SUFFIX}_channels"))
+            picked = f"{tag}{SUFFIX}_x"
+            graph.node.append(helper.make_node("Gather", [source, f"{tag}{SUFFIX}_channels"], [picked], axis=-1,
+                                               name=f"{tag}{SUFFIX}_gather"))
         for node in nodes:
             w = numpy_helper.to_array(weights[node.input[1]]).copy()
             rows = (factor[:, None] * w[idx]).astype(np.float32)
             w[idx] = 0.0
-            weights[node.input[1]].CopyFrom(numpy_helper.from_array(w, node.input[1]))
-            rows_name = _unique(weights, f"{node.name}{SUFFIX}_weight")
+            if sum(node.input[1] in n.input for n in graph.node) > 1:  # shared: this node gets its own copy
+                node.input[1] = unique_name(weights, f"{node.input[1]}{SUFFIX}_int8_part")
+                graph.initializer.append(numpy_helper.from_array(w, node.input[1]))
+                weights[node.input[1]] = graph.initializer[-1]
+            else:
+                weights[node.input[1]].CopyFrom(numpy_helper.from_array(w, node.input[1]))
+            rows_name = unique_name(weights, f"{node.name}{SUFFIX}_weight")
             graph.initializer.append(numpy_helper.from_array(rows, rows_name))
             weights[rows_name] = graph.initializer[-1]
             node.input[0] = masked
@@ -138,11 +149,11 @@ def _masked(graph, weights, producer, activation: str, idx: np.ndarray, size: in
             alone: bool) -> tuple[str, np.ndarray, str]:
     """(tensor the float part gathers from, factor of its rows, the masked activation's name)."""
     node = producer.get(activation)
-    const = _constant_factor(node, weights, size) if alone and node is not None else None
+    const = constant_factor(node, weights, size) if alone and node is not None else None
     if const is not None:  # x = t * c read only by these MatMuls: c_j = 0, the float part reads t
         position, values = const
         other = node.input[1 - position]
-        name = _unique(weights, f"{tag}{SUFFIX}_factor")
+        name = unique_name(weights, f"{tag}{SUFFIX}_factor")
         factor = values[idx].copy()
         values = values.copy()
         values[idx] = 0.0
@@ -152,7 +163,7 @@ def _masked(graph, weights, producer, activation: str, idx: np.ndarray, size: in
         return other, factor, activation
     mask = np.ones(size, np.float32)
     mask[idx] = 0.0
-    name = _unique(weights, f"{tag}{SUFFIX}_mask")
+    name = unique_name(weights, f"{tag}{SUFFIX}_mask")
     graph.initializer.append(numpy_helper.from_array(mask, name))
     weights[name] = graph.initializer[-1]
     masked = f"{tag}{SUFFIX}_masked"
@@ -160,7 +171,7 @@ def _masked(graph, weights, producer, activation: str, idx: np.ndarray, size: in
     return activation, np.ones(len(idx), np.float32), masked
 
 
-def _constant_factor(node: onnx.NodeProto, weights, size: int) -> tuple[int, np.ndarray] | None:
+def constant_factor(node: onnx.NodeProto, weights, size: int) -> tuple[int, np.ndarray] | None:
     """(input position, factor per channel) when `node` is a Mul by a float32 constant [1.., size]."""
     if node.op_type != "Mul" or len(node.input) != 2:
         return None
@@ -177,7 +188,7 @@ def _constant_factor(node: onnx.NodeProto, weights, size: int) -> tuple[int, np.
     return consts[0], value
 
 
-def _unique(taken, name: str) -> str:
+def unique_name(taken, name: str) -> str:
     found, n = name, 1
     while found in taken:
         n += 1

@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.outlier_plan import channel_maxima, split_for_dynamic
+from onnxport.core.quantize.outlier_shift import SHIFT
 from onnxport.core.quantize.outlier_split import SUFFIX, chosen_channels, split_outliers
 from onnxport.core.quantize.quantize import quantize
 
@@ -101,7 +102,7 @@ def test_a_shared_activation_gets_one_mask_and_its_other_readers_keep_it_whole()
     assert list(nodes["residual"].input) == ["h", "q"]  # the residual still reads the whole h
 
 
-def test_a_constant_vector_factor_takes_the_mask_and_a_scalar_one_is_left_alone():
+def test_a_constant_vector_factor_takes_the_mask():
     rewritten, _, _ = _split(block_model())
     nodes = {n.name: n for n in rewritten.graph.node}
     weights = {t.name: numpy_helper.to_array(t) for t in rewritten.graph.initializer}
@@ -111,7 +112,11 @@ def test_a_constant_vector_factor_takes_the_mask_and_a_scalar_one_is_left_alone(
     gather = next(n for n in rewritten.graph.node if n.op_type == "Gather" and n.input[0] == "a")
     assert gather is not None  # the float part reads the unscaled activation (its rows carry c)
 
-    model = block_model()  # the same with c a scalar (GELU's 0.5): a fused pattern stays whole
+
+def test_an_activation_made_from_a_bias_add_is_zeroed_by_shifting_its_bias():
+    """u = Relu(v0 + bv) * 0.5 (a scalar, like GELU's): bv[j] - SHIFT zeroes u_j, no Mul over u;
+    the float part recomputes Relu(.) * 0.5 from the shifted v's channel j."""
+    model = block_model()
     for t in model.graph.initializer:
         if t.name == "c":
             t.CopyFrom(numpy_helper.from_array(np.array(0.5, np.float32), "c"))
@@ -120,10 +125,22 @@ def test_a_constant_vector_factor_takes_the_mask_and_a_scalar_one_is_left_alone(
             value[FFN_OUTLIER] *= 50.0
             t.CopyFrom(numpy_helper.from_array(value, "W2"))
     rewritten, groups, _ = _split(model)
+    assert groups["u"].channels == [FFN_OUTLIER]
     nodes = {n.name: n for n in rewritten.graph.node}
     weights = {t.name: numpy_helper.to_array(t) for t in rewritten.graph.initializer}
-    assert "u" in groups and weights["c"].shape == () and nodes["scale"].input[1] == "c"
-    assert any(n.op_type == "Mul" and n.input[0] == "u" for n in rewritten.graph.node)  # masked by a Mul
+    assert nodes["scale"].input[1] == "c" and weights["c"].shape == ()  # the scalar factor stays
+    assert not any(n.op_type == "Mul" and n.input[0] == "u" for n in rewritten.graph.node)  # no mask Mul
+    bias = weights[nodes["v/Add"].input[1]]
+    original = next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == "bv")
+    assert bias[FFN_OUTLIER] == original[FFN_OUTLIER] - SHIFT and bias[0] == original[0]
+    assert sum(n.op_type == "Relu" for n in rewritten.graph.node) == 2  # the chain's copy, k channels wide
+    for feed in feeds(2, seed=5):
+        want, got = _run(model, feed), _run(rewritten, feed)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+    rewritten.graph.output.append(onnx.ValueInfoProto(name="u"))
+    sess = ort.InferenceSession(rewritten.SerializeToString(), providers=["CPUExecutionProvider"])
+    u = sess.run(["u"], feeds(1)[0])[0]
+    assert not u[..., FFN_OUTLIER].any()  # what the int8 MatMul quantizes has the channel at 0
 
 
 def test_the_float_part_is_added_after_the_bias_add():
@@ -134,7 +151,7 @@ def test_the_float_part_is_added_after_the_bias_add():
     assert final.name == f"out/MatMul{SUFFIX}_add"
 
 
-def test_split_for_dynamic_leaves_a_model_without_outliers_as_it_is(tmp_path):
+def test_without_outliers_nothing_goes_float_and_a_plain_matmul_is_left_as_it_is(tmp_path):
     model = block_model()
     for t in model.graph.initializer:
         if t.name in ("gamma", "c", "W2"):
@@ -143,7 +160,15 @@ def test_split_for_dynamic_leaves_a_model_without_outliers_as_it_is(tmp_path):
             t.CopyFrom(numpy_helper.from_array(value, t.name))
     onnx.save(model, tmp_path / "plain.onnx")
     split = split_for_dynamic(tmp_path / "plain.onnx", tmp_path / "split.onnx", feeds())
-    assert split.path == tmp_path / "plain.onnx" and split.float_nodes == [] and not (tmp_path / "split.onnx").exists()
+    assert split.float_nodes == [] and not any(n.startswith("outlier channels") for n in split.notes)
+
+    x = helper.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", D])
+    y = helper.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", D])
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((D, D)).astype(np.float32), "W")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "one", [x], [y], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "one.onnx")
+    split = split_for_dynamic(tmp_path / "one.onnx", tmp_path / "one.split.onnx", feeds())
+    assert split.path == tmp_path / "one.onnx" and split.notes == [] and not (tmp_path / "one.split.onnx").exists()
 
 
 def test_dynamic_first_attempt_meets_the_target_with_outliers_split(tmp_path):
