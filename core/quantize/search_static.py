@@ -128,7 +128,7 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
     """See the module docstring."""
     attempts: list[dict] = []
     checker = AttemptChecker(prepared, feeds, thresholds, stage.dir)  # the float model runs once
-    dst = attempt_file(attempt, stage, name, 0, excluded)
+    dst = attempt_file(attempt, stage, name, 0, excluded, check=False)  # the checker loads it next
     if checker(dst, [], attempts):
         return LoopResult(dst, [], attempts, True)
     report.check()
@@ -142,7 +142,7 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
         report.check()
         report(0.8 + 0.2 * round_ / (MAX_ROUNDS + 1), f"quantizing with {len(kept)} node(s) kept in float")
         previous = dst
-        dst = attempt_file(attempt, stage, name, round_, excluded + kept)
+        dst = attempt_file(attempt, stage, name, round_, excluded + kept, check=False)
         shutil.rmtree(previous.parent, ignore_errors=True)
         if checker(dst, kept, attempts):
             light = _with_int8_weights(dst, kept, stage, checker, attempts, info, thresholds)

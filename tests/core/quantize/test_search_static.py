@@ -3,6 +3,8 @@ that meets the target alone (a tiny CNN with an outlier channel, real ORT, int8 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -104,3 +106,23 @@ def test_int8_weights_that_miss_the_target_are_not_kept(tmp_path):
     assert set(result.kept_float_nodes) == {"conv1", "conv2"} and result.validation.passed
     assert "int8_weights" not in result.search
     assert _weight_source(onnx.load(str(result.path)), "conv2")[:2] == ("initializer", TensorProto.FLOAT)
+
+
+def test_each_attempt_file_is_loaded_once(tmp_path, monkeypatch):
+    """The checker's session is the load check: attempt_file does not open one more per attempt."""
+    from onnxport.core.quantize import attempt_check, search
+
+    src = tmp_path / "cnn.onnx"
+    onnx.save_model(outlier_cnn(), str(src))
+    opened: list[str] = []
+    for module in (search, attempt_check):
+        original = module.session
+
+        def spy(model, *args, _original=original, **kwargs):
+            opened.append(Path(model).name if isinstance(model, (str, Path)) else "<model>")
+            return _original(model, *args, **kwargs)
+
+        monkeypatch.setattr(module, "session", spy)
+    result = _static(src, tmp_path / "out.onnx")
+    assert result.validation.passed and result.kept_float_nodes
+    assert opened.count("out.onnx") == len(result.attempts)  # one session per real attempt, the checker's
