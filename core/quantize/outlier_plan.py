@@ -2,8 +2,8 @@
 activations rescaled into their weights (smooth.py), checked.
 
 Contract: `split_for_dynamic(src, dst, feeds, workdir=...)` measures max|x_j| of every activation a
-weight MatMul reads in a float run over `feeds` (up to `MAX_FEEDS` batches: the search's part,
-never the held-out one; again after a split), picks the outlier channels, rewrites the model and
+weight MatMul reads in one float run over `feeds` (up to `MAX_FEEDS` batches: the search's part,
+never the held-out one), picks the outlier channels, rewrites the model and
 writes it to `dst`; then runs both models on the first feed and keeps the rewrite only if every
 output agrees within float32 tolerance. Returns a `Split` (the model to quantize, the float
 MatMuls to exclude, notes); nothing to rewrite, a model with external data, or a rewrite that
@@ -67,9 +67,7 @@ def split_for_dynamic(src: Path, dst: Path, feeds, *, workdir: Path | None = Non
         return Split(src)  # big models: not rewritten (their weights would be read into memory)
     maxima = channel_maxima(model, feeds, workdir)
     groups = chosen_channels(model, maxima)
-    added = split_outliers(model, groups) if groups else []
-    if added:  # the masked activations, as the int8 MatMuls now read them
-        maxima = channel_maxima(model, feeds, workdir)
+    added = split_outliers(model, groups, maxima) if groups else []  # maxima: + the masked activations
     smoothed = smooth(model, maxima)
     if not added and not smoothed:
         return Split(src)
@@ -80,9 +78,9 @@ def split_for_dynamic(src: Path, dst: Path, feeds, *, workdir: Path | None = Non
                                  "quantized as it is"])
     channels = sum(len(g.channels) for g in groups.values())
     notes = [f"outlier channels: {channels} input channel(s) of {len(added)} MatMul(s) computed in float "
-             "beside the int8 rest (outlier_split.py)"] if added else []
+             "beside the int8 rest"] if added else []
     if smoothed:
-        notes.append(f"{smoothed} activation(s) rescaled into their MatMuls' weights before quantizing (smooth.py)")
+        notes.append(f"smoothed: {smoothed} activation(s) rescaled into their MatMuls' weights before quantizing")
     return Split(dst, added, notes)
 
 

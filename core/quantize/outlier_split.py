@@ -80,8 +80,10 @@ def chosen_channels(model: onnx.ModelProto, maxima: dict[str, np.ndarray], *, ra
     return groups
 
 
-def split_outliers(model: onnx.ModelProto, groups: dict[str, Group]) -> list[str]:
-    """See the module docstring; the names of the float MatMuls added."""
+def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
+                   maxima: dict[str, np.ndarray] | None = None) -> list[str]:
+    """See the module docstring; the names of the float MatMuls added. `maxima` (max|x_j| per
+    activation), if given, gets the int8 MatMuls' new inputs: the same with the split channels 0."""
     graph = model.graph
     weights = {t.name: t for t in graph.initializer}
     producer = {o: n for n in graph.node for o in n.output}
@@ -109,6 +111,9 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group]) -> list[str
             picked = f"{tag}{SUFFIX}_x"
             graph.node.append(helper.make_node("Gather", [source, f"{tag}{SUFFIX}_channels"], [picked], axis=-1,
                                                name=f"{tag}{SUFFIX}_gather"))
+        if maxima is not None and activation in maxima:
+            maxima[masked] = maxima[activation].copy()
+            maxima[masked][idx] = 0.0
         for node in nodes:
             w = numpy_helper.to_array(weights[node.input[1]]).copy()
             rows = (factor[:, None] * w[idx]).astype(np.float32)
