@@ -25,6 +25,7 @@ from onnxport.core.quantize.outlier_split import chosen_channels, split_outliers
 from onnxport.core.quantize.smooth import smooth
 
 MAX_FEEDS = 8
+GATHER_LAST_AXIS_OPSET = 11  # Gather(axis=-1): negative axes from opset 11 (older models: smoothing only)
 RTOL, ATOL = 1e-3, 1e-4  # float32 re-association of a sum of a few hundred products
 
 
@@ -66,7 +67,8 @@ def split_for_dynamic(src: Path, dst: Path, feeds, *, workdir: Path | None = Non
     if has_external(model):
         return Split(src)  # big models: not rewritten (their weights would be read into memory)
     maxima = channel_maxima(model, feeds, workdir)
-    groups = chosen_channels(model, maxima)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    groups = chosen_channels(model, maxima) if opset >= GATHER_LAST_AXIS_OPSET else {}
     added = split_outliers(model, groups, maxima) if groups else []  # maxima: + the masked activations
     smoothed = smooth(model, maxima)
     if not added and not smoothed:

@@ -8,9 +8,10 @@ anyway, so outputs stay exact; only the activation's range gains) at no run-time
 
 Contract: `shifted(graph, weights, producer, readers, x, idx, tag)`: when x comes from z through
 a chain of elementwise nodes (`ELEMENTWISE`, other inputs scalar constants, intermediates read
-only inside the chain) and z = Add(., constant 1-D bias) is read only by that chain, subtracts
-SHIFT from b[idx] and returns the name of a new tensor f(z[..., idx]) computed in float by a copy
-of the chain over Gather(z, idx) + SHIFT (nodes appended unsorted); else None, graph untouched.
+only inside the chain) that `vanishes` far below 0, and z = Add(., constant 1-D bias) is read
+only by that chain, subtracts SHIFT from b[idx] and returns the name of a new tensor f(z[..., idx])
+computed in float by a copy of the chain over Gather(z, idx) + SHIFT (nodes appended unsorted);
+else None, the graph untouched.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from onnxport.core.graph.runnable import topological_sort
 
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Sigmoid", "Relu", "Pow", "Sqrt", "Neg", "Abs"}
 SHIFT = 100.0  # z_j - SHIFT: f(-100 + z_j) == 0 in float32 for the activations above while z_j < ~60
@@ -31,6 +34,8 @@ def shifted(graph: onnx.GraphProto, weights: dict, producer: dict, readers: dict
     if found is None:
         return None
     chain, z = found
+    if not vanishes(chain, z, x, weights):
+        return None
     bias_add = producer[z]
     position = next(i for i, name in enumerate(bias_add.input) if name in weights)
     bias = numpy_helper.to_array(weights[bias_add.input[position]]).astype(np.float32).copy()
@@ -56,6 +61,29 @@ def shifted(graph: onnx.GraphProto, weights: dict, producer: dict, readers: dict
         copy.output.append(renamed[node.output[0]])
         graph.node.append(copy)
     return renamed[x]
+
+
+PROBE = np.linspace(-60.0, 60.0, 121, dtype=np.float32)  # z_j values the shift must still silence
+SILENT = 1e-3
+
+
+def vanishes(chain: list[onnx.NodeProto], z: str, x: str, weights: dict) -> bool:
+    """Whether the chain gives |f(z - SHIFT)| <= SILENT over `PROBE` (run in ORT on its own): true
+    for GELU, ReLU, SiLU; not for tanh, or a square (it would widen the range it should narrow)."""
+    import onnxruntime as ort
+
+    used = {name for n in chain for name in n.input if name in weights}
+    graph = helper.make_graph(list(chain), "chain", [helper.make_tensor_value_info(z, onnx.TensorProto.FLOAT, [None])],
+                              [helper.make_tensor_value_info(x, onnx.TensorProto.FLOAT, [None])],
+                              [weights[name] for name in sorted(used)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    try:
+        topological_sort(model.graph)
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        value = sess.run([x], {z: PROBE - np.float32(SHIFT)})[0]
+    except Exception:  # noqa: BLE001 - a chain ORT will not run alone is not shifted
+        return False
+    return bool(np.all(np.isfinite(value)) and np.abs(value).max() <= SILENT)
 
 
 def _chain(weights: dict, producer: dict, readers: dict[str, int], x: str):

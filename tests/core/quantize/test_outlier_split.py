@@ -183,3 +183,27 @@ def test_dynamic_first_attempt_meets_the_target_with_outliers_split(tmp_path):
     assert any(n.startswith("outlier channels:") for n in result.notes)
     ops = [n.op_type for n in onnx.load(str(result.path)).graph.node]
     assert ops.count("MatMulInteger") == 3 and ops.count("MatMul") == 3  # three int8, three rank-1 float parts
+
+
+def test_an_activation_that_does_not_vanish_below_zero_is_masked_by_a_mul_instead():
+    """tanh(z - SHIFT) is -1, not 0: shifting would not zero the channel, so a Mul does."""
+    model = block_model()
+    for node in model.graph.node:
+        if node.name == "act":
+            node.op_type = "Tanh"
+    for t in model.graph.initializer:
+        if t.name == "c":
+            t.CopyFrom(numpy_helper.from_array(np.array(0.5, np.float32), "c"))
+        elif t.name == "W2":
+            value = numpy_helper.to_array(t).copy()
+            value[FFN_OUTLIER] *= 400.0
+            t.CopyFrom(numpy_helper.from_array(value, "W2"))
+    rewritten, groups, _ = _split(model)
+    assert groups["u"].channels == [FFN_OUTLIER]
+    weights = {t.name: numpy_helper.to_array(t) for t in rewritten.graph.initializer}
+    nodes = {n.name: n for n in rewritten.graph.node}
+    assert weights[nodes["v/Add"].input[1]][FFN_OUTLIER] > -SHIFT / 2  # bias not shifted
+    assert any(n.op_type == "Mul" and n.input[0] == "u" for n in rewritten.graph.node)  # masked by a Mul
+    for feed in feeds(2, seed=5):
+        want, got = _run(model, feed), _run(rewritten, feed)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
