@@ -33,7 +33,7 @@ from onnxport.core.util import errors
 from onnxport.core.util.background import make_background
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.malloc_tuning import tuned_environ
-from onnxport.core.util.progress import CancelToken
+from onnxport.core.util.progress import CancelToken, Throttle
 
 _HEADER = struct.Struct("<Q")
 _CANCEL = b"c"
@@ -159,13 +159,8 @@ def _child_main(fd: int) -> int:
             token.cancel()
 
     threading.Thread(target=read_cancel, daemon=True).start()
-    last = [0.0]
-
-    def progress(fraction: float | None, message: str) -> None:
-        now = time.monotonic()  # at most ~20 a second cross the pipe (the app's worker throttles so)
-        if now - last[0] >= PROGRESS_INTERVAL_S or (fraction is not None and fraction >= 1.0):
-            last[0] = now
-            send(("progress", fraction, message))
+    # at most ~20 a second cross the pipe (the app's worker throttles so)
+    progress = Throttle(lambda fraction, message: send(("progress", fraction, message)), PROGRESS_INTERVAL_S)
 
     try:
         fn = importlib.import_module(module)
@@ -344,7 +339,8 @@ class Channel:
     `cancel`, a token set when the caller is gone."""
 
     def __init__(self, out, cancel: CancelToken) -> None:
-        self._out, self._lock, self.cancel, self._last = out, threading.Lock(), cancel, 0.0
+        self._out, self._lock, self.cancel = out, threading.Lock(), cancel
+        self.progress = Throttle(self._send_progress, PROGRESS_INTERVAL_S)
 
     def send(self, message: Any) -> None:
         if isinstance(message, bytes | bytearray | memoryview):
@@ -352,11 +348,8 @@ class Channel:
         else:
             self._frame(_JSON, json.dumps(message).encode())
 
-    def progress(self, fraction: float | None, message: str) -> None:
-        now = time.monotonic()
-        if now - self._last >= PROGRESS_INTERVAL_S or (fraction is not None and fraction >= 1.0):
-            self._last = now
-            self._frame(_PROGRESS, json.dumps([fraction, message]).encode())
+    def _send_progress(self, fraction: float | None, message: str) -> None:
+        self._frame(_PROGRESS, json.dumps([fraction, message]).encode())
 
     def _frame(self, kind: bytes, body: bytes) -> None:
         with self._lock:

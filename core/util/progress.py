@@ -211,3 +211,31 @@ class Steps:
 
     def finished(self, message: str = "done") -> None:
         self.report.finished(message)
+
+
+class Throttle:
+    """Progress passed on at most once per `interval` seconds (and always at 1.0), without losing
+    where a step ended: a report held back is sent before the first report of the next step (the
+    text before ": "), so a bar never jumps from the middle of one step into the next."""
+
+    def __init__(self, send: ProgressFn, interval: float) -> None:
+        self._send, self._interval = send, interval
+        self._last = float("-inf")
+        self._held: tuple[float | None, str] | None = None
+
+    def __call__(self, fraction: float | None, message: str) -> None:
+        import time
+
+        held, self._held = self._held, None
+        if held is not None and _step(held[1]) != _step(message):
+            self._send(*held)
+        now = time.monotonic()
+        if now - self._last >= self._interval or (fraction is not None and fraction >= 1.0):
+            self._last = now
+            self._send(fraction, message)
+        else:
+            self._held = (fraction, message)
+
+
+def _step(message: str) -> str:
+    return message.split(": ", 1)[0]

@@ -14,7 +14,6 @@ ignored and the job ends with `returned(result)`: the file was written, and the 
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from onnxport.core.util.errors import Cancelled
-from onnxport.core.util.progress import CancelToken
+from onnxport.core.util.progress import CancelToken, Throttle
 
 JobFn = Callable[[Callable[[float | None, str], None], CancelToken], Any]
 PROGRESS_INTERVAL = 0.05  # seconds between progress signals (the last one always goes)
@@ -47,7 +46,8 @@ class Job(QRunnable):
         self.name = name
         self.token = CancelToken()
         self.signals = JobSignals()
-        self._last_progress = 0.0
+        self._progress = Throttle(lambda fraction, message: self._emit(self.signals.progress, fraction, message),
+                                  PROGRESS_INTERVAL)
         self.running = False
 
     def start(self, pool: QThreadPool | None = None) -> Job:
@@ -66,12 +66,6 @@ class Job(QRunnable):
     def committed(self) -> bool:
         """The job passed its commit point: its result is (being) written; cancel no longer applies."""
         return self.token.committed
-
-    def _progress(self, fraction: float | None, message: str) -> None:
-        now = time.monotonic()
-        if now - self._last_progress >= PROGRESS_INTERVAL or (fraction is not None and fraction >= 1.0):
-            self._last_progress = now
-            self._emit(self.signals.progress, fraction, message)
 
     def run(self) -> None:  # runs in a pool thread
         self._emit(self.signals.started)
