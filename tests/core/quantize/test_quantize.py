@@ -236,18 +236,20 @@ def test_static_keeps_the_producer_of_a_sensitive_input_in_float_too(models, tmp
     """Padded tokens put -1e4 in the attention scores: int8 of the Softmax input ruins the
     attention. Keeping only Softmax float would still read that edge through Q/DQ; its
     producer (the mask Add) is kept too: the static search measures units that carry the
-    producers of their inputs, and picks the one holding both (here the attention scores' segment)."""
+    producers of their inputs, and picks the one holding both (here the attention scores' segment).
+    By default static quantizes only the weight ops (Softmax, Add float): the op types are asked for."""
     rng = np.random.default_rng(1)
     ids = rng.integers(0, 50, (16, 10)).astype(np.int64)
     mask = np.ones_like(ids)
     mask[:, 7:] = 0
     np.savez(tmp_path / "padded.npz", input_ids=ids, attention_mask=mask)
+    every = ["MatMul", "Gemm", "Add", "Softmax"]
     plain = quantize(models["encoder"], tmp_path / "plain.onnx", "static",
                      QuantizeOptions(int8_path=PIN, calibration=tmp_path / "padded.npz",
-                                     accuracy_target=None))
+                                     accuracy_target=None, op_types=every))
     assert plain.validation.min_cosine < 0.99 and plain.validation.worst_nodes(1) == ["/attn/Softmax"]
     result = quantize(models["encoder"], tmp_path / "enc.qdq.onnx", "static",
-                      QuantizeOptions(int8_path=PIN, calibration=tmp_path / "padded.npz"))
+                      QuantizeOptions(int8_path=PIN, calibration=tmp_path / "padded.npz", op_types=every))
     assert {"/attn/Softmax", "/attn/Add_mask"} <= set(result.kept_float_nodes)
     assert not {"/ffn/in/MatMul", "/ffn/out/MatMul"} & set(result.kept_float_nodes)  # the rest stays int8
     assert result.target_met and result.validation.passed and "padded.npz" in result.validation.inputs
