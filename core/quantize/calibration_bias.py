@@ -39,6 +39,7 @@ class InputMeans:
 
     by_node: dict[str, np.ndarray] = field(default_factory=dict)
     batches: int = 0
+    shifts: dict[tuple, np.ndarray | None] = field(default_factory=dict)  # per weight format: same every attempt
 
 
 def _weighted_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
@@ -124,9 +125,12 @@ def correct_biases(src: Path, dst: Path, means: InputMeans, *, per_channel: bool
         mean = means.by_node.get(node.name)
         if mean is None or node.name in skip:
             continue
-        weight = numpy_helper.to_array(inits[node.input[1]])
-        axis = (0 if node.op_type == "Conv" else 1) if per_channel else None
-        shift = _shift(node, weight, rounded_weight(weight, axis, reduce_range), mean)
+        key = (node.name, node.input[1], per_channel, reduce_range)
+        if key not in means.shifts:
+            weight = numpy_helper.to_array(inits[node.input[1]])
+            axis = (0 if node.op_type == "Conv" else 1) if per_channel else None
+            means.shifts[key] = _shift(node, weight, rounded_weight(weight, axis, reduce_range), mean)
+        shift = means.shifts[key]
         if shift is None or not np.all(np.isfinite(shift)):
             continue
         bias_name = node.input[2] if len(node.input) > 2 else ""

@@ -8,11 +8,11 @@ the quantizable producers of its inputs (`expand`). Units are measured cheapest 
 weights they keep float); the first that meets the target alone ends the measuring. Otherwise they
 are added by loss removed per share (+ `FREE_SHARE`), up to `MAX_FLOAT_SHARE`, until the target plus
 margin is met; units the others make unnecessary are dropped. A set of float nodes runs once. The
-answer is quantized for real and checked, then with int8 weights for the weights kept float
-(weight_only.py), kept if it still passes; if it misses, the next units follow, for at most
-`MAX_ROUNDS` attempts. Bounded: at most `MAX_EVALUATIONS` switched runs on `search.SEARCH_BATCHES`
-batches; `LoopResult.search`: "capped" (budget hit), "reused" verdicts, "int8_weights".
-"""
+answer is quantized for real and checked to the target plus margin, then with int8 weights for the
+weights kept float (weight_only.py), kept if it still passes; if it misses, a unit chosen alone
+gives way to the units holding it (measured next), else the next units follow, for at most
+`MAX_ROUNDS` attempts; one that met only the target is the answer if none does better. Bounded:
+`MAX_EVALUATIONS` switched runs on `search.SEARCH_BATCHES` batches; `LoopResult.search`: "capped"."""
 
 from __future__ import annotations
 
@@ -133,9 +133,12 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
         return LoopResult(dst, [], attempts, True)
     report.check()
     report(0.1, "measuring what keeping each stage, op type and block in float gains")
-    order, kept, info = _search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8),
-                                stage, expand, checker.reference(SEARCH_BATCHES))
+    search = _Search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8), stage, expand,
+                     checker.reference(SEARCH_BATCHES))
+    order, kept, info = search.choose()
     rest = [u for u in order if not set(u.members) <= set(kept)]
+    bar = min(1.0, thresholds.min_cosine + SEARCH_MARGIN * (1.0 - thresholds.min_cosine))
+    fallback: tuple[Path, list[str]] | None = None  # the last attempt that met the target, not the margin
     for round_ in range(1, MAX_ROUNDS + 1):
         if not kept:
             break
@@ -143,14 +146,34 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
         report(0.8 + 0.2 * round_ / (MAX_ROUNDS + 1), f"quantizing with {len(kept)} node(s) kept in float")
         previous = dst
         dst = attempt_file(attempt, stage, name, round_, excluded + kept, check=False)
-        shutil.rmtree(previous.parent, ignore_errors=True)
-        if checker(dst, kept, attempts):
+        if fallback is None or previous != fallback[0]:
+            shutil.rmtree(previous.parent, ignore_errors=True)
+        passed = checker(dst, kept, attempts)
+        if passed and attempts[-1]["min_cosine"] >= bar:
             light = _with_int8_weights(dst, kept, stage, checker, attempts, info, thresholds)
             return LoopResult(light, kept, attempts, True, info)
+        if passed:  # met where the ranges came from, without the room pages they never saw need
+            if fallback is not None:
+                shutil.rmtree(fallback[0].parent, ignore_errors=True)
+            fallback = (dst, kept)
+        if info.get("alone"):  # the unit that met the target alone did not, for real: the units holding it
+            refused = {frozenset(kept)}
+            search.report = report.sub(0.8 + 0.2 * round_ / (MAX_ROUNDS + 1), 0.8 + 0.2 * (round_ + 0.5) / (MAX_ROUNDS + 1))
+            order, more_kept, info = search.choose(refused)
+            rest = [u for u in order if not set(u.members) <= set(more_kept)]
+            if frozenset(more_kept) in refused or not more_kept:
+                break
+            kept = more_kept
+            continue
         more, rest = rest[: 2 ** (round_ - 1)], rest[2 ** (round_ - 1):]
         if not more:
             break
         kept = list(dict.fromkeys(kept + [m for u in more for m in u.members]))
+    if fallback is not None:  # the held-out verdict decides
+        if dst != fallback[0]:
+            shutil.rmtree(dst.parent, ignore_errors=True)
+        info["margin_missed"] = True
+        return LoopResult(fallback[0], fallback[1], attempts, True, info)
     return LoopResult(dst, kept, attempts, False, info)
 
 
@@ -175,77 +198,94 @@ def _with_int8_weights(dst: Path, kept: list[str], stage: Staging, checker: Atte
     return dst
 
 
-def _search(quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str], thresholds: Thresholds,
-            op_types: set[str], report: Reporter, stage: Staging, expand,
-            reference=None) -> tuple[list[Unit], list[str], dict]:
-    """(the units by score, the nodes that meet the criteria (else every unit that helped), what was measured)."""
-    runner, candidates, judge = search_bench(quantized, prepared, feeds, excluded, thresholds, op_types, stage,
-                                               qdq=True, reference=reference)
-    float_model = load_full(prepared)
-    units = static_units(float_model, candidates, expand)[: MAX_EVALUATIONS // 2]
-    units.sort(key=lambda u: u.share)  # the cheapest first: the first that meets the target alone ends the search
-    weights = _weight_bytes(float_model)
-    del float_model
-    total = max(sum(weights.get(c, 0) for c in candidates), 1)
-    capped = False
-    known: dict[frozenset, Verdict] = {}  # a set of float nodes is run once (units and trials coincide)
-    reused = 0
+class _Search:
+    """The switched model of the first attempt, its units, and every verdict so far (a set of float
+    nodes runs once, across `choose` calls)."""
 
-    def measure(keep: list[str], what: str) -> Verdict | None:
-        nonlocal capped, reused
+    def __init__(self, quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str],
+                 thresholds: Thresholds, op_types: set[str], report: Reporter, stage: Staging, expand,
+                 reference=None) -> None:
+        self.runner, self.candidates, self.judge = search_bench(quantized, prepared, feeds, excluded, thresholds,
+                                                                op_types, stage, qdq=True, reference=reference)
+        float_model = load_full(prepared)
+        self.units = static_units(float_model, self.candidates, expand)[: MAX_EVALUATIONS // 2]
+        self.units.sort(key=lambda u: u.share)  # the cheapest first: the first that meets the target alone ends it
+        self.weights = _weight_bytes(float_model)
+        del float_model
+        self.total = max(sum(self.weights.get(c, 0) for c in self.candidates), 1)
+        self.report, self.capped, self.reused = report, False, 0
+        self.known: dict[frozenset, Verdict] = {}
+
+    def measure(self, keep: list[str], what: str) -> Verdict | None:
         key = frozenset(keep)
-        if key in known:
-            reused += 1
-            return known[key]
-        if runner.runs >= MAX_EVALUATIONS:
-            capped = True
+        if key in self.known:
+            self.reused += 1
+            return self.known[key]
+        if self.runner.runs >= MAX_EVALUATIONS:
+            self.capped = True
             return None
-        report.check()
-        report(min(runner.runs / MAX_EVALUATIONS, 0.99), what)
-        known[key] = judge(runner.run(keep))
-        return known[key]
+        self.report.check()
+        self.report(min(self.runner.runs / MAX_EVALUATIONS, 0.99), what)
+        self.known[key] = self.judge(self.runner.run(keep))
+        return self.known[key]
 
-    base = measure([], "measuring the quantized model")
-    assert base is not None
-    alone: Unit | None = None
-    for unit in units:
-        verdict = measure(unit.members, f"measuring {unit.label} in float")
-        unit.gain = base.loss - verdict.loss if verdict is not None else 0.0
-        if verdict is not None and verdict.passed and unit.share <= MAX_FLOAT_SHARE:
-            alone = unit  # met by the cheapest unit that meets it: nothing measured after it could be cheaper alone
-            break
-    order = sorted((u for u in units if u.gain > 0), key=lambda u: -u.score)
-    if alone is not None:
-        order = [alone] + [u for u in order if u is not alone]
-    chosen: list[Unit] = []
-    kept: list[str] = []
-    met = False
-    for unit in order:
-        trial = list(dict.fromkeys(kept + unit.members))
-        if len(trial) == len(kept) or share_of(trial, weights, total) > MAX_FLOAT_SHARE:
-            continue
-        verdict = measure(trial, f"keeping {len(trial)} node(s) in float")
-        if verdict is None:
-            break
-        chosen, kept = chosen + [unit], trial
-        if verdict.passed:
-            met = True
-            break
-    if met:
-        for unit in sorted(chosen[:-1], key=lambda u: u.score):  # drop what the others make unnecessary
-            others = [u for u in chosen if u is not unit]
-            trial = list(dict.fromkeys(m for u in others for m in u.members))
-            verdict = measure(trial, f"trying without {unit.label}")
+    def choose(self, refused: set[frozenset] = frozenset()) -> tuple[list[Unit], list[str], dict]:
+        """(the units by score, the nodes that meet the criteria (else every unit that helped), what was
+        measured). `refused`: float sets that met the target in the switched runs but not for real:
+        never taken alone again, and the units holding one are measured first."""
+        base = self.measure([], "measuring the quantized model")
+        assert base is not None
+        units = self.units
+        if refused:
+            holding = [u for u in units if any(r < frozenset(u.members) for r in refused)]
+            units = holding + [u for u in units if u not in holding]
+        alone: Unit | None = None
+        for unit in units:
+            if frozenset(unit.members) in refused:
+                continue
+            verdict = self.measure(unit.members, f"measuring {unit.label} in float")
+            unit.gain = base.loss - verdict.loss if verdict is not None else 0.0
+            if verdict is not None and verdict.passed and unit.share <= MAX_FLOAT_SHARE:
+                alone = unit  # the cheapest unit that meets it: nothing measured after it could be cheaper alone
+                break
+        measured = [u for u in self.units if frozenset(u.members) in self.known]
+        order = sorted((u for u in measured if u.gain > 0), key=lambda u: -u.score)
+        if alone is not None:
+            order = [alone] + [u for u in order if u is not alone]
+        chosen, kept, met = self._greedy(order)
+        info = {"candidates": len(self.candidates), "blocks": len(self.units), "base_min_cosine": round(base.min_cosine, 6),
+                "ranking": [{"unit": u.label, "gain": round(u.gain, 6), "weights": round(u.share, 4)}
+                            for u in order[:10]],
+                "kept_units": [u.label for u in chosen], "evaluations": self.runner.runs, "reused": self.reused,
+                "met_in_search": met, "capped": self.capped, "alone": alone is not None and chosen == [alone]}
+        return order, kept, info
+
+    def _greedy(self, order: list[Unit]) -> tuple[list[Unit], list[str], bool]:
+        """Units added by score until the target plus margin is met, then those the others make unnecessary dropped."""
+        chosen: list[Unit] = []
+        kept: list[str] = []
+        met = False
+        for unit in order:
+            trial = list(dict.fromkeys(kept + unit.members))
+            if len(trial) == len(kept) or share_of(trial, self.weights, self.total) > MAX_FLOAT_SHARE:
+                continue
+            verdict = self.measure(trial, f"keeping {len(trial)} node(s) in float")
             if verdict is None:
                 break
+            chosen, kept = chosen + [unit], trial
             if verdict.passed:
-                chosen, kept = others, trial
-    info = {"candidates": len(candidates), "blocks": len(units), "base_min_cosine": round(base.min_cosine, 6),
-            "ranking": [{"unit": u.label, "gain": round(u.gain, 6), "weights": round(u.share, 4)}
-                        for u in order[:10]],
-            "kept_units": [u.label for u in chosen], "evaluations": runner.runs, "reused": reused,
-            "met_in_search": met, "capped": capped}
-    return order, kept, info
+                met = True
+                break
+        if met:
+            for unit in sorted(chosen[:-1], key=lambda u: u.score):  # drop what the others make unnecessary
+                others = [u for u in chosen if u is not unit]
+                trial = list(dict.fromkeys(m for u in others for m in u.members))
+                verdict = self.measure(trial, f"trying without {unit.label}")
+                if verdict is None:
+                    break
+                if verdict.passed:
+                    chosen, kept = others, trial
+        return chosen, kept, met
 
 
 def search_notes(info: dict, mode: str) -> list[str]:
