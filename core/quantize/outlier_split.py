@@ -7,7 +7,8 @@ rounds every other channel away; rescaling (SmoothQuant) cannot remove it: the p
 
 Contract: `chosen_channels(model, maxima)` -> {activation: Group}: for the activations read by
 MatMuls with a constant 2-D float weight (main graph), the union of the top channels scoring
-over `ratio` x their MatMul's median, for all those MatMuls. `split_outliers(model, groups)`
+over `ratio` x their MatMul's median (x N/K for a [K, N] weight with N > K: the float part's Add
+spans N columns), for all those MatMuls. `split_outliers(model, groups)`
 rewrites `model` in place: rows j of each weight zeroed; x_j zeroed if only those MatMuls read x
 (by its pre-activation bias, outlier_shift.py, or in the constant vector Mul making x), else by
 one shared 0/1 Mul; y = x' @ W' (+ its bias Add, kept next to it for ORT's fusion) + x_j @ W[j]
@@ -70,7 +71,7 @@ def chosen_channels(model: onnx.ModelProto, maxima: dict[str, np.ndarray], *, ra
                 group.channels = []
                 break  # not a channel-wise product: leave this activation alone
             score = peak * np.abs(w).max(axis=1)
-            median = float(np.median(score))
+            median = float(np.median(score)) * max(1.0, w.shape[1] / w.shape[0])  # its Add spans N columns
             top = np.argsort(score)[::-1][:max_channels]
             group.channels += [int(j) for j in top if score[j] > ratio * median > 0 and int(j) not in group.channels]
             group.matmuls.append(node.name)
