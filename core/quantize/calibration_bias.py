@@ -82,17 +82,29 @@ def input_means(model_path: Path, feeds: FeedSource, workdir: Path, report: Repo
 
 
 def rounded_weight(weight: np.ndarray, axis: int | None, reduce_range: bool) -> np.ndarray:
-    """The weight as ORT's QDQ quantizer stores it (int8 symmetric), dequantized back to float."""
+    """The weight as ORT's QDQ quantizer stores it (int8 symmetric), dequantized back to float: its
+    `quantize_data` (quant_utils.py, 1.32) for each channel at once, the same float32/float64 steps."""
     from onnx import TensorProto
-    from onnxruntime.quantization.quant_utils import quantize_data
+    from onnxruntime.quantization.quant_utils import get_qmin_qmax_for_qType
 
-    def one(part: np.ndarray) -> np.ndarray:
-        zero, scale, q = quantize_data(part.ravel(), TensorProto.INT8, True, reduce_range)
-        return ((q.astype(np.float64) - float(zero)) * float(scale)).reshape(part.shape)
-
+    if weight.size == 0:
+        return weight.astype(np.float64)
+    qmin, qmax = get_qmin_qmax_for_qType(TensorProto.INT8, reduce_range, symmetric=True)
+    data = weight.astype(np.float32)
+    rows = (np.moveaxis(data, axis, 0) if axis is not None else data[None]).reshape(
+        data.shape[axis] if axis is not None else 1, -1)
+    absmax = np.maximum(np.abs(np.minimum(rows.min(axis=1), 0)), np.abs(np.maximum(rows.max(axis=1), 0)))
+    scale = (absmax.astype(np.float64) + absmax.astype(np.float64)) / (float(qmax) - float(qmin))
+    stored = scale.astype(np.float32)
+    stored[scale < np.finfo(np.float32).tiny] = 1.0  # ORT: scale 1, zero point 0 for an all-zero channel
+    full = TensorProto.INT8  # quantize_nparray clips to the type's whole range
+    low, high = get_qmin_qmax_for_qType(full)
+    q = np.clip((rows / stored[:, None]).round(), low, high).astype(np.int8)
+    back = q.astype(np.float64) * stored.astype(np.float64)[:, None]
     if axis is None:
-        return one(weight)
-    return np.stack([one(np.take(weight, c, axis=axis)) for c in range(weight.shape[axis])], axis=axis)
+        return back.reshape(weight.shape)
+    moved = np.moveaxis(data, axis, 0).shape
+    return np.moveaxis(back.reshape(moved), 0, axis)
 
 
 def _shift(node: onnx.NodeProto, weight: np.ndarray, rounded: np.ndarray, mean: np.ndarray) -> np.ndarray | None:
