@@ -27,7 +27,7 @@ from onnxport.core.evaluate.compare import vector_dot
 from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, session
 from onnxport.core.graph.index import infer_value_info
 
-TENSOR_BYTES = 192 << 20  # the reference's exposed tensors in one run (the model's as many): fewer rows past it
+TENSOR_BYTES = 64 << 20  # the reference's exposed tensors in one run (the model's as many): fewer rows past it
 MEASURABLE = 5e-5  # added relative error below this prints as +0.0000: not worth naming
 FUSED_ACTIVATIONS = {"Relu", "Clip"}  # what ORT's QDQ quantizer removes into the QuantizeLinear after
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
