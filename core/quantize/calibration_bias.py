@@ -6,9 +6,9 @@ the error is in the weights. This is the empirical bias correction of Nagel et a
 Quantization..." (ICCV 2019), E[x] measured on the calibration data (docs/performance.md).
 
 Contract:
-- `input_means(model_path, feeds, workdir, report)` runs the float model over the calibration
-  feeds one batch at a time and returns `InputMeans`: per Conv/ConvTranspose with an initializer
-  weight, its input's per-channel mean (memory does not grow with the set).
+- `input_means(model_path, feeds, workdir, report, op_types)` runs the float model over the
+  calibration feeds one batch at a time and returns `InputMeans`: per Conv/ConvTranspose (of the
+  quantized `op_types`) with an initializer weight, its input's per-channel mean.
 - `correct_biases(src, dst, means, per_channel=, reduce_range=, exclude=)` writes `dst` with each
   measured bias b replaced by b - (Wq - W) . E[x], Wq exactly as ORT's QDQ quantizer writes it;
   nodes in `exclude` are left alone. Returns how many were corrected.
@@ -42,16 +42,18 @@ class InputMeans:
     shifts: dict[tuple, np.ndarray | None] = field(default_factory=dict)  # per weight format: same every attempt
 
 
-def _weighted_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+def _weighted_nodes(graph: onnx.GraphProto, op_types: Iterable[str] = CORRECTED_OPS) -> list[onnx.NodeProto]:
     weights = {i.name for i in graph.initializer}
-    return [n for n in graph.node if n.op_type in CORRECTED_OPS and n.name and len(n.input) >= 2
+    ops = set(CORRECTED_OPS) & set(op_types)
+    return [n for n in graph.node if n.op_type in ops and n.name and len(n.input) >= 2
             and n.input[1] in weights and n.input[0]]
 
 
-def input_means(model_path: Path, feeds: FeedSource, workdir: Path, report: Reporter) -> InputMeans:
+def input_means(model_path: Path, feeds: FeedSource, workdir: Path, report: Reporter,
+                op_types: Iterable[str] = CORRECTED_OPS) -> InputMeans:
     """See the module docstring."""
     model = load_full(model_path)
-    nodes = _weighted_nodes(model.graph)
+    nodes = _weighted_nodes(model.graph, op_types)
     means = InputMeans()
     if not nodes:
         return means

@@ -302,7 +302,7 @@ def _calibrate(prepared: Path, calibration: FeedsLike, specs, workdir: Path, big
     ranges = calibrate(prepared, feeds, modes.static_op_types(op_types), workdir, report, big)
     if not {"Conv", "ConvTranspose"} & set(modes.static_op_types(op_types)):
         return ranges, None
-    return ranges, input_means(prepared, feeds, workdir, report)  # E[x] of each Conv, for bias correction
+    return ranges, input_means(prepared, feeds, workdir, report, modes.static_op_types(op_types))
 
 
 def _axis_opset(prepared: Path, dst: Path, big: bool, notes: list[str], fallback: bool) -> tuple[Path, bool]:

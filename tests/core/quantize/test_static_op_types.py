@@ -61,3 +61,27 @@ def test_static_op_types_given_are_honoured(tmp_path):
     model = _quantized(tmp_path, "with_add.onnx", op_types=["Conv", "Add"])
     assert "skip" in {n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
     assert len(_quantized_inputs(model, "add")) == 2
+
+
+def test_a_convtranspose_left_float_keeps_its_bias(tmp_path):
+    """Bias correction absorbs the mean shift of int8 weights: a ConvTranspose the default leaves
+    float has no such shift, its bias must come out as it went in (it was corrected all the same)."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.1, (32, 16, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.2, (32, 32, 3, 3)).astype(np.float32), "wt"),
+             numpy_helper.from_array(rng.normal(0, 0.5, 32).astype(np.float32), "bt")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("ConvTranspose", ["c", "wt", "bt"], ["y"], name="up", strides=[2, 2])]
+    graph = helper.make_graph(nodes, "conv_up", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    src = tmp_path / "up.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), src)
+    pages = [{"x": (rng.normal(0, 1, (1, 16, 8, 8)) + 2.0).astype(np.float32)} for _ in range(8)]  # E[x] != 0
+    result = quantize(src, tmp_path / "up.qdq.onnx", "static",
+                      QuantizeOptions(calibration=pages, accuracy_target=None, int8_path="avx2"))
+    model = onnx.load(result.path)
+    up = next(n for n in model.graph.node if n.name == "up")
+    weights = {t.name: t for t in model.graph.initializer}
+    assert weights[up.input[1]].data_type == TensorProto.FLOAT  # float: its weight as it was
+    bias = next(t for t in model.graph.initializer if t.name == up.input[2])
+    assert np.array_equal(numpy_helper.to_array(bias), numpy_helper.to_array(inits[2]))
