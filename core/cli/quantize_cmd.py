@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the CPU int8 kernels to quantize for: auto (detected), avx2, avx512bw (7-bit weights, "
                         "exact on every CPU), avx512-vnni, avx-vnni, amx, arm-dotprod (8-bit weights)")
     p.add_argument("--op-types", action="append", default=[], metavar="A[,B...]",
-                   help="op types to quantize (dynamic default: MatMul,Gather,Attention,LSTM,EmbedLayerNormalization)")
+                   help="op types to quantize (dynamic default: MatMul,Gather,Attention,LSTM,EmbedLayerNormalization; "
+                        "static: Conv,MatMul,Gemm, the ones with int8 kernels)")
     p.add_argument("--exclude", action="append", default=[], metavar="NODE[,NODE...]",
                    help="node names to keep in float")
     p.add_argument("--fp16-io", action="store_true", help="fp16: make inputs/outputs float16 too")
