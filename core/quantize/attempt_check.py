@@ -5,7 +5,7 @@ Why: each attempt used to run a full validation, loading and running the float m
 Contract: `AttemptChecker(prepared, feeds, thresholds, workdir)` runs the float model once over
 `feeds` (the search inputs: small) and keeps its outputs; `checker(dst, kept, attempts)` runs only
 `dst`, appends the attempt's record (kept nodes, worst cosine and output, size, passed, failures)
-to `attempts` and returns whether it passed. `reference(n)`: the first `n` batches (adapted to
+to `attempts` and returns whether it passed; `last`: that attempt's outputs, per batch. `reference(n)`: the first `n` batches (adapted to
 the float model) and its outputs on them, for the search (search.search_bench).
 """
 
@@ -28,6 +28,7 @@ class AttemptChecker:
         self._outputs: list[list[np.ndarray]] = []
         self.names: list[str] = []
         self.kinds: dict[str, str] = {}
+        self.last: list[list[np.ndarray]] = []
 
     def _load(self) -> list[dict[str, np.ndarray]]:
         if self._batches is None:
@@ -47,8 +48,10 @@ class AttemptChecker:
         batches = self._load()
         sess = session(dst, label=f"quantized {dst.name}", workdir=self.workdir)
         stats = [OutputStats(n, self.kinds.get(n, VALUES)) for n in self.names]
+        self.last = []
         for feed, want in zip(batches, self._outputs):
             got = run(sess, self.names, adapt_feed(feed, sess), label=dst.name, hint=self.feeds.hint)
+            self.last.append(got)
             for s, g, w in zip(stats, got, want):
                 s.update(g, w)
         results = [s.result(self.thresholds) for s in stats]

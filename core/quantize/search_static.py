@@ -134,7 +134,7 @@ def static_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fee
     report.check()
     report(0.1, "measuring what keeping each stage, op type and block in float gains")
     search = _Search(dst, prepared, feeds, excluded, thresholds, op_types, report.sub(0.1, 0.8), stage, expand,
-                     checker.reference(SEARCH_BATCHES))
+                     checker.reference(SEARCH_BATCHES), base=checker.last[:SEARCH_BATCHES])
     order, kept, info = search.choose()
     rest = [u for u in order if not set(u.members) <= set(kept)]
     bar = min(1.0, thresholds.min_cosine + SEARCH_MARGIN * (1.0 - thresholds.min_cosine))
@@ -204,7 +204,8 @@ class _Search:
 
     def __init__(self, quantized: Path, prepared: Path, feeds: FeedSource, excluded: list[str],
                  thresholds: Thresholds, op_types: set[str], report: Reporter, stage: Staging, expand,
-                 reference=None) -> None:
+                 reference=None, base: list | None = None) -> None:
+        """`base`: the quantized model's outputs on the search batches, already run (the first check)."""
         self.runner, self.candidates, self.judge = search_bench(quantized, prepared, feeds, excluded, thresholds,
                                                                 op_types, stage, qdq=True, reference=reference)
         float_model = load_full(prepared)
@@ -215,6 +216,8 @@ class _Search:
         self.total = max(sum(self.weights.get(c, 0) for c in self.candidates), 1)
         self.report, self.capped, self.reused = report, False, 0
         self.known: dict[frozenset, Verdict] = {}
+        if base and reference is not None and len(base) == len(reference[0]):
+            self.known[frozenset()] = self.judge(base)  # nothing float: the real model's own outputs
 
     def measure(self, keep: list[str], what: str) -> Verdict | None:
         key = frozenset(keep)
