@@ -207,3 +207,27 @@ def test_an_activation_that_does_not_vanish_below_zero_is_masked_by_a_mul_instea
     for feed in feeds(2, seed=5):
         want, got = _run(model, feed), _run(rewritten, feed)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_the_rewrite_is_checked_against_the_maxima_run_and_kept_only_if_equal(tmp_path, monkeypatch):
+    """One float session of the source (its maxima run also gives the expected outputs) and one of
+    the rewrite; a rewrite that changes the outputs is dropped, the source quantized as it is."""
+    from onnxport.core.quantize import outlier_plan
+
+    onnx.save(block_model(), tmp_path / "block.onnx")
+    opened = []
+    real_session = outlier_plan.session
+    monkeypatch.setattr(outlier_plan, "session", lambda *a, **k: opened.append(a[0]) or real_session(*a, **k))
+    split = split_for_dynamic(tmp_path / "block.onnx", tmp_path / "split.onnx", feeds())
+    assert split.path == tmp_path / "split.onnx" and len(opened) == 2
+
+    def wrong_smooth(model, maxima):  # a rewrite that is not an equivalence
+        for t in model.graph.initializer:
+            if t.name == "W2":
+                t.CopyFrom(numpy_helper.from_array(2 * numpy_helper.to_array(t), t.name))
+        return 1
+
+    monkeypatch.setattr(outlier_plan, "smooth", wrong_smooth)
+    split = split_for_dynamic(tmp_path / "block.onnx", tmp_path / "wrong.onnx", feeds())
+    assert split.path == tmp_path / "block.onnx" and split.float_nodes == []
+    assert any("did not match the source" in n for n in split.notes)
