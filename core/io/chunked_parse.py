@@ -17,7 +17,7 @@ what it raises (`DecodeError`) for data it cannot parse: anything the walk does 
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -69,11 +69,11 @@ def _parse_in_slices(model: onnx.ModelProto, data: bytes | mmap.mmap, check: Cal
         view.release()
 
 
-def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
-    """Where to cut the graph's bytes `data[start:end]`: whole fields, ~CHUNK_BYTES per slice.
-    A graph's fields are all length-delimited with numbers below 16 (one tag byte)."""
-    slices = []
-    pos = chunk = start
+def graph_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(tag byte, field end) of each field of the graph's bytes `data[start:end]`, from their
+    headers alone. A graph's fields are all length-delimited with numbers below 16 (one tag
+    byte); anything else raises `Unknown`."""
+    pos = start
     while pos < end:
         tag = data[pos]
         if tag >= 0x80 or tag & 7 != LENGTH_DELIMITED:
@@ -91,9 +91,19 @@ def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
                 if byte < 0x80:
                     break
                 shift += 7
+                if shift > 63:
+                    raise Unknown()
         pos += length
         if pos > end:
             raise Unknown()
+        yield tag, pos
+
+
+def graph_slices(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """Where to cut the graph's bytes `data[start:end]`: whole fields, ~CHUNK_BYTES per slice."""
+    slices = []
+    chunk = start
+    for _tag, pos in graph_fields(data, start, end):
         if pos - chunk >= CHUNK_BYTES:
             slices.append((chunk, pos))
             chunk = pos

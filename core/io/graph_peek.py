@@ -17,7 +17,7 @@ import mmap
 import os
 from pathlib import Path
 
-from onnxport.core.io.chunked_parse import GRAPH_FIELD, LENGTH_DELIMITED, Unknown, fields
+from onnxport.core.io.chunked_parse import GRAPH_FIELD, LENGTH_DELIMITED, Unknown, fields, graph_fields
 from onnxport.core.io.regular_files import regular_file
 from onnxport.core.util.errors import OnnxportError
 
@@ -47,33 +47,13 @@ def count_nodes(path: str | Path, enough: int) -> int | None:
 
 
 def _graph_nodes(data: mmap.mmap, start: int, end: int, enough: int) -> int:
-    """Node fields in the graph at `data[start:end]`, up to `enough`. A graph's fields are all
-    length-delimited with numbers below 16 (one tag byte), as `chunked_parse.graph_slices` reads them."""
-    count = walked = 0
-    pos = start
-    while pos < end:
-        tag = data[pos]
-        if tag >= 0x80 or tag & 7 != LENGTH_DELIMITED:
-            raise Unknown()
-        pos += 1
-        length = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise Unknown()
-        pos += length
-        if pos > end:
-            raise Unknown()
+    """Node fields in the graph at `data[start:end]`, up to `enough` (`chunked_parse.graph_fields`)."""
+    count = 0
+    for walked, (tag, _end) in enumerate(graph_fields(data, start, end)):
         if tag == NODE_TAG:
             count += 1
             if count >= enough:
                 return count
-        walked += 1
-        if walked > MAX_FIELDS:
+        if walked >= MAX_FIELDS:
             raise Unknown()
     return count
