@@ -81,11 +81,8 @@ def chosen_channels(model: onnx.ModelProto, maxima: dict[str, np.ndarray], *, ra
     return groups
 
 
-def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
-                   maxima: dict[str, np.ndarray] | None = None) -> list[str]:
-    """See the module docstring; the names of the float MatMuls added. `maxima` (max|x_j| per
-    activation), if given, gets the int8 MatMuls' new inputs: the same with the split channels 0."""
-    graph = model.graph
+def graph_lookups(graph: onnx.GraphProto) -> tuple[dict, dict, dict[str, int], set[str]]:
+    """(initializers by name, producing node by tensor, readers per tensor, graph output names)."""
     weights = {t.name: t for t in graph.initializer}
     producer = {o: n for n in graph.node for o in n.output}
     readers: dict[str, int] = {}
@@ -93,6 +90,15 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
     outputs = {o.name for o in graph.output}
+    return weights, producer, readers, outputs
+
+
+def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
+                   maxima: dict[str, np.ndarray] | None = None) -> list[str]:
+    """See the module docstring; the names of the float MatMuls added. `maxima` (max|x_j| per
+    activation), if given, gets the int8 MatMuls' new inputs: the same with the split channels 0."""
+    graph = model.graph
+    weights, producer, readers, outputs = graph_lookups(graph)
     by_name = {n.name: n for n in graph.node}
     added: list[str] = []
     for activation, group in reversed(groups.items()):  # later first: a shifted bias feeds an earlier split

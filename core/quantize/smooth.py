@@ -21,7 +21,13 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
-from onnxport.core.quantize.outlier_split import SUFFIX, constant_factor, unique_name, weight_matmuls
+from onnxport.core.quantize.outlier_split import (
+    SUFFIX,
+    constant_factor,
+    graph_lookups,
+    unique_name,
+    weight_matmuls,
+)
 
 ALPHA = 0.5  # 0.4-0.6 measured alike on all-MiniLM-L6-v2
 CLIP = 100.0
@@ -44,13 +50,7 @@ def factors(x_peak: np.ndarray, w_peak: np.ndarray, alpha: float) -> np.ndarray:
 def smooth(model: onnx.ModelProto, maxima: dict[str, np.ndarray], alpha: float = ALPHA) -> int:
     """See the module docstring."""
     graph = model.graph
-    weights = {t.name: t for t in graph.initializer}
-    producer = {o: n for n in graph.node for o in n.output}
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
-    outputs = {o.name for o in graph.output}
+    weights, producer, readers, outputs = graph_lookups(graph)
     done = 0
     for activation, nodes in weight_matmuls(graph).items():
         nodes = [n for n in nodes if not n.name.endswith(SUFFIX)]
