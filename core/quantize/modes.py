@@ -3,10 +3,9 @@
 Contract: each function reads `src` and writes `dst` (plus `dst.data` when `big`), keeping the
 nodes named in `exclude` in float, and nothing else:
 - dynamic: `quantize_dynamic`, int8 weights, activations quantized at run time; MatMul, Gather,
-  Attention, LSTM, EmbedLayerNormalization by default, never Conv (ORT's CPU provider has no
-  ConvInteger for int8 weights); MatMuls of two activations stay float; If/Loop/Scan bodies too.
-  `dynamic_source` first moves the outlier input channels of weight MatMuls into float MatMuls
-  beside them (outlier_plan.py, exact in float); `dynamic` always leaves those in float.
+  Attention, LSTM, EmbedLayerNormalization by default, never Conv (no int8 ConvInteger on CPU);
+  MatMuls of two activations and If/Loop/Scan bodies stay float. `dynamic_source` first moves
+  outlier input channels into float MatMuls beside them (outlier_plan.py, exact in float).
 - static: QDQ form, uint8 activations, int8 weights, ranges from `calibration.calibrate` computed
   once; Conv, MatMul, Gemm by default (`STATIC_OP_TYPES`: the ones with int8 kernels, the rest stays
   float); main graph only (gain.static_reach); Gemm biases written 1-D first (gemm_bias.py).

@@ -5,15 +5,13 @@ input channel j whose max|x_j| * max|W[j]| dwarfs the others' (all-MiniLM-L6-v2'
 projections: a GELU channel and its weight row, both far above the rest) sets both scales and
 rounds every other channel away; rescaling (SmoothQuant) cannot remove it: the product is invariant.
 
-Contract: `chosen_channels(model, maxima)` -> {activation: Group}: for the activations read by
-MatMuls with a constant 2-D float weight (main graph), the union of the top channels scoring
-over `ratio` x their MatMul's median (x N/K for a [K, N] weight with N > K: the float part's Add
-spans N columns), for all those MatMuls. `split_outliers(model, groups)`
-rewrites `model` in place: rows j of each weight zeroed; x_j zeroed if only those MatMuls read x
-(by its pre-activation bias, outlier_shift.py, or in the constant vector Mul making x), else by
-one shared 0/1 Mul; y = x' @ W' (+ its bias Add, kept next to it for ORT's fusion) + x_j @ W[j]
-in float. Returns the float MatMuls' names (all end in `SUFFIX`: the quantizer leaves them
-float). Outputs equal the original within float32 rounding.
+Contract: `chosen_channels(model, maxima)` -> {activation: Group}: per activation read by MatMuls
+with a constant 2-D float weight (main graph), the top channels scoring over `ratio` x their
+MatMul's median (x N/K for a widening [K, N] weight: the float part's Add spans N columns).
+`split_outliers(model, groups)` rewrites `model` in place: rows j of each weight zeroed; x_j zeroed
+(by its pre-activation bias, outlier_shift.py, its constant vector Mul, or one shared 0/1 Mul);
+y = x' @ W' (+ bias Add) + x_j @ W[j] in float. Returns the float MatMuls' names (all end in
+`SUFFIX`: the quantizer leaves them float). Outputs equal the original within float32 rounding.
 """
 
 from __future__ import annotations
