@@ -1,7 +1,6 @@
 """One quantization attempt per mode: float32 model in, quantized/converted model file out.
 
-Contract: each function reads `src` and writes `dst` (plus `dst.data` when `big`), keeping the
-nodes named in `exclude` in float, and nothing else:
+Each function reads `src` and writes `dst` (+ `dst.data` when `big`), `exclude`'s nodes in float:
 - dynamic: `quantize_dynamic`, int8 weights, activations quantized at run time; MatMul, Gather,
   Attention, LSTM, EmbedLayerNormalization by default, never Conv (no int8 ConvInteger on CPU);
   MatMuls of two activations and If/Loop/Scan bodies stay float. `dynamic_source` first moves
@@ -9,9 +8,8 @@ nodes named in `exclude` in float, and nothing else:
 - static: QDQ form, uint8 activations, int8 weights, ranges from `calibration.calibrate` computed
   once; Conv, MatMul, Gemm by default (`STATIC_OP_TYPES`: the ones with int8 kernels, the rest stays
   float); main graph only (gain.static_reach); Gemm biases written 1-D first (gemm_bias.py).
-- fp16: our converter (fp16.py) plus the nodes `fp16_beyond` measured past float16's range; op
-  types the CPU provider refuses are blocked and retried; what stayed float32 and why is recorded
-  in the metadata (`onnxport.fp16`).
+- fp16: our converter (fp16.py), float32 kept where `fp16_beyond` measured values past float16's
+  range or the CPU provider refuses an op; what stayed float32 and why: metadata `onnxport.fp16`.
 - int4: weight-only 4-bit MatMulNBits for the large MatMul weights (int4.py).
 Every written model declares only the operator domains it uses (domains.py).
 """
