@@ -37,6 +37,7 @@ from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
 from onnxport.core.quantize.fp16_loop import fp16_loop
+from onnxport.core.quantize.node_names import input_producers, map_node_names
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.quantize.search_static import search_notes, static_loop
@@ -125,7 +126,7 @@ def quantize(
             report(0.02, "pre-processing (ONNX Runtime optimizer, shape inference)")
             prepared = stage.path("prepared.onnx")
             notes += _preprocess(model_path, prepared)
-        excluded = _map_node_names(excluded, model_path, prepared, notes)
+        excluded = map_node_names(excluded, model_path, prepared, notes)
         val_source = validation_inputs if validation_inputs is not None else (
             calibration if mode == "static" and calibration is not None else text)
         val_feeds = fitted_feeds(model_path, val_source, model=source, specs=specs, batch_size=CALIBRATION_BATCH,
@@ -153,7 +154,10 @@ def quantize(
                                               report.sub(0.1, 0.4), notes, like=fitted)
         beyond = modes.fp16_beyond(prepared, val_feeds, stage.path("")) if mode == "fp16" else None
         if mode == "dynamic":  # outlier channels in float beside the int8 rest: exact in float (outlier_plan.py)
+            report.check()
+            report(0.4, "splitting off outlier channels")
             prepared = modes.dynamic_source(prepared, val_feeds, stage.path("split.onnx"), notes, op_types, big)
+            report.check()
 
         gemms = {n.name for g in gain.all_graphs(load_graph(prepared)) for n in g.node
                  if n.op_type == "Gemm"} if mode == "dynamic" else set()
@@ -193,7 +197,7 @@ def quantize(
                                           ranked_ops, loop, (lambda d: verdict(d, 0.4)) if parts.apart else None)
         elif mode == "static" and thresholds is not None:
             outcome = static_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds,
-                                  ranked_ops, loop, _input_producers(prepared, ranked_ops))
+                                  ranked_ops, loop, input_producers(prepared, ranked_ops))
         else:  # fp16 is judged on the held-out part first (nothing tuned); then search.layer_error_loop
             outcome = fp16_loop(attempt, stage, out_path.name, prepared, val_feeds, excluded, thresholds, ranked_ops,
                                 loop, (lambda d: verdict(d, 0.4)) if mode == "fp16" and parts.apart else None)
@@ -229,59 +233,6 @@ def quantize(
         target_met=met if accuracy_target is not None else None, validation=final, notes=notes,
         seconds=time.perf_counter() - started,
     )
-
-
-def _input_producers(model_path: Path, op_types: set[str] | None):
-    """For QDQ: a node kept in float still reads its inputs through the Q/DQ pair its producer's
-    quantized output got (e.g. a Softmax after an Add of a -1e4 attention mask: the error is in
-    that edge). So keeping a node in float also keeps the quantizable producers of its inputs."""
-    graph = load_graph(model_path).graph
-    producer = {o: n for n in graph.node for o in n.output if o}
-    by_name = {n.name: n for n in graph.node}
-
-    def expand(group: list[str]) -> list[str]:
-        found = []
-        for name in group:
-            node = by_name.get(name)
-            for inp in node.input if node is not None else ():
-                p = producer.get(inp)
-                if p is not None and p.name and (op_types is None or p.op_type in op_types):
-                    found.append(p.name)
-        return [n for n in dict.fromkeys(found) if n not in group]
-
-    return expand
-
-
-def _map_node_names(names: list[str], original: Path, prepared: Path, notes: list[str]) -> list[str]:
-    """Node names of the original model -> names in the pre-processed one (ORT's fusions rename
-    a node `n` to `n/<Fusion>/`). Unknown names are an error; fused-away ones are noted."""
-    if not names:
-        return names
-    import difflib
-
-    before = _node_names(original)
-    after = _node_names(prepared) if prepared != original else before
-    after_set = set(after)
-    mapped: list[str] = []
-    for name in names:
-        if name in after_set:
-            mapped.append(name)
-            continue
-        if name not in before:
-            close = difflib.get_close_matches(name, before, n=3)
-            raise OnnxportError(f"{original.name}: no node named '{name}' to keep in float"
-                                + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""))
-        renamed = [a for a in after if a.startswith(name + "/")]
-        if renamed:
-            mapped += renamed
-        else:
-            notes.append(f"node '{name}' was folded away by pre-processing; nothing to keep in float")
-    return list(dict.fromkeys(mapped))
-
-
-def _node_names(path: Path) -> list[str]:
-    """Names of the nodes of every graph, If/Loop/Scan bodies included (the quantizers read bodies)."""
-    return [n.name for g in gain.all_graphs(load_graph(path)) for n in g.node]
 
 
 def _preprocess(src: Path, dst: Path) -> list[str]:
