@@ -13,12 +13,15 @@
    the period is the longest stall, per phase: the open (until the tree is interactive), after it
    (the side jobs it starts: the "export keeps" plan, the shapes inferred meanwhile, the preview;
    until all are done, the preview's Netron drawing excluded), and exporting
-   a model with ~800 MB of parameters. Bar: <= 50 ms in every phase (goal: one frame, 16 ms).
+   a model with ~800 MB of parameters. Bar: <= 50 ms in every phase (goal: one frame, 16 ms),
+   on the app's share of a stall: the raw stall less the time idle reference processes were held
+   up too (the VM's pauses, bench/machine_pauses.py, as decoder_app_bench); both are printed.
 Writes build/bench/gui_bench.json; exit 1 if a bar is missed. Runs offscreen.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -35,6 +38,7 @@ import onnx  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper  # noqa: E402
 
+from bench.machine_pauses import ReferenceBeat  # noqa: E402
 from bench.scale_models import transformer_model, wide_model  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "build" / "bench"
@@ -219,8 +223,9 @@ def onnx_load_seconds(path: Path) -> float:
     return best
 
 
-def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int) -> dict:
-    """Open `path` in the window: time to an interactive tree, stalls while opening and after."""
+def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int, machine: ReferenceBeat) -> dict:
+    """Open `path` in the window: time to an interactive tree, stalls while opening and after
+    (raw, and the app's share: less the time the machine held reference processes up)."""
     reference = onnx_load_seconds(path)
     done = window.bench_loaded
     done.clear()
@@ -230,19 +235,21 @@ def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int) -
     wait(app, lambda: done or window.job is None)
     open_s = (done[0] if done else time.perf_counter()) - t0
     open_stall = beat.stop()
+    open_app = machine.app_stall_ms(beat.late, open_stall, STALL_GOAL_MS)
     beat.start(lambda: running_jobs(window))
     t1 = time.perf_counter()
     wait_side_jobs(app, window)
     side_s = time.perf_counter() - t1
     side_stall = beat.stop()
+    side_app = machine.app_stall_ms(beat.late, side_stall, STALL_GOAL_MS)
     side_gaps = beat.worst_gaps()
     if not done:
         raise RuntimeError(f"opening {path.name} failed")
     return {"model": kind, "nodes": nodes, "tensors": len(window.sources.index), "bytes": path.stat().st_size,
             "open_seconds": round(open_s, 3), "onnx_load_seconds": round(reference, 3),
             "ratio": round(open_s / reference, 1), "tree_seconds_gui_thread": round(window.bench_tree_seconds[-1], 3),
-            "stall_open_ms": round(open_stall, 1), "side_jobs_seconds": round(side_s, 2),
-            "stall_side_jobs_ms": round(side_stall, 1), "stall_after_open_by_job_ms": beat.stalls_by_job(),
+            "stall_open_ms": round(open_stall, 1), "app_stall_open_ms": open_app, "side_jobs_seconds": round(side_s, 2),
+            "stall_side_jobs_ms": round(side_stall, 1), "app_stall_side_jobs_ms": side_app, "stall_after_open_by_job_ms": beat.stalls_by_job(),
             "worst_gaps_after_open": side_gaps}
 
 
@@ -266,7 +273,8 @@ def main() -> int:
     only = os.environ.get("GUI_BENCH_SIZES")  # e.g. "wide:100000" to run one case while profiling
     cases = [c for c in SIZES if not only or f"{c[0]}:{c[1]}" in only.split(",")]
     results: dict = {"open": []}
-    with tempfile.TemporaryDirectory(dir=OUT, prefix="gui-") as tmp:
+    machine = ReferenceBeat()  # idle processes beating like the GUI: the machine's own pauses
+    with contextlib.closing(machine), tempfile.TemporaryDirectory(dir=OUT, prefix="gui-") as tmp:
         tmp = Path(tmp)
         settings = QSettings(str(tmp / "settings.ini"), QSettings.IniFormat)
         beat = Heartbeat()
@@ -297,7 +305,7 @@ def main() -> int:
             path = tmp / f"{kind}_{size}.onnx"
             nodes = BUILDERS[kind](path, size)
             window = new_window()
-            row = open_case(app, window, beat, path, kind, nodes)
+            row = open_case(app, window, beat, path, kind, nodes, machine)
             close(window)
             results["open"].append(row)
             print(f"{kind} {nodes} nodes: interactive tree in {row['open_seconds']:.2f} s "
@@ -324,6 +332,7 @@ def main() -> int:
         export_s = time.perf_counter() - t2
         wait_tail(app)
         export_stall = beat.stop()
+        results["app_stall_export_ms"] = machine.app_stall_ms(beat.late, export_stall, STALL_GOAL_MS)
         size = out.stat().st_size if out.exists() else 0
         results["stall_export_ms"] = round(export_stall, 1)
         results["export"] = {"bytes": size, "seconds": round(export_s, 2), "beats": beat.beats,
@@ -343,10 +352,10 @@ def main() -> int:
 
 
 def bars_met(results: dict) -> bool:
-    ok = results["stall_export_ms"] <= STALL_BAR_MS and results["export"]["ended"] == "returned"
-    for row in results["open"]:
+    ok = results["app_stall_export_ms"] <= STALL_BAR_MS and results["export"]["ended"] == "returned"
+    for row in results["open"]:  # the app's share of each stall (bench/machine_pauses.py); raw printed beside
         ok &= row["tree_seconds_gui_thread"] < TREE_BAR_S
-        ok &= row["stall_open_ms"] <= STALL_BAR_MS and row["stall_side_jobs_ms"] <= STALL_BAR_MS
+        ok &= row["app_stall_open_ms"] <= STALL_BAR_MS and row["app_stall_side_jobs_ms"] <= STALL_BAR_MS
         if row["nodes"] <= OPEN_BAR_NODES * 1.05 and row["nodes"] >= OPEN_BAR_NODES * 0.95:
             ok &= row["open_seconds"] <= OPEN_BAR_S
     return ok
@@ -355,19 +364,21 @@ def bars_met(results: dict) -> bool:
 def print_table(results: dict) -> None:
     """One row per model: open time vs onnx.load of the same file (same run), GUI-thread figures, stalls."""
     print(f"\n{'model':12} {'nodes':>7} {'open s':>7} {'bar':>5} {'onnx.load s':>11} {'ratio':>6} "
-          f"{'tree ms':>8} {'stall open':>10} {'stall after open':>16}")
+          f"{'tree ms':>8} {'stall open (app)':>17} {'stall after open (app)':>23}")
     for row in results["open"]:
         bar = f"{OPEN_BAR_S:.1f}" if abs(row["nodes"] - OPEN_BAR_NODES) <= OPEN_BAR_NODES * 0.05 else "-"
         print(f"{row['model']:12} {row['nodes']:7d} {row['open_seconds']:7.2f} {bar:>5} {row['onnx_load_seconds']:11.3f} "
-              f"{row['ratio']:6.1f} {1000 * row['tree_seconds_gui_thread']:8.1f} {row['stall_open_ms']:10.1f} "
-              f"{row['stall_side_jobs_ms']:16.1f}")
+              f"{row['ratio']:6.1f} {1000 * row['tree_seconds_gui_thread']:8.1f} "
+              f"{row['stall_open_ms']:10.1f} ({row['app_stall_open_ms']:5.1f}) "
+              f"{row['stall_side_jobs_ms']:16.1f} ({row['app_stall_side_jobs_ms']:5.1f})")
     print("\nlongest stall after open, by the side job running when it ended (ms):")
     for row in results["open"]:
         print(f"  {row['model']} {row['nodes']}: " + ", ".join(f"{k} {v}" for k, v in row["stall_after_open_by_job_ms"].items()))
     export = results["export"]
     ratio = results["stall_export_ms"] / (1000 * export["seconds"]) if export["seconds"] else float("nan")
     print(f"\nexport {export['bytes'] / 1e6:.0f} MB in {export['seconds']:.2f} s: longest GUI stall "
-          f"{results['stall_export_ms']:.1f} ms (bar {STALL_BAR_MS:.0f}, {ratio:.3f} of the export)")
+          f"{results['stall_export_ms']:.1f} ms, the app's {results['app_stall_export_ms']:.1f} ms "
+          f"(bar {STALL_BAR_MS:.0f}, {ratio:.3f} of the export)")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COPY_SWITCH_INTERVAL_S = 0.0005  # the app's own (gui/app.py)
+COPY_SWITCH_INTERVAL_S = 0.0005  # for the export's copying thread (measured on the 1B decoder)
 
 
 def run(args: argparse.Namespace) -> int:
