@@ -21,6 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
+from onnxport.core.quantize.weight_edits import add_weight
 
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Sigmoid", "Relu", "Pow", "Sqrt", "Neg", "Abs"}
 SHIFT = 100.0  # z_j - SHIFT: f(-100 + z_j) == 0 in float32 for the activations above while z_j < ~60
@@ -41,9 +42,7 @@ def shifted(graph: onnx.GraphProto, weights: dict, producer: dict, readers: dict
     bias = numpy_helper.to_array(weights[bias_add.input[position]]).astype(np.float32).copy()
     bias[idx] -= SHIFT
     name = f"{tag}/outlier_shifted_bias"
-    graph.initializer.append(numpy_helper.from_array(bias, name))
-    weights[name] = graph.initializer[-1]
-    bias_add.input[position] = name
+    bias_add.input[position] = add_weight(graph, weights, name, bias)
     graph.initializer.append(numpy_helper.from_array(idx, f"{tag}/outlier_shift_channels"))
     graph.initializer.append(numpy_helper.from_array(np.full(len(idx), SHIFT, np.float32), f"{tag}/outlier_shift"))
     graph.node.append(helper.make_node("Gather", [z, f"{tag}/outlier_shift_channels"], [f"{tag}/outlier_z_shifted"],

@@ -24,6 +24,7 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.quantize.outlier_shift import shifted
+from onnxport.core.quantize.weight_edits import add_weight, graph_lookups, replace_weight, unique_name
 
 RATIO = 32.0  # a channel is an outlier when its score passes this many medians of its MatMul
 MAX_CHANNELS = 4  # per MatMul: a few channels in float, never a whole MatMul
@@ -79,18 +80,6 @@ def chosen_channels(model: onnx.ModelProto, maxima: dict[str, np.ndarray], *, ra
     return groups
 
 
-def graph_lookups(graph: onnx.GraphProto) -> tuple[dict, dict, dict[str, int], set[str]]:
-    """(initializers by name, producing node by tensor, readers per tensor, graph output names)."""
-    weights = {t.name: t for t in graph.initializer}
-    producer = {o: n for n in graph.node for o in n.output}
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
-    outputs = {o.name for o in graph.output}
-    return weights, producer, readers, outputs
-
-
 def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
                    maxima: dict[str, np.ndarray] | None = None) -> list[str]:
     """See the module docstring; the names of the float MatMuls added. `maxima` (max|x_j| per
@@ -123,15 +112,8 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
             w = numpy_helper.to_array(weights[node.input[1]]).copy()
             rows = (factor[:, None] * w[idx]).astype(np.float32)
             w[idx] = 0.0
-            if sum(node.input[1] in n.input for n in graph.node) > 1:  # shared: this node gets its own copy
-                node.input[1] = unique_name(weights, f"{node.input[1]}{SUFFIX}_int8_part")
-                graph.initializer.append(numpy_helper.from_array(w, node.input[1]))
-                weights[node.input[1]] = graph.initializer[-1]
-            else:
-                weights[node.input[1]].CopyFrom(numpy_helper.from_array(w, node.input[1]))
-            rows_name = unique_name(weights, f"{node.name}{SUFFIX}_weight")
-            graph.initializer.append(numpy_helper.from_array(rows, rows_name))
-            weights[rows_name] = graph.initializer[-1]
+            replace_weight(graph, weights, node, w, f"{SUFFIX}_int8_part")  # shared: this node gets its own copy
+            rows_name = add_weight(graph, weights, unique_name(weights, f"{node.name}{SUFFIX}_weight"), rows)
             node.input[0] = masked
             tail = _bias_add(graph, weights, node, outputs) or node  # after the bias: ORT fuses that Add
             out = tail.output[0]
@@ -163,19 +145,15 @@ def _masked(graph, weights, producer, activation: str, idx: np.ndarray, size: in
     if const is not None:  # x = t * c read only by these MatMuls: c_j = 0, the float part reads t
         position, values = const
         other = node.input[1 - position]
-        name = unique_name(weights, f"{tag}{SUFFIX}_factor")
         factor = values[idx].copy()
         values = values.copy()
         values[idx] = 0.0
-        graph.initializer.append(numpy_helper.from_array(values.astype(np.float32), name))
-        weights[name] = graph.initializer[-1]
-        node.input[position] = name
+        node.input[position] = add_weight(graph, weights, unique_name(weights, f"{tag}{SUFFIX}_factor"),
+                                          values.astype(np.float32))
         return other, factor, activation
     mask = np.ones(size, np.float32)
     mask[idx] = 0.0
-    name = unique_name(weights, f"{tag}{SUFFIX}_mask")
-    graph.initializer.append(numpy_helper.from_array(mask, name))
-    weights[name] = graph.initializer[-1]
+    name = add_weight(graph, weights, unique_name(weights, f"{tag}{SUFFIX}_mask"), mask)
     masked = f"{tag}{SUFFIX}_masked"
     graph.node.append(helper.make_node("Mul", [activation, name], [masked], name=f"{tag}{SUFFIX}_mask"))
     return activation, np.ones(len(idx), np.float32), masked
@@ -196,11 +174,3 @@ def constant_factor(node: onnx.NodeProto, weights, size: int) -> tuple[int, np.n
         return None  # a scalar factor stays one: fusions look for it (GELU's 0.5: Gelu, BiasGelu)
     value = numpy_helper.to_array(t).astype(np.float32).reshape(-1)
     return consts[0], value
-
-
-def unique_name(taken, name: str) -> str:
-    found, n = name, 1
-    while found in taken:
-        n += 1
-        found = f"{name}_{n}"
-    return found

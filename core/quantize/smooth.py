@@ -21,13 +21,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
-from onnxport.core.quantize.outlier_split import (
-    SUFFIX,
-    constant_factor,
-    graph_lookups,
-    unique_name,
-    weight_matmuls,
-)
+from onnxport.core.quantize.outlier_split import SUFFIX, constant_factor, weight_matmuls
+from onnxport.core.quantize.weight_edits import add_weight, graph_lookups, replace_weight, unique_name
 
 ALPHA = 0.5  # 0.4-0.6 measured alike on all-MiniLM-L6-v2
 CLIP = 100.0
@@ -69,15 +64,15 @@ def smooth(model: onnx.ModelProto, maxima: dict[str, np.ndarray], alpha: float =
             continue  # a Mul for one MatMul with no wide channel: not worth its time
         s = factors(peak, np.max([np.abs(w).max(axis=1) for w in rows], axis=0), alpha)
         for n, w in zip(nodes, rows):
-            _replace(weights, n.input[1], w * s[:, None], graph, n)
+            replace_weight(graph, weights, n, (w * s[:, None]).astype(np.float32), TAG)
         if folded is not None:
             position, values = folded
-            name = unique_name(weights, f"{activation}{TAG}_factor")
-            _add(graph, weights, name, values / s)
+            name = add_weight(graph, weights, unique_name(weights, f"{activation}{TAG}_factor"),
+                              (values / s).astype(np.float32))
             node.input[position] = name
         else:
-            name = unique_name(weights, f"{activation}{TAG}_inverse")
-            _add(graph, weights, name, 1.0 / s)
+            name = add_weight(graph, weights, unique_name(weights, f"{activation}{TAG}_inverse"),
+                              (1.0 / s).astype(np.float32))
             scaled = f"{activation}{TAG}"
             graph.node.append(helper.make_node("Mul", [activation, name], [scaled], name=f"{activation}{TAG}_mul"))
             for n in nodes:
@@ -85,19 +80,3 @@ def smooth(model: onnx.ModelProto, maxima: dict[str, np.ndarray], alpha: float =
         done += 1
     topological_sort(graph)
     return done
-
-
-def _add(graph, weights, name: str, value: np.ndarray) -> None:
-    graph.initializer.append(numpy_helper.from_array(value.astype(np.float32), name))
-    weights[name] = graph.initializer[-1]
-
-
-def _replace(weights, name: str, value: np.ndarray, graph, node) -> None:
-    """Weights shared with other nodes get a copy of their own (only `node` is rescaled)."""
-    shared = sum(name in n.input for n in graph.node) > 1
-    if shared:
-        new = unique_name(weights, f"{name}{TAG}")
-        _add(graph, weights, new, value)
-        node.input[1] = new
-    else:
-        weights[name].CopyFrom(numpy_helper.from_array(value.astype(np.float32), name))
