@@ -315,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if results["passed"] else 1
 
 
+def _say_bars(bars: dict[str, bool], verdicts: dict[str, bool], section: str) -> None:
+    """Print each bar of a section as ok/MISS and record it in `verdicts` under the section's name."""
+    for name, ok in bars.items():
+        print(f"  {'ok  ' if ok else 'MISS'} {name}")
+        verdicts[f"{section}: {name}"] = ok
+
+
 def _report_real(data: dict, verdicts: dict[str, bool]) -> dict:
     print("\n--- real: all-MiniLM-L6-v2, dynamic int8 ---")
     if "skipped" in data:
@@ -327,9 +334,7 @@ def _report_real(data: dict, verdicts: dict[str, bool]) -> dict:
     print(quant_real.table(data))
     data["bars"] = quant_real.bars(data)
     data["goals"] = quant_real.goals(data)
-    for name, ok in data["bars"].items():
-        print(f"  {'ok  ' if ok else 'MISS'} {name}")
-        verdicts[f"real: {name}"] = ok
+    _say_bars(data["bars"], verdicts, "real")
     for name, ok in data["goals"].items():
         print(f"  goal {'met' if ok else 'not met'}: {name}")
     return data
@@ -344,9 +349,7 @@ def _report_cnn(data: dict, verdicts: dict[str, bool]) -> dict:
     print(f"float32 model: {data['model']['fp32_bytes'] / 1e6:.1f} MB; {data['inputs']}; {data['threads']} thread(s)")
     print(quant_cnn.table(data))
     data["bars"] = quant_cnn.bars(data)
-    for name, ok in data["bars"].items():
-        print(f"  {'ok  ' if ok else 'MISS'} {name}")
-        verdicts[f"real CNN: {name}"] = ok
+    _say_bars(data["bars"], verdicts, "real CNN")
     return data
 
 
@@ -364,9 +367,7 @@ def _report_fp16(data: dict, verdicts: dict[str, bool]) -> dict:
     print(f"\n--- float16: onnxport vs {data['peer']} ---")
     print(quant_fp16.table(data))
     data["bars"] = quant_fp16.bars(data)
-    for name, ok in data["bars"].items():
-        print(f"  {'ok  ' if ok else 'MISS'} {name}")
-        verdicts[f"fp16: {name}"] = ok
+    _say_bars(data["bars"], verdicts, "fp16")
     return data
 
 
@@ -383,9 +384,7 @@ def _report_synthetic(data: dict, args: argparse.Namespace, verdicts: dict[str, 
     strict = data["onnxport_strict"]
     print(f"with target {strict['target']}: kept in float {', '.join(strict['kept_float_nodes']) or 'none'} "
           f"({len(strict['attempts'])} attempt(s))")
-    for name, ok in data["bars"].items():
-        print(f"  {'ok  ' if ok else 'MISS'} {name}")
-        verdicts[f"synthetic: {name}"] = ok
+    _say_bars(data["bars"], verdicts, "synthetic")
     return data
 
 

@@ -44,9 +44,8 @@ def _static(src, dst):
                     QuantizeOptions(calibration=_calibration(), int8_path="avx2", op_types=["Conv"], per_channel=True))
 
 
-def test_each_float_set_runs_once_and_the_cheapest_passing_unit_ends_the_search(tmp_path, monkeypatch):
-    src = tmp_path / "cnn.onnx"
-    onnx.save_model(outlier_cnn(), str(src))
+def switched_runs(monkeypatch) -> list[frozenset]:
+    """The sets of float nodes the search's switched runs measure, in order (the real runs go on)."""
     ran: list[frozenset] = []
     original = qdq_switch.QdqRunner.run
 
@@ -55,6 +54,13 @@ def test_each_float_set_runs_once_and_the_cheapest_passing_unit_ends_the_search(
         return original(self, keep_float)
 
     monkeypatch.setattr(qdq_switch.QdqRunner, "run", spy)
+    return ran
+
+
+def test_each_float_set_runs_once_and_the_cheapest_passing_unit_ends_the_search(tmp_path, monkeypatch):
+    src = tmp_path / "cnn.onnx"
+    onnx.save_model(outlier_cnn(), str(src))
+    ran = switched_runs(monkeypatch)
     result = _static(src, tmp_path / "out.onnx")
     search = result.search
     assert search["base_min_cosine"] < 0.99 and result.validation.passed

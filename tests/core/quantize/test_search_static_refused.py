@@ -10,12 +10,12 @@ import onnx
 from onnxport.core.evaluate.compare import lossy
 from onnxport.core.evaluate.feeds import input_specs, open_feeds
 from onnxport.core.export.staging import Staging
-from onnxport.core.quantize import modes, qdq_switch
+from onnxport.core.quantize import modes
 from onnxport.core.quantize.calibration import calibrate
 from onnxport.core.quantize.search_static import _Search
 from onnxport.core.util.progress import Reporter
 
-from .test_search_static import _calibration, outlier_cnn
+from .test_search_static import _calibration, outlier_cnn, switched_runs
 
 
 def test_a_refused_float_set_gives_way_to_the_units_holding_it(tmp_path, monkeypatch):
@@ -26,14 +26,7 @@ def test_a_refused_float_set_gives_way_to_the_units_holding_it(tmp_path, monkeyp
     ranges = calibrate(src, feeds, ["Conv"], tmp_path, Reporter(None, None))
     modes.static(src, quantized, tensors_range=ranges, op_types=["Conv"], per_channel=True, reduce_range=True,
                  exclude=[], big=False)
-    ran: list[frozenset] = []
-    original = qdq_switch.QdqRunner.run
-
-    def spy(self, keep_float):
-        ran.append(frozenset(keep_float))
-        return original(self, keep_float)
-
-    monkeypatch.setattr(qdq_switch.QdqRunner, "run", spy)
+    ran = switched_runs(monkeypatch)
     with Staging(tmp_path / "out.onnx") as stage:
         search = _Search(quantized, src, feeds, [], lossy(0.99), {"Conv"}, Reporter(None, None), stage, None)
         refused = {frozenset({"conv1"})}
