@@ -37,7 +37,6 @@ from onnxport.core.util.progress import CancelToken, Throttle
 
 _HEADER = struct.Struct("<Q")
 _CANCEL = b"c"
-PROGRESS_INTERVAL_S = 0.05
 
 
 def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], None] | None = None,
@@ -159,8 +158,7 @@ def _child_main(fd: int) -> int:
             token.cancel()
 
     threading.Thread(target=read_cancel, daemon=True).start()
-    # at most ~20 a second cross the pipe (the app's worker throttles so)
-    progress = Throttle(lambda fraction, message: send(("progress", fraction, message)), PROGRESS_INTERVAL_S)
+    progress = Throttle(lambda fraction, message: send(("progress", fraction, message)))
 
     try:
         fn = importlib.import_module(module)
@@ -340,7 +338,7 @@ class Channel:
 
     def __init__(self, out, cancel: CancelToken) -> None:
         self._out, self._lock, self.cancel = out, threading.Lock(), cancel
-        self.progress = Throttle(self._send_progress, PROGRESS_INTERVAL_S)
+        self.progress = Throttle(self._send_progress)
 
     def send(self, message: Any) -> None:
         if isinstance(message, bytes | bytearray | memoryview):

@@ -17,6 +17,7 @@ Contract (one mechanism for every job):
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -213,19 +214,20 @@ class Steps:
         self.report.finished(message)
 
 
+REPORT_INTERVAL_S = 0.05  # at most ~20 reports a second reach a front end (the app's worker, a child's pipe)
+
+
 class Throttle:
     """Progress passed on at most once per `interval` seconds (and always at 1.0), without losing
     where a step ended: a report held back is sent before the first report of the next step (the
     text before ": "), so a bar never jumps from the middle of one step into the next."""
 
-    def __init__(self, send: ProgressFn, interval: float) -> None:
+    def __init__(self, send: ProgressFn, interval: float = REPORT_INTERVAL_S) -> None:
         self._send, self._interval = send, interval
         self._last = float("-inf")
         self._held: tuple[float | None, str] | None = None
 
     def __call__(self, fraction: float | None, message: str) -> None:
-        import time
-
         held, self._held = self._held, None
         if held is not None and _step(held[1]) != _step(message):
             self._send(*held)

@@ -24,7 +24,6 @@ from onnxport.core.util.errors import Cancelled
 from onnxport.core.util.progress import CancelToken, Throttle
 
 JobFn = Callable[[Callable[[float | None, str], None], CancelToken], Any]
-PROGRESS_INTERVAL = 0.05  # seconds between progress signals (the last one always goes)
 
 
 class JobSignals(QObject):
@@ -46,8 +45,7 @@ class Job(QRunnable):
         self.name = name
         self.token = CancelToken()
         self.signals = JobSignals()
-        self._progress = Throttle(lambda fraction, message: self._emit(self.signals.progress, fraction, message),
-                                  PROGRESS_INTERVAL)
+        self._progress = Throttle(lambda fraction, message: self._emit(self.signals.progress, fraction, message))
         self.running = False
 
     def start(self, pool: QThreadPool | None = None) -> Job:
