@@ -55,9 +55,15 @@ class AttemptChecker:
             for s, g, w in zip(stats, got, want):
                 s.update(g, w)
         results = [s.result(self.thresholds) for s in stats]
-        worst = min(results, key=lambda r: r.cosine)
         passed = bool(results) and all(r.passed for r in results)
-        attempts.append({"kept_float_nodes": list(kept), "min_cosine": worst.cosine, "worst_output": worst.name,
-                         "size_bytes": model_size(dst), "passed": passed,
-                         "failures": [f"{r.name}: {r.reason}" for r in results if not r.passed]})
+        attempts.append(attempt_record(dst, kept, results, passed,
+                                       [f"{r.name}: {r.reason}" for r in results if not r.passed]))
         return passed
+
+
+def attempt_record(dst: Path, kept, outputs, passed: bool, failures: list[str], **extra) -> dict:
+    """One quantization attempt as the result and the report list it: the nodes kept in float, the
+    worst output (anything with `.name` and `.cosine`), the file's size, the verdict."""
+    worst = min(outputs, key=lambda o: o.cosine)
+    return {"kept_float_nodes": list(kept), "min_cosine": worst.cosine, "worst_output": worst.name,
+            "size_bytes": model_size(dst), "passed": passed, "failures": failures, **extra}

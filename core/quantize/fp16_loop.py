@@ -18,9 +18,9 @@ from pathlib import Path
 
 from onnxport.core.evaluate.compare import Thresholds
 from onnxport.core.evaluate.feeds import FeedSource
-from onnxport.core.evaluate.runtime import model_size
 from onnxport.core.evaluate.validate import ValidationReport
 from onnxport.core.export.staging import Staging
+from onnxport.core.quantize.attempt_check import attempt_record
 from onnxport.core.quantize.search import Attempt, LoopResult, attempt_file, layer_error_loop
 from onnxport.core.util.progress import Reporter
 
@@ -35,10 +35,7 @@ def fp16_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, feeds
     report(0.0, "converting")
     dst = attempt_file(attempt, stage, name, 0, excluded, check=False)  # the fp16 attempt loads it; so does the verdict
     final = verdict(dst)
-    worst = min(final.outputs, key=lambda o: o.cosine)
-    record = {"kept_float_nodes": [], "min_cosine": worst.cosine, "worst_output": worst.name,
-              "size_bytes": model_size(dst), "passed": final.passed, "failures": final.failures(),
-              "inputs": "held out"}
+    record = attempt_record(dst, [], final.outputs, final.passed, final.failures(), inputs="held out")
     if final.passed:
         return LoopResult(dst, [], [record], True, final=final)
     shutil.rmtree(dst.parent, ignore_errors=True)

@@ -26,12 +26,12 @@ import numpy as np
 
 from onnxport.core.evaluate.compare import CLASSES, VALUES, OutputStats, Thresholds, output_kinds
 from onnxport.core.evaluate.feeds import FeedSource
-from onnxport.core.evaluate.runtime import adapt_feed, load_full, model_size, session
+from onnxport.core.evaluate.runtime import adapt_feed, load_full, session
 from onnxport.core.evaluate.sensitivity import layer_errors
 from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.quantize.attempt_check import AttemptChecker
+from onnxport.core.quantize.attempt_check import AttemptChecker, attempt_record
 from onnxport.core.quantize.float_switch import SwitchedRunner, switched
 from onnxport.core.quantize.gain import all_graphs
 from onnxport.core.quantize.qdq_switch import QdqRunner, qdq_switched
@@ -112,10 +112,7 @@ def dynamic_loop(attempt: Attempt, stage: Staging, name: str, prepared: Path, fe
     dst = attempt_file(attempt, stage, name, 0, excluded, check=verdict is None)  # the verdict loads it
     if verdict is not None:
         final = verdict(dst)
-        worst = min(final.outputs, key=lambda o: o.cosine)
-        attempts.append({"kept_float_nodes": [], "min_cosine": worst.cosine, "worst_output": worst.name,
-                         "size_bytes": model_size(dst), "passed": final.passed, "failures": final.failures(),
-                         "inputs": "held out"})
+        attempts.append(attempt_record(dst, [], final.outputs, final.passed, final.failures(), inputs="held out"))
         if final.passed or checker(dst, [], []):  # passing where the search tunes: nothing to tune on
             return LoopResult(dst, [], attempts, True, final=final)
     elif checker(dst, [], attempts):
@@ -270,10 +267,7 @@ def attempt_file(attempt: Attempt, stage: Staging, name: str, round_: int, exclu
 def check_file(dst: Path, prepared: Path, feeds: FeedSource, thresholds: Thresholds, kept: list[str],
            attempts: list[dict]):
     check = validate(dst, prepared, inputs=feeds, thresholds=thresholds, layers=False)
-    worst = min(check.outputs, key=lambda o: o.cosine)
-    attempts.append({"kept_float_nodes": list(kept), "min_cosine": worst.cosine, "worst_output": worst.name,
-                     "size_bytes": model_size(dst), "passed": check.passed,
-                     "failures": check.failures()})
+    attempts.append(attempt_record(dst, kept, check.outputs, check.passed, check.failures()))
     return check
 
 
