@@ -11,8 +11,8 @@ Every pass (prune, inference form, constant folding, preview) takes the model fi
 - **Never fails on a valid graph.** What it cannot transform stays as it is; only invalid requests
   raise (`OnnxportError`, before anything is edited; a caller's bug raises `ValueError`).
 - **No disk, no weights decoded** unless the pass says so (folding computes small constants).
-Checked, not only written: `pass_check.check_pass` (tests run every pass through it). In the spirit
-of onnx-ir's `PassResult(model, modified)`, over `onnx.ModelProto` (onnxport builds no IR)."""
+Checked, not only written: tests/support/pass_check.py runs every pass and verifies this. In the
+spirit of onnx-ir's `PassResult(model, modified)`, over `onnx.ModelProto` (onnxport builds no IR)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every pass that returns a PassResult, run through the contract checker (graph.pass_check) on
-small graphs built here, one of them a graph no pass has anything to do for; and the checker
+"""Every pass that returns a PassResult, run through the contract checker (support/pass_check.py)
+on small graphs built here, one of them a graph no pass has anything to do for; and the checker
 itself refuses passes that break the contract in each way it names."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from onnx import helper, numpy_helper
 from onnxport.core.graph.const_tensors import from_array
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.fold import fold_constants
-from onnxport.core.graph.pass_check import PassContractError, check_pass
 from onnxport.core.graph.passes import REMOVED, REWRITTEN, NodeChange, PassResult
 from onnxport.core.graph.preview import PREVIEW_CONSTANT_BYTES, to_preview
 from onnxport.core.graph.prune import plan_prune, prune
+from tests.support.pass_check import PassContractError, check_pass
 
 from ..model_builders import eval_like_mlp, forward_mlp, make_model, mlp_weights
 
