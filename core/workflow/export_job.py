@@ -27,6 +27,7 @@ from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.params.match import match_parameters
 from onnxport.core.params.name_alignment import align_if_better
+from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.util.child_call import call_in_child
 from onnxport.core.util.distributed import skip_reason
 from onnxport.core.util.errors import Cancelled, OnnxportError
@@ -48,6 +49,7 @@ class ExportRequest:
     validate: bool = False
     quantize: str | None = None  # dynamic, static, fp16, int4
     calibration: str | Path | None = None  # for static quantization
+    quantize_options: QuantizeOptions | None = None  # the quantization's other choices (the app's dialog)
     all_ranks: bool = False  # write on every rank of a distributed job
     dim_sizes: dict[str, int] | None = None  # sizes of generated inputs (validation, quantization)
     shapes: dict[str, tuple[int, ...]] | None = None
@@ -170,6 +172,7 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
         try:  # validated by the gate: the post steps read no parameters
             outcome.post = executor(post_export, result, sources.model_path, sources.param_paths,
                                     quantize=request.quantize, calibration=request.calibration,
+                                    quantize_options=request.quantize_options,
                                     validate=request.validate, validated=validated, dim_sizes=request.dim_sizes,
                                     shapes=request.shapes, progress=steps.span(post_steps(False, request.quantize)),
                                     cancel=cancel)

@@ -92,13 +92,18 @@ def post_export(
     validated: ValidationReport | None = None,
     dim_sizes: dict[str, int] | None = None,
     shapes: dict[str, tuple[int, ...]] | None = None,
+    quantize_options: QuantizeOptions | None = None,
 ) -> PostExportResult:
     """See the module docstring. `export_result`: an ExportResult (or the exported model's path).
     `validated`: the export's validation, already run (by a `ValidationGate`): not run again.
-    `dim_sizes`/`shapes`: sizes for generated inputs (`--dim`/`--shape`, see evaluate.first_run)."""
+    `dim_sizes`/`shapes`: sizes for generated inputs (`--dim`/`--shape`, see evaluate.first_run).
+    `quantize_options`: the quantization's choices (target, data, int8 path...; `quantize`'s
+    defaults when None); `calibration`, `inputs` and the sizes, when given, take their place."""
     paths = list(checkpoints) if isinstance(checkpoints, (list, tuple)) else []
-    check_companions(getattr(export_result, "path", export_result), quantize, True,
-                     [model_path, *paths, calibration if isinstance(calibration, (str, Path)) else None])
+    options = quantize_options_for(quantize_options, calibration=calibration, validation_inputs=inputs,
+                                   dim_sizes=dim_sizes, shapes=shapes)
+    data = [p for p in (options.calibration, options.validation_inputs, options.tokenizer) if isinstance(p, (str, Path))]
+    check_companions(getattr(export_result, "path", export_result), quantize, True, [model_path, *paths, *data])
     validate_now = validate and validated is None
     steps = Steps(progress, weighted(post_steps(validate_now, quantize)), cancel)
     report = steps.report
@@ -115,7 +120,6 @@ def post_export(
     if quantize:
         report.check()
         with step_token(report.token) as token:
-            options = QuantizeOptions(calibration=calibration, validation_inputs=inputs, **sizes)
             quantized = run_quantize(out, quantized_path(out, quantize), quantize, options,
                                      progress=steps.begin("quantizing"), cancel=token)
         report.check()
@@ -128,6 +132,11 @@ def post_export(
     steps.finished()
     return PostExportResult(validation=validation, quantize=quantized, bench=bench, report=full, report_path=path,
                             summary_lines=summary_lines(full) + [f"report: {path}"])
+
+
+def quantize_options_for(options: QuantizeOptions | None, **given) -> QuantizeOptions:
+    """`options` (or the defaults) with each of `given` that is not None in its place."""
+    return replace(options or QuantizeOptions(), **{k: v for k, v in given.items() if v is not None})
 
 
 class ValidationGate:

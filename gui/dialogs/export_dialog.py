@@ -11,7 +11,7 @@ the destination and the choices as they change (core/workflow/written_names.py g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.workflow.written_names import quantized_path, report_path_for
 
 from ..widgets import plain_text
@@ -60,6 +61,9 @@ class ExportChoices:
     external_data: str = "auto"
     quantize: str | None = None
     validate: bool = True
+    quantize_options: QuantizeOptions | None = None  # None: the quantizer's defaults
+    dim_sizes: dict[str, int] = field(default_factory=dict)  # sizes of generated inputs (as --dim)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # (as --shape)
 
 
 class ExportDialog(QDialog):

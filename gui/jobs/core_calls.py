@@ -75,7 +75,9 @@ def export_job(sources: LoadedSources, outputs: list[str], choices):
     the GIL for seconds on a big model). A cancel names what stayed written (the float model,
     once the quantization is under way), as the CLI does."""
     request = ExportRequest(list(outputs), choices.path, external_data=choices.external_data,
-                            validate=choices.validate, quantize=choices.quantize)
+                            validate=choices.validate, quantize=choices.quantize,
+                            quantize_options=choices.quantize_options, dim_sizes=choices.dim_sizes or None,
+                            shapes=choices.shapes or None)
 
     def run(progress, cancel):
         watcher = WrittenFiles(choices.path)

@@ -84,3 +84,27 @@ def test_the_api_on_a_non_zero_rank_reads_and_writes_nothing(tmp_path, monkeypat
     result = export_for_inference(eval_path, [ckpt], ["logits"], out)
     assert "only rank 0 writes" in result.skipped and not out.exists() and reads == []
     assert export_for_inference(eval_path, [ckpt], ["logits"], out, all_ranks=True).skipped is None and out.exists()
+
+
+def test_the_request_carries_every_quantize_choice_to_the_quantizer(tmp_path):
+    """The app's dialog sets the target, validation inputs, int8 path, exclusions... through the one
+    request the CLI uses (issue 35): each reaches `quantize` and shows in the report."""
+    import numpy as np
+
+    from onnxport.core.quantize.options import QuantizeOptions
+
+    eval_path, ckpt = eval_and_checkpoint(tmp_path)
+    sources = open_sources([eval_path, ckpt])
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, input=np.random.default_rng(1).standard_normal((64, 8)).astype(np.float32))
+    options = QuantizeOptions(accuracy_target=None, validation_inputs=inputs, int8_path="avx512-vnni",
+                              per_channel=False, exclude_nodes=["/fc2/MatMul"])
+    out = tmp_path / "model.onnx"
+    outcome = run_export(sources, ExportRequest(["logits"], out, quantize="dynamic", quantize_options=options),
+                         IN_PROCESS)
+    q = outcome.post.report["quantize"]
+    assert q["target"] is None and q["options"]["accuracy_target"] is None
+    assert q["options"]["int8_path"] == "avx512-vnni" and q["int8_path"].endswith("8-bit weights, pinned")
+    assert q["options"]["per_channel"] is False
+    assert q["excluded_nodes"] == ["/fc2/MatMul/MatMulAddFusion"]  # the node asked for, as ORT's optimizer renamed it
+    assert "inputs.npz" in q["validation"]["inputs"]  # validated on the given inputs, not generated ones
