@@ -17,6 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    argv = [sys.executable, "-m", "onnxport.gui", *args.files]
+    from onnxport.core.util.child_call import child_command
+
+    argv = child_command(sys.executable, "-m", "onnxport.gui", *args.files)  # isolated from the current folder
     os.execv(sys.executable, argv)
     return 0  # pragma: no cover - execv does not return

@@ -16,6 +16,7 @@ Contract: `fitted_feeds(model_path, inputs, ...)` returns a `FeedSource`:
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import tempfile
@@ -167,9 +168,9 @@ def _job_models(folder: Path, models: list) -> list[dict]:
             path = folder / f"reference{i}.onnx"
             if not path.exists():
                 path.write_bytes(proto.SerializeToString())
-            entries.append({"path": str(path), "external_folder": str(data_folder)})
+            entries.append({"path": str(path), "external_folder": os.path.abspath(data_folder)})
         else:
-            entries.append({"path": str(m)})
+            entries.append({"path": os.path.abspath(m)})  # the child runs in another folder
     return entries
 
 

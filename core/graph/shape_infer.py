@@ -16,6 +16,8 @@ an op with a propagator reads, shape or not; `propagate_data(model)` turns it of
 
 from __future__ import annotations
 
+import os
+
 import onnx
 
 from onnxport.core.graph.uses import walk_bodies
@@ -88,7 +90,7 @@ def inferred_value_infos(light: onnx.ModelProto | None, path=None, nodes: int | 
 def _in_child(light: onnx.ModelProto | None, path, bodies: bool = False,
               cancel: CancelToken | None = None) -> onnx.GraphProto | None:
     """The child's inferred graph, or None; a cancel kills the child and raises `Cancelled`."""
-    request = {"bodies": bodies, "path": None if path is None else str(path)}
+    request = {"bodies": bodies, "path": None if path is None else os.path.abspath(path)}  # the child's folder is another
     try:
         answer = run_in_child(TARGET, request, b"" if path is not None else light.SerializeToString(),
                               timeout=TIMEOUT_S, cancel=cancel)

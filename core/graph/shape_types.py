@@ -17,6 +17,7 @@ to `shape_infer`); `close()` kills a child still running. Best effort: never an 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -108,7 +109,7 @@ class TypeInference:
         io.graph_peek): an open starts this before parsing, and a big file with a small graph
         would only have the child killed again. `ensure_started` starts a held-back one."""
         inference = cls(None)
-        inference._held = str(path)
+        inference._held = os.path.abspath(path)  # the child runs in another folder
         enough = shape_infer.OUT_OF_PROCESS_NODES
         nodes = count_nodes(path, enough)
         if nodes is None or nodes >= enough:

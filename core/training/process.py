@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from onnxport.core.training.environment import require_training_python
+from onnxport.core.util.child_call import child_command, child_folder
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn
 
@@ -61,9 +62,9 @@ class TrainingProcess:
         read_end, write_end = os.pipe()  # the protocol channel; the child's stdout joins its stderr
         try:
             self._child = subprocess.Popen(
-                [str(self.python), "-u", str(RUNNER), str(write_end)], stdin=subprocess.PIPE,
+                child_command(str(self.python), "-u", str(RUNNER), str(write_end)), stdin=subprocess.PIPE,
                 stdout=self._stderr, stderr=self._stderr, pass_fds=(write_end,), env=env,
-                start_new_session=True, cwd=tempfile.gettempdir())
+                start_new_session=True, cwd=child_folder())
         except BaseException:
             os.close(read_end)
             raise

@@ -10,11 +10,14 @@ commit there commits the caller's; a child whose caller died cancels itself.
 channel)` where nothing is pickled: a JSON request and bytes in, JSON or bytes messages out
 (`channel.send`), progress, and an exception as one `OnnxportError` line with its hint. A cancel
 kills that child. A child that dies without answering is an `OnnxportError` naming its exit status.
+Children start isolated (`child_command`) in a fixed folder (`child_folder`): paths given are absolute.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import io
 import json
 import os
 import pickle
@@ -23,10 +26,12 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any
 
 from onnxport.core.util import errors
@@ -37,6 +42,61 @@ from onnxport.core.util.progress import CancelToken, Throttle
 
 _HEADER = struct.Struct("<Q")
 _CANCEL = b"c"
+_MODULE = "onnxport.core.util.child_call"  # this module by name: run as __main__ in the child
+
+
+def child_command(python: str, *args: str) -> list[str]:
+    """The command line of a child: isolated (`-I`: neither the current folder nor a script's own
+    folder on its module path, no user site, no PYTHON* variables), so a stranger's `json.py` in the
+    folder onnxport runs in is never imported. The installed packages (an editable install's
+    finder included) import as usual."""
+    return [str(python), "-I", *args]
+
+
+def child_folder() -> str:
+    """The working directory every child starts in: a fixed one, never the user's current folder
+    (paths crossing to a child are absolute)."""
+    return tempfile.gettempdir()
+
+
+def module_file(module: str) -> str | None:
+    """The file of `module` as this process finds it: the child imports the module by name from its
+    own (isolated) path, and loads this file only where that finds no such module."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.has_location else None
+
+
+def import_target(module: str, file: str | None):
+    """The child's side of `module_file`: `module` by name, else from `file` under that name."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if found or not file:
+        return importlib.import_module(module)
+    spec = importlib.util.spec_from_file_location(module, file)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module] = loaded
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+class _AbsolutePaths(pickle.Pickler):
+    """Pickles every path as an absolute one: the child runs in another folder (`child_folder`)."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, PurePath) and not obj.is_absolute():
+            return type(obj), (os.path.abspath(obj),)
+        return NotImplemented
+
+
+def _pickled_request(value) -> bytes:
+    buffer = io.BytesIO()
+    _AbsolutePaths(buffer).dump(value)
+    return buffer.getvalue()
 
 
 def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], None] | None = None,
@@ -45,9 +105,9 @@ def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], N
     if cancel is not None:
         cancel.check()
     read_fd, write_fd = os.pipe()
-    request = pickle.dumps((fn.__module__, fn.__qualname__, args, kwargs, list(sys.path)))
+    request = _pickled_request((fn.__module__, fn.__qualname__, args, kwargs, module_file(fn.__module__)))
     try:
-        child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
+        child = subprocess.Popen(child_command(sys.executable, "-m", _MODULE, str(write_fd)), cwd=child_folder(),
                                  stdin=subprocess.PIPE, pass_fds=(write_fd,), env=tuned_environ())
         make_background(child)  # the app's GUI thread comes first and keeps a core
     finally:
@@ -149,8 +209,7 @@ def _child_main(fd: int) -> int:
     # stdin is read on its raw descriptor: a daemon thread blocked in a read of `sys.stdin.buffer`
     # holds its lock, and the interpreter's shutdown then aborts ("could not acquire lock")
     (size,) = _HEADER.unpack(_read_exact(0, _HEADER.size))
-    module, qualname, args, kwargs, path = pickle.loads(_read_exact(0, size))
-    sys.path[:] = path
+    module, qualname, args, kwargs, file = pickle.loads(_read_exact(0, size))
     token = _ChildToken(send)
 
     def read_cancel() -> None:
@@ -161,7 +220,7 @@ def _child_main(fd: int) -> int:
     progress = Throttle(lambda fraction, message: send(("progress", fraction, message)))
 
     try:
-        fn = importlib.import_module(module)
+        fn = import_target(module, file)
         for part in qualname.split("."):
             fn = getattr(fn, part)
         result = fn(*args, progress=progress, cancel=token, **kwargs)
@@ -179,7 +238,6 @@ def _child_main(fd: int) -> int:
 # --- a named function, with nothing pickled: JSON and bytes in, JSON and bytes out -----------------
 _FRAME = struct.Struct("<cQ")  # kind, size of the body that follows
 _JSON, _BYTES, _PROGRESS, _ERROR = b"j", b"b", b"p", b"e"
-_MODULE = "onnxport.core.util.child_call"  # this module by name: run as __main__ in the child
 
 
 class ChildRun:
@@ -192,11 +250,12 @@ class ChildRun:
         self.target = target
         self._progress = progress
         self._code: int | None = None
-        header = json.dumps({"target": target, "request": request, "path": list(sys.path)}).encode()
+        header = json.dumps({"target": target, "request": request,
+                             "file": module_file(target.partition(":")[0])}).encode()
         read_fd, write_fd = os.pipe()
         try:
             self._child: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, "-m", _MODULE, "--run", str(write_fd)], stdin=subprocess.PIPE,
+                child_command(sys.executable, "-m", _MODULE, "--run", str(write_fd)), cwd=child_folder(), stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,), env=tuned_environ())
         except OSError:
             self._child, self._code = None, -1
@@ -361,13 +420,12 @@ def _run_main(fd: int) -> int:
     header = json.loads(_read_exact(0, size))
     (size,) = _HEADER.unpack(_read_exact(0, _HEADER.size))
     data = _read_exact(0, size)
-    sys.path[:] = header["path"]
     token = CancelToken()
     threading.Thread(target=lambda: os.read(0, 1) == b"" and token.cancel(), daemon=True).start()
     channel = Channel(os.fdopen(fd, "wb"), token)
     try:
         module, _, name = header["target"].partition(":")
-        answer = getattr(importlib.import_module(module), name)(header["request"], data, channel)
+        answer = getattr(import_target(module, header.get("file")), name)(header["request"], data, channel)
         if answer is not None:
             channel.send(answer)
     except BaseException as exc:  # noqa: BLE001 - sent to the caller as one line, never lost

@@ -79,7 +79,8 @@ def test_a_child_whose_caller_is_gone_cancels_itself(tmp_path):
     child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
                              stdin=subprocess.PIPE, pass_fds=(write_fd,))
     os.close(write_fd)
-    request = pickle.dumps((f.wait_for_cancel.__module__, "wait_for_cancel", (str(marker),), {}, list(sys.path)))
+    request = pickle.dumps((f.wait_for_cancel.__module__, "wait_for_cancel", (str(marker),), {},
+                            child_call.module_file(f.__name__)))
     child.stdin.write(child_call._HEADER.pack(len(request)) + request)
     child.stdin.flush()
     _wait_for(marker)
@@ -103,7 +104,7 @@ def test_a_child_that_answered_exits_cleanly_while_its_cancel_reader_waits():
     child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
                              stdin=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,))
     os.close(write_fd)
-    request = pickle.dumps((f.add.__module__, "add", (2, 3), {}, list(sys.path)))
+    request = pickle.dumps((f.add.__module__, "add", (2, 3), {}, child_call.module_file(f.__name__)))
     child.stdin.write(child_call._HEADER.pack(len(request)) + request)
     child.stdin.flush()  # stdin stays open: the cancel reader is blocked in its read at exit
     with os.fdopen(read_fd, "rb") as answers:
