@@ -42,6 +42,7 @@ COMMAND_MODULES = [
     "bench_cmd",
     "torch_cmd",
     "deploy_cmd",
+    "compare_cmd",
     "gui_cmd",
 ]
 

@@ -1,0 +1,222 @@
+"""Which node of graph B is which node of graph A, when names cannot be trusted (quantizers rename
+and insert, optimisers fuse): nodes match by their place in the graph and their op:
+- anchors: graph inputs (by name, then by position), weights (by name, then by content where the
+  content is unique on both sides) and graph outputs (by name, then by position);
+- forward, in A's topological order: a node matches the unmatched node of B with the same op that
+  reads the most of the same (matched) tensors, seen through pass-through copies (Q/DQ, Cast,
+  Identity: `graph_view.root`); a tie is left for later unless the name settles it;
+- backward, consumers first: the producers of the same input slot of two matched nodes match when
+  their ops agree, and two weights read at the same slot pair up (a changed weight keeps its place);
+- then forward taking the first of tied candidates, forward looking past a node one side lacks (a
+  fused activation), and last equal (name, op) pairs; repeated until nothing changes.
+Contract: `match_graphs(a, b, ...)` returns a `Matching` (node maps both ways, tensors A -> B); a
+round is linear in the graph's size (candidates per node are capped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from onnxport.core.compare.graph_view import GraphView
+
+CANDIDATES = 64  # nodes of B scored per node of A at most
+ROUNDS = 8
+STRICT, LENIENT, SKIPPING = "strict", "lenient", "skipping"
+
+
+@dataclass
+class Matching:
+    a: GraphView
+    b: GraphView
+    nodes: dict[int, int] = field(default_factory=dict)  # A node -> B node
+    back: dict[int, int] = field(default_factory=dict)  # B node -> A node
+    tensors: dict[str, str] = field(default_factory=dict)  # A tensor -> B tensor
+    tensors_back: dict[str, str] = field(default_factory=dict)
+
+    def pair_tensors(self, ta: str, tb: str) -> bool:
+        if not ta or not tb or ta in self.tensors or tb in self.tensors_back:
+            return False
+        self.tensors[ta], self.tensors_back[tb] = tb, ta
+        return True
+
+    def pair_nodes(self, ia: int, ib: int) -> None:
+        self.nodes[ia], self.back[ib] = ib, ia
+        for ta, tb in zip(self.a.outputs[ia], self.b.outputs[ib]):
+            self.pair_tensors(ta, tb)
+
+    def mapped_root(self, tensor: str) -> str | None:
+        """The root in B of what A's `tensor` is matched to (directly, or through its root)."""
+        tb = self.tensors.get(tensor)
+        if tb is None:
+            tb = self.tensors.get(self.a.root(tensor))
+        return None if tb is None else self.b.root(tb)
+
+
+def match_graphs(a: GraphView, b: GraphView, weight_pairs: Callable[[Matching], None],
+                 is_weight: Callable[[str, str], bool], outer: dict[str, str] | None = None) -> Matching:
+    """See the module docstring. `weight_pairs(m)` pairs the weights (by name, then content) into
+    `m`; `is_weight(ta, tb)` says whether two unmatched tensors are both weights; `outer`: the
+    pairs already known for the names a body reads from the graphs around it."""
+    m = Matching(a, b)
+    for ta, tb in (outer or {}).items():
+        m.pair_tensors(ta, tb)
+    _anchor_names(m, a.graph_inputs, b.graph_inputs)
+    weight_pairs(m)
+    _anchor_outputs(m)
+    for _ in range(ROUNDS):
+        changed = _forward(m, STRICT) + _backward(m, is_weight)
+        if not changed:
+            changed = _forward(m, LENIENT) + _backward(m, is_weight)
+        if not changed:
+            changed = _forward(m, SKIPPING) + _backward(m, is_weight)
+        if not changed:
+            changed = _by_name(m) + _backward(m, is_weight)
+        if not changed:
+            break
+    return m
+
+
+def _anchor_names(m: Matching, names_a: list[str], names_b: list[str]) -> None:
+    """Pair equal names, then the rest by position when as many are left on both sides."""
+    in_b = set(names_b)
+    for name in names_a:
+        if name in in_b:
+            m.pair_tensors(name, name)
+    left_a = [n for n in names_a if n not in m.tensors]
+    left_b = [n for n in names_b if n not in m.tensors_back]
+    if len(left_a) == len(left_b):
+        for ta, tb in zip(left_a, left_b):
+            m.pair_tensors(ta, tb)
+
+
+def _anchor_outputs(m: Matching) -> None:
+    """Graph outputs: one side's output named like a tensor of the other (an export's output is a
+    tensor of its eval graph), then the remaining outputs by position."""
+    a, b = m.a, m.b
+    known_a = set(a.producer) | set(a.graph_inputs)
+    known_b = set(b.producer) | set(b.graph_inputs)
+    for name in b.graph_outputs:
+        if name in known_a:
+            m.pair_tensors(name, name)
+    for name in a.graph_outputs:
+        if name in known_b:
+            m.pair_tensors(name, name)
+    left_a = [n for n in a.graph_outputs if n not in m.tensors]
+    left_b = [n for n in b.graph_outputs if n not in m.tensors_back]
+    if left_a and len(left_a) == len(left_b):
+        for ta, tb in zip(left_a, left_b):
+            m.pair_tensors(ta, tb)
+
+
+def _forward(m: Matching, mode: str) -> int:
+    a = m.a
+    found = 0
+    for ia in a.order:
+        if ia in m.nodes:
+            continue
+        roots = {r for t in a.inputs[ia] if t and (r := m.mapped_root(t)) is not None}
+        if mode == SKIPPING:
+            roots |= _skipped_roots(m, ia)
+        if not roots:
+            continue
+        ib = _best(m, ia, roots, mode)
+        if ib is not None:
+            m.pair_nodes(ia, ib)
+            found += 1
+    return found
+
+
+def _skipped_roots(m: Matching, ia: int) -> set[str]:
+    """Roots one unmatched node upstream of `ia` (a node B lacks: an activation fused away)."""
+    a = m.a
+    roots = set()
+    for t in a.inputs[ia]:
+        made = a.producer.get(t)
+        if t and made is not None and made[0] not in m.nodes:
+            roots |= {r for u in a.inputs[made[0]] if u and (r := m.mapped_root(u)) is not None}
+    return roots
+
+
+def _candidates(m: Matching, ia: int, roots: set[str], mode: str) -> list[int]:
+    b, op = m.b, m.a.ops[ia]
+    lists = sorted((b.reach.get(r, []) for r in roots), key=len)
+    pool = list(lists[0][:CANDIDATES]) if lists else []
+    if mode == SKIPPING:  # also past one unmatched node of B (a node A lacks)
+        for ib in list(pool):
+            if ib not in m.back:
+                for t in b.outputs[ib]:
+                    pool.extend(b.reach.get(b.root(t), [])[:CANDIDATES] if t else [])
+        if len(lists) > 1:
+            pool.extend(lists[1][:CANDIDATES])
+    return [ib for ib in dict.fromkeys(pool) if ib not in m.back and b.ops[ib] == op]
+
+
+def _best(m: Matching, ia: int, roots: set[str], mode: str) -> int | None:
+    a, b = m.a, m.b
+    scored = []
+    for ib in _candidates(m, ia, roots, mode):
+        reads = {b.root(t) for t in b.inputs[ib] if t}
+        if mode == SKIPPING:
+            reads |= {b.root(u) for t in b.inputs[ib] if t and (p := b.producer.get(t)) and p[0] not in m.back
+                      for u in b.inputs[p[0]] if u}
+        shared = len(roots & reads)
+        if shared:
+            same_name = bool(a.names[ia]) and a.names[ia] == b.names[ib]
+            scored.append((shared + 0.5 * same_name, ib))
+    if not scored:
+        return None
+    top = max(s for s, _ in scored)
+    tied = [ib for s, ib in scored if s == top]
+    if len(tied) > 1 and mode == STRICT:
+        return None
+    return tied[0]
+
+
+def _backward(m: Matching, is_weight: Callable[[str, str], bool]) -> int:
+    """Producers of the same input slot of matched nodes, consumers first; then the producers of
+    matched tensors (the anchors: outputs, weights held in Constant nodes)."""
+    a, b = m.a, m.b
+    found = 0
+    for ia in reversed(a.order):
+        ib = m.nodes.get(ia)
+        if ib is None:
+            continue
+        for ta, tb in zip(a.inputs[ia], b.inputs[ib]):
+            if not ta or not tb or ta in m.tensors or tb in m.tensors_back:
+                continue
+            pa, pb = a.producer.get(ta), b.producer.get(tb)
+            if pa is None and pb is None:
+                if is_weight(ta, tb):
+                    m.pair_tensors(ta, tb)
+            elif pa is not None and pb is not None:
+                found += _pair_producers(m, pa, pb)
+    for ta, tb in list(m.tensors.items()):
+        pa, pb = a.producer.get(ta), b.producer.get(tb)
+        if pa is not None and pb is not None:
+            found += _pair_producers(m, pa, pb)
+    return found
+
+
+def _pair_producers(m: Matching, pa: tuple[int, int], pb: tuple[int, int]) -> int:
+    (ia, slot_a), (ib, slot_b) = pa, pb
+    if ia in m.nodes or ib in m.back or slot_a != slot_b or m.a.ops[ia] != m.b.ops[ib]:
+        return 0
+    m.pair_nodes(ia, ib)
+    return 1
+
+
+def _by_name(m: Matching) -> int:
+    a, b = m.a, m.b
+    left: dict[tuple[str, str], list[int]] = {}
+    for ib, name in enumerate(b.names):
+        if name and ib not in m.back:
+            left.setdefault((name, b.ops[ib]), []).append(ib)
+    found = 0
+    for ia, name in enumerate(a.names):
+        if name and ia not in m.nodes:
+            same = left.get((name, a.ops[ia]))
+            if same and len(same) == 1 and same[0] not in m.back:
+                m.pair_nodes(ia, same[0])
+                found += 1
+    return found
