@@ -1,10 +1,11 @@
 """Output-by-output comparison of a model against its reference, accumulated batch by batch.
 
 Contract: `OutputStats.update(got, want)` folds one batch in (float64 sums, so memory is one batch);
-`OutputStats.result(thresholds)` gives an `OutputComparison`: max/mean abs diff, cosine similarity
-of the flattened outputs, relative L2 error, argmax agreement over the last axis (for float
-outputs with more than one class), NaN/Inf mismatches, the spread of per-sample cosines (rows
-along axis 0: min, p5, mean) and whether it passes `Thresholds`.
+`OutputStats.result(thresholds)` gives an `OutputComparison`: max/mean abs diff, cosine, relative
+L2 error, argmax agreement over the last axis (float outputs with more than one class), NaN/Inf
+counts, the spread of per-sample cosines (rows along axis 0) and whether it passes `Thresholds`.
+Figures cover the finite values; a NaN or Inf on either side is never a pass (`non_finite_reason`,
+the one rule of every verdict): an all-NaN reference validates nothing (its cosine is NaN, not 1).
 
 Pass criteria depend on the output's kind (`output_kinds`): every output must reach the cosine
 bound; a classifier's output (a Softmax/LogSoftmax result, or named like logits/probabilities/
@@ -89,6 +90,7 @@ class OutputComparison:
     reason: str = ""
     kind: str = VALUES
     samples: dict | None = None  # per-sample cosine spread (rows along axis 0): count, min, p5, mean
+    reference_non_finite: int = 0  # NaN/Inf values in the reference's output
 
     def to_dict(self) -> dict:
         return {k: _finite(v) for k, v in asdict(self).items()}
@@ -119,7 +121,9 @@ class OutputStats:
     want_max_abs: float = 0.0
     argmax_same: int = 0
     argmax_total: int = 0
-    nan_mismatches: int = 0
+    nan_mismatches: int = 0  # values where exactly one side, or both differently, are NaN/Inf
+    reference_non_finite: int = 0
+    values: int = 0  # values compared, finite or not
     shapes: list[tuple[list[int], list[int]]] = field(default_factory=list)
     shape_error: str = ""
     sample_cosines: list[float] = field(default_factory=list)
@@ -159,9 +163,11 @@ class OutputStats:
         g = got.astype(np.float64, copy=False).reshape(-1)
         w = want.astype(np.float64, copy=False).reshape(-1)
         g_bad, w_bad = ~np.isfinite(g), ~np.isfinite(w)
+        self.values += g.size
         if g_bad.any() or w_bad.any():
             same_special = g_bad & w_bad & ((g == w) | (np.isnan(g) & np.isnan(w)))
             self.nan_mismatches += int(((g_bad | w_bad) & ~same_special).sum())
+            self.reference_non_finite += int(w_bad.sum())
             ok = ~(g_bad | w_bad)
             g, w = g[ok], w[ok]
         diff = np.abs(g - w)
@@ -175,12 +181,16 @@ class OutputStats:
         self.want_sq += vector_dot(w, w)
         self.diff_sq += vector_dot(diff, diff)
         if want.dtype.kind == "f" and want.ndim >= 1 and want.shape[-1] > 1 and want.size:
-            same = np.argmax(got, axis=-1) == np.argmax(want, axis=-1)
+            finite_rows = np.isfinite(got).all(axis=-1) & np.isfinite(want).all(axis=-1)
+            same = (np.argmax(got, axis=-1) == np.argmax(want, axis=-1))[finite_rows]
             self.argmax_same += int(same.sum())
             self.argmax_total += same.size
 
     @property
     def cosine(self) -> float:
+        """Over the finite values; NaN when there were values and none of them was finite."""
+        if self.count == 0 and self.values:
+            return math.nan
         if self.got_sq == 0.0 and self.want_sq == 0.0:
             return 1.0
         if self.got_sq == 0.0 or self.want_sq == 0.0:
@@ -196,8 +206,9 @@ class OutputStats:
             reasons.append(self.shape_error)
         else:
             cosine = self.cosine
-            if self.nan_mismatches:
-                reasons.append(f"{self.nan_mismatches} NaN/Inf value(s) differ")
+            non_finite = non_finite_reason(self.nan_mismatches, self.reference_non_finite, self.values)
+            if non_finite:
+                reasons.append(non_finite)
             if cosine < t.min_cosine:
                 reasons.append(f"cosine {cosine:.6f} < {t.min_cosine}")
             if t.max_abs_diff is not None and self.max_abs > t.max_abs_diff:
@@ -218,8 +229,23 @@ class OutputStats:
             cosine=self.cosine if not self.shape_error else 0.0, rel_l2_error=rel_l2,
             argmax_agreement=argmax, reference_max_abs=self.want_max_abs,
             nan_mismatches=self.nan_mismatches, passed=not reasons, reason="; ".join(reasons), kind=self.kind,
-            samples=None if self.shape_error else self.spread(),
+            samples=None if self.shape_error else self.spread(), reference_non_finite=self.reference_non_finite,
         )
+
+
+def non_finite_reason(differ: int, reference_non_finite: int, values: int) -> str:
+    """Why NaN/Inf values deny a pass ('' when there are none): `differ` values where the model's
+    and the reference's non-finite values disagree, `reference_non_finite` NaN/Inf values in the
+    reference's output, of `values` compared. Matching NaNs are not agreement: nothing was checked."""
+    if differ:
+        return f"{differ} NaN/Inf value(s) differ from the reference"
+    if not reference_non_finite:
+        return ""
+    if reference_non_finite == values:
+        return ("every value of the reference's output is NaN/Inf (so is the model's): nothing to validate "
+                "against; use inputs the reference computes finite outputs for")
+    return (f"{reference_non_finite} of {values} values of the reference's output are NaN/Inf (the model's "
+            "match them): those values are not checked; use inputs the reference computes finite outputs for")
 
 
 def vector_dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -229,7 +255,7 @@ def vector_dot(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _row_cosines(got: np.ndarray, want: np.ndarray) -> list[float]:
-    """Cosine of each row along axis 0 (a sample, for batch-first outputs), over its finite values."""
+    """Cosine of each row along axis 0 (a sample, for batch-first outputs) that has finite values, over them."""
     if got.dtype.kind not in "fc" or not got.size:
         return []
     g = got.astype(np.float64, copy=False).reshape(got.shape[0], -1)
@@ -240,4 +266,4 @@ def _row_cosines(got: np.ndarray, want: np.ndarray) -> list[float]:
     both_zero = (gg == 0) & (ww == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         cos = np.where(both_zero, 1.0, np.where((gg == 0) | (ww == 0), 0.0, dot / np.sqrt(gg * ww)))
-    return [float(c) for c in cos]
+    return [float(c) for c in cos[ok.any(axis=1)]]  # a row with no finite value has no cosine
