@@ -1,9 +1,10 @@
 """`onnxport bench MODEL [MODEL2] [--json]`: latency and throughput in ONNX Runtime, side by side.
 
-With two models (e.g. float32 and quantized) they run alternately on the same input and the
-second is compared with the first: size ratio, latency ratio, speed-up. Each timing covers enough
-runs to last >= 1 ms; throughput is from the median (p50), and the p10-p90 spread says how steady
-the machine was (a note when it is wide).
+With two models (e.g. float32 and quantized) they run interleaved on the same input, in blocks
+A B B A, and the second is compared with the first block by block: size ratio, and the median
+latency ratio with its 95% interval ("no measurable difference" when the interval holds 1.0).
+Each timing covers enough runs to last >= 1 ms; throughput is from the median (p50), and the
+p10-p90 spread says how steady the machine was (a note when it is wide).
 """
 
 from __future__ import annotations

@@ -3,15 +3,14 @@
 Contract: `benchmark([a, b])` opens a CPU session per model (load time measured), feeds all the
 same input (from a file, or generated from the first model's input specs: `batch` samples, sizes
 from `shapes`/`dim_sizes` or fitted to the model by a first run in a child process, see
-first_run.py; an ORT failure is one line naming the input shapes), warms up, then runs the models in
-*alternating* rounds - a then b, repeated - so drift in the machine's speed (other processes,
-frequency scaling) hits both alike. Each timed sample is `repeat` runs, calibrated per model during
-warm-up so that a sample lasts >= 1 ms (timing.py). It stops after `seconds` of measuring per model
-(at least `min_runs`, at most `max_samples` samples). Reported per model: file size (with external
-data), p10/p50/p90/mean/min latency per run, throughput in samples/s from p50 (not the outlier-driven
-mean), the p10-p90 spread (a note when it is wide); and, for two models, the second against the
-first: size ratio, latency ratio (p50) and speed-up, with a note when a float16 second model is not
-faster (expected on CPUs without native float16 math). Nothing is written.
+first_run.py; an ORT failure is one line naming the input shapes), warms up, then times the models
+interleaved in blocks A B B A (timing.interleaved), each timed sample `repeat` runs calibrated per
+model so that it lasts >= 1 ms, for `seconds` per model (at least `min_runs` samples and, for two
+models, MIN_BLOCKS blocks). Reported per model: size, p10/p50/p90/mean/min latency per run,
+throughput from p50, the p10-p90 spread (a note when wide); for two models, the second against
+the first: size ratio and the paired latency ratio (median of the per-block ratios) with its 95%
+interval: "no measurable difference" when it holds 1.0 (a model against itself), else faster or
+slower with the interval; a note when a float16 second model is not faster. Nothing is written.
 """
 
 from __future__ import annotations
@@ -36,7 +35,10 @@ from onnxport.core.evaluate.runtime import (
 from onnxport.core.evaluate.timing import (
     BUSY_SPREAD_PCT,
     SAMPLE_SECONDS,
+    RatioEstimate,
     calibrate_repeat,
+    interleaved,
+    paired_ratio,
     percentiles_ms,
     spread_pct,
 )
@@ -49,6 +51,7 @@ from onnxport.core.util.text import human_size
 FP16_SLOWER = ("the float16 model is not faster than float32 here: expected on a CPU without native float16 "
                "math (ONNX Runtime's CPU kernels convert to float32 and back); float16 halves the size, and "
                "pays off on GPUs and CPUs with float16 arithmetic")
+MIN_BLOCKS = 6  # the fewest paired blocks whose order-statistic interval reaches 95%
 
 
 @dataclass
@@ -79,6 +82,7 @@ class BenchReport:
     threads: int | None
     seconds: float
     notes: list[str] = field(default_factory=list)
+    ratio: RatioEstimate | None = None  # the second model's latency over the first's, paired
 
     @property
     def size_ratio(self) -> float | None:
@@ -86,7 +90,8 @@ class BenchReport:
 
     @property
     def latency_ratio(self) -> float | None:
-        return self.models[1].p50_ms / self.models[0].p50_ms if len(self.models) > 1 else None
+        """The median of the per-block latency ratios (second over first), not a ratio of p50s."""
+        return self.ratio.median if self.ratio is not None else None
 
     @property
     def speedup(self) -> float | None:
@@ -99,7 +104,9 @@ class BenchReport:
 
         return {"models": [m.to_dict() for m in self.models], "inputs": self.inputs, "threads": self.threads,
                 "size_ratio": r(self.size_ratio), "latency_ratio": r(self.latency_ratio),
-                "speedup": r(self.speedup), "seconds": round(self.seconds, 3), "notes": self.notes}
+                "speedup": r(self.speedup), "paired": self.ratio.to_dict() if self.ratio is not None else None,
+                "verdict": self.ratio.verdict() if self.ratio is not None else None,
+                "seconds": round(self.seconds, 3), "notes": self.notes}
 
     def summary_lines(self) -> list[str]:
         lines = [f"benchmark on {self.inputs} (ONNX Runtime CPU, threads {self.threads or 'default'}):"]
@@ -107,9 +114,8 @@ class BenchReport:
             lines.append(f"  {Path(m.path).name}: {human_size(m.size_bytes)}, p50 {m.p50_ms:.3f} ms, "
                          f"p90 {m.p90_ms:.3f} ms, {m.throughput:.1f} samples/s (spread {m.spread_pct:.0f}% "
                          f"p10-p90; {m.runs} runs, {m.timed_samples} timings of {m.repeat})")
-        if len(self.models) > 1:
-            lines.append(f"  second vs first: size x{self.size_ratio:.3f}, latency x{self.latency_ratio:.3f} "
-                         f"({self.speedup:.2f}x {'faster' if self.speedup >= 1 else 'as fast'})")
+        if self.ratio is not None:
+            lines.append(f"  second vs first: size x{self.size_ratio:.3f}, {self.ratio.verdict()}")
         return lines + [f"  note: {n}" for n in self.notes]
 
 
@@ -143,13 +149,7 @@ def benchmark(
     feed = feeds.first()
     described = "generated inputs" if feeds.generated else feeds.description
     samples = next((int(v.shape[0]) for v in feed.values() if v.ndim), 1)
-    sessions, loads = [], []
-    for i, path in enumerate(paths):
-        report.check()
-        report(0.02 + 0.03 * i, f"loading {path.name}")
-        t0 = time.perf_counter()
-        sessions.append(session(path, threads=threads, checked=True))
-        loads.append(time.perf_counter() - t0)
+    sessions, loads = _open_sessions(paths, threads, report)
     model_feeds = []
     for path, sess in zip(paths, sessions):
         missing = [i.name for i in sess.get_inputs() if i.name not in feed]
@@ -157,19 +157,9 @@ def benchmark(
             raise OnnxportError(f"{path}: needs input(s) {', '.join(missing)} that {paths[0].name} does not take; "
                                 "benchmark models with the same inputs")
         model_feeds.append(adapt_feed(feed, sess))
-    warm: list[list[float]] = [[] for _ in sessions]
-    for _ in range(max(warmup, 1)):  # at least one run outside the timed loop: its failure is one line
-        report.check()
-        for k, (path, sess, f) in enumerate(zip(paths, sessions, model_feeds)):
-            t0 = time.perf_counter()
-            run(sess, None, f, label=path.name, hint=feeds.hint)
-            warm[k].append(time.perf_counter() - t0)
-    repeats = []
-    for k, (sess, f) in enumerate(zip(sessions, model_feeds)):
-        report.check()
-        slow = min(warm[k]) >= SAMPLE_SECONDS  # every warm-up run was long enough: one run per sample
-        repeats.append(1 if slow else calibrate_repeat(lambda s=sess, f=f: s.run(None, f)))
-    times = _measure(sessions, model_feeds, repeats, seconds * len(sessions), min_runs, max_samples, report)
+    repeats = _warm_up(paths, sessions, model_feeds, warmup, feeds.hint, report)
+    runs = [lambda s=sess, f=f: s.run(None, f) for sess, f in zip(sessions, model_feeds)]
+    times = _measure(runs, repeats, seconds * len(sessions), min_runs, max_samples, report)
     results = []
     for path, load, t, repeat in zip(paths, loads, times, repeats):
         p = percentiles_ms(t)
@@ -181,7 +171,8 @@ def benchmark(
         ))
     shapes = describe_feed(feed)
     report(1.0, "measured")
-    bench = BenchReport(results, f"{described} ({shapes})", threads, time.perf_counter() - started)
+    bench = BenchReport(results, f"{described} ({shapes})", threads, time.perf_counter() - started,
+                        ratio=paired_ratio(*times) if len(times) == 2 else None)
     busy = spread_note(results)
     bench.notes += [busy] if busy else []
     note = fp16_note(bench, precision_of(load_light_graph(paths[1]))) if len(paths) == 2 else None
@@ -189,29 +180,56 @@ def benchmark(
     return bench
 
 
-def _measure(sessions: list, model_feeds: list, repeats: list[int], budget: float, min_samples: int,
-             max_samples: int, report: Reporter) -> list[list[float]]:
-    """Per-run seconds of each timed sample, models in alternating rounds, until `budget` seconds
-    have passed (at least `min_samples`, at most `max_samples` samples per model)."""
-    times: list[list[float]] = [[] for _ in sessions]
-    t_start = time.perf_counter()
-    last_report = 0.0
-    while True:
-        for k, (sess, f, repeat) in enumerate(zip(sessions, model_feeds, repeats)):
+def _open_sessions(paths: list[Path], threads: int | None, report: Reporter) -> tuple[list, list[float]]:
+    """A CPU session per model and the seconds each took to load."""
+    sessions, loads = [], []
+    for i, path in enumerate(paths):
+        report.check()
+        report(0.02 + 0.03 * i, f"loading {path.name}")
+        t0 = time.perf_counter()
+        sessions.append(session(path, threads=threads, checked=True))
+        loads.append(time.perf_counter() - t0)
+    return sessions, loads
+
+
+def _warm_up(paths: list[Path], sessions: list, model_feeds: list, warmup: int, hint: str | None,
+             report: Reporter) -> list[int]:
+    """Warm-up runs (at least one, outside the timed loop: its failure is one line), then each
+    model's runs per timed sample (timing.calibrate_repeat)."""
+    warm: list[list[float]] = [[] for _ in sessions]
+    for _ in range(max(warmup, 1)):
+        report.check()
+        for k, (path, sess, f) in enumerate(zip(paths, sessions, model_feeds)):
             t0 = time.perf_counter()
-            for _ in range(repeat):
-                sess.run(None, f)
-            times[k].append((time.perf_counter() - t0) / repeat)
-        count = len(times[0])
-        elapsed = time.perf_counter() - t_start
-        if count >= max_samples or (count >= min_samples and elapsed >= budget):
-            return times
-        if elapsed - last_report > 0.2:
-            last_report = elapsed
-            done = max(elapsed / budget, count / max_samples)  # whichever ends the loop first
-            report(0.05 + 0.95 * min(done, 1.0), f"measuring ({count} timings)")
+            run(sess, None, f, label=path.name, hint=hint)
+            warm[k].append(time.perf_counter() - t0)
+    repeats = []
+    for k, (sess, f) in enumerate(zip(sessions, model_feeds)):
+        report.check()
+        slow = min(warm[k]) >= SAMPLE_SECONDS  # every warm-up run was long enough: one run per sample
+        repeats.append(1 if slow else calibrate_repeat(lambda s=sess, f=f: s.run(None, f)))
+    return repeats
+
+
+def _measure(runs: list, repeats: list[int], budget: float, min_samples: int, max_samples: int,
+             report: Reporter) -> list[list[float]]:
+    """Per-run seconds of each timed sample per model, interleaved (timing.interleaved) until
+    `budget` seconds have passed: at least `min_samples` samples per model (and MIN_BLOCKS blocks
+    for two), at most about `max_samples`."""
+    per_block = 2 if len(runs) == 2 else 1
+    min_blocks = max(-(-min_samples // per_block), MIN_BLOCKS if per_block == 2 else 1)
+    max_blocks = max(max_samples // per_block, min_blocks)
+    last = [0.0]
+
+    def tick(elapsed: float, blocks: int) -> None:
+        if elapsed - last[0] > 0.2:
+            last[0] = elapsed
+            done = max(elapsed / budget, blocks / max_blocks)  # whichever ends the loop first
+            report(0.05 + 0.95 * min(done, 1.0), f"measuring ({blocks * per_block} timings)")
         else:
             report.check()
+
+    return interleaved(runs, repeats, budget=budget, min_blocks=min_blocks, max_blocks=max_blocks, tick=tick)
 
 
 def spread_note(models: Sequence[ModelBench]) -> str | None:
@@ -223,5 +241,5 @@ def spread_note(models: Sequence[ModelBench]) -> str | None:
 
 def fp16_note(bench: BenchReport, second_precision: str) -> str | None:
     """Why a float16 second model is not faster, when it is not (else None)."""
-    slower = bench.latency_ratio is not None and bench.latency_ratio >= 1.0
+    slower = bench.ratio is not None and bench.ratio.difference != "faster"
     return FP16_SLOWER if slower and second_precision == "float16" else None

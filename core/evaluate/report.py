@@ -127,8 +127,8 @@ def summary_lines(report: dict) -> list[str]:
             lines.append(f"  {Path(m['path']).name}: p50 {m['p50_ms']:.3f} ms, p90 {m['p90_ms']:.3f} ms, "
                          f"{m['throughput']:.1f} samples/s"
                          + (f", spread {m['spread_pct']:.0f}%" if m.get("spread_pct") is not None else ""))
-        if b.get("speedup"):
-            lines.append(f"  latency x{b['latency_ratio']:.3f} ({b['speedup']:.2f}x), size x{b['size_ratio']:.3f}")
+        if b.get("verdict"):
+            lines.append(f"  {b['verdict']}, size x{b['size_ratio']:.3f}")
         lines += ["  note: " + n for n in b.get("notes", [])]
     if report.get("diff"):
         lines += ["before/after:"] + diff_lines(report["diff"])

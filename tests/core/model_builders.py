@@ -33,6 +33,15 @@ def mlp_weights(seed: int = 0, d_in: int = 8, d_hidden: int = 16, d_out: int = 4
     }
 
 
+def decisive_mlp_weights(seed: int = 0, d_hidden: int = 256) -> dict[str, np.ndarray]:
+    """`mlp_weights` whose first class wins every input by a wide margin (its bias over ten times
+    the logits' range): int8 keeps every argmax on any CPU, 7-bit weights (AVX2 without VNNI) too,
+    where a random classifier's near-ties flip one held-out answer in 32 and miss the 0.99 target."""
+    weights = mlp_weights(seed=seed, d_hidden=d_hidden)
+    weights["fc2.bias"][0] += np.float32(1000.0)
+    return weights
+
+
 def _mlp_nodes() -> list[onnx.NodeProto]:
     """torch-style Linear layers exported in training mode: MatMul with a Transpose'd weight."""
     return [

@@ -23,7 +23,7 @@ from onnxport.core.util.text import human_size
 from onnxport.gui.app import no_display_line
 from tests.support.checkpoint_writer import write_checkpoint
 
-from ..model_builders import eval_like_mlp, make_model, mlp_weights
+from ..model_builders import decisive_mlp_weights, eval_like_mlp, make_model, mlp_weights
 from ..quant_models import save
 
 PARAMS = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
@@ -31,12 +31,14 @@ NO_DISPLAY = ("onnxport: no display (DISPLAY and WAYLAND_DISPLAY are unset), so 
               "run it in a desktop session, or use the CLI ('make run' falls back to it: onnxport inspect/export)")
 
 
-def eval_folder(folder: Path, hidden: int = 16, checkpoint: bool = True) -> tuple[Path, Path]:
-    """An ORT-style eval graph (parameters as inputs, loss on `labels`) with its checkpoint beside it."""
+def eval_folder(folder: Path, hidden: int = 16, checkpoint: bool = True, decisive: bool = False) -> tuple[Path, Path]:
+    """An ORT-style eval graph (parameters as inputs, loss on `labels`) with its checkpoint beside it;
+    `decisive`: weights whose int8 form meets the accuracy target on any CPU (decisive_mlp_weights)."""
     model = Path(save(eval_like_mlp(d_hidden=hidden), folder / "eval_model.onnx"))
     ckpt = folder / "checkpoint"
     if checkpoint:
-        write_checkpoint(ckpt, mlp_weights(seed=5, d_hidden=hidden))
+        weights = decisive_mlp_weights(seed=5, d_hidden=hidden) if decisive else mlp_weights(seed=5, d_hidden=hidden)
+        write_checkpoint(ckpt, weights)
     return model, ckpt
 
 
@@ -160,7 +162,7 @@ def _interrupt_once(model: Path, ckpt: Path, out: Path, wait_for: Path) -> subpr
 
 @pytest.mark.parametrize("wait_for", ["m.onnx", "m.int8.onnx"])
 def test_5_ctrl_c_after_a_commit_says_what_was_written(tmp_path, wait_for):
-    model, ckpt = eval_folder(tmp_path, hidden=256)  # big enough that int8 pays (else quantize fails)
+    model, ckpt = eval_folder(tmp_path, hidden=256, decisive=True)  # int8 pays and meets the target
     out = tmp_path / "m.onnx"
     for _ in range(3):
         for name in files(tmp_path) - {"eval_model.onnx", "checkpoint"}:
@@ -209,7 +211,7 @@ def test_9_sizes_in_human_units(n, text):
 
 
 def test_9_cli_output_shows_small_models_in_human_units(tmp_path, capsys):
-    model, ckpt = eval_folder(tmp_path, hidden=256)
+    model, ckpt = eval_folder(tmp_path, hidden=256, decisive=True)
     out = tmp_path / "m.onnx"
     code, stdout, _ = run(capsys, "export", model, "--checkpoint", ckpt, "--outputs", "logits", "-o", out, "-q")
     assert code == 0 and f"wrote {out}: {human_size(out.stat().st_size)}, outputs logits" in stdout

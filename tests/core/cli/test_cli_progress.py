@@ -32,7 +32,7 @@ def check_reports(reports: list[tuple[float, str]], steps: list[str], optional: 
 
 
 def test_export_validate_quantize_progress_is_monotonic_and_named(tmp_path, capsys, monkeypatch):
-    model, ckpt = eval_folder(tmp_path, hidden=256)
+    model, ckpt = eval_folder(tmp_path, hidden=256, decisive=True)
     monkeypatch.setattr(export_cmd, "StderrProgress",
                         lambda quiet, verbose: StderrProgress(quiet, verbose, interval=0, delay=0))
     code = main([str(a) for a in ("export", model, "--checkpoint", ckpt, "--outputs", "logits,probabilities",

@@ -26,22 +26,27 @@ def pair(tmp_path_factory):
 
 
 def test_two_models_side_by_side(pair):
+    """Structure only (figures depend on the machine): the same number of timings of each model,
+    in paired blocks, and a ratio with its interval that the summary states as a verdict."""
     fp32, int8 = pair
     report = benchmark([fp32, int8], seconds=0.2, min_runs=5, warmup=1, dim_sizes={"sequence": 12})
     a, b = report.models
     for m, path in ((a, fp32), (b, int8)):
         assert m.path == str(path) and m.size_bytes == model_size(path)
-        assert m.runs >= 5 and 0 < m.min_ms <= m.p50_ms <= m.p90_ms
+        assert m.timed_samples >= 12 and m.runs == m.timed_samples * m.repeat  # >= 6 paired blocks
+        assert 0 < m.min_ms <= m.p50_ms <= m.p90_ms
         assert m.batch == 1 and m.throughput == pytest.approx(1000.0 / m.p50_ms)
         assert m.load_seconds > 0
-    assert a.runs == b.runs  # alternating rounds
+    assert a.timed_samples == b.timed_samples and report.ratio.blocks == a.timed_samples // 2  # A B B A blocks
+    ratio = report.ratio
+    assert ratio.low <= ratio.median <= ratio.high and report.latency_ratio == ratio.median
     assert report.size_ratio == pytest.approx(b.size_bytes / a.size_bytes) and report.size_ratio < 0.5
-    assert report.latency_ratio == pytest.approx(b.p50_ms / a.p50_ms)
     assert report.speedup == pytest.approx(1 / report.latency_ratio)
     assert "input_ids[1, 12]" in report.inputs
     d = report.to_dict()
     assert d["size_ratio"] == round(report.size_ratio, 4) and len(d["models"]) == 2
-    assert "second vs first" in "\n".join(report.summary_lines())
+    assert d["paired"]["blocks"] == ratio.blocks and d["verdict"] == ratio.verdict()
+    assert f"  second vs first: size x{report.size_ratio:.3f}, {ratio.verdict()}" in report.summary_lines()
 
 
 def test_inputs_from_a_file_and_batch(pair, tmp_path):

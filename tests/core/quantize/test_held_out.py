@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxport.core.cli import main
 from onnxport.core.evaluate.benchmark import FP16_SLOWER, BenchReport, ModelBench, fp16_note
 from onnxport.core.evaluate.feeds import input_specs, open_feeds
+from onnxport.core.evaluate.timing import RatioEstimate
 from onnxport.core.quantize import held_out
 from onnxport.core.quantize.calibration import calibrate
 from onnxport.core.quantize.quantize import QuantizeOptions, quantize
@@ -164,10 +165,15 @@ def test_a_float16_model_not_faster_says_why():
     def bench(p50: float) -> ModelBench:
         return ModelBench("m.onnx", 10, 0.0, 5, 1, p50, p50, p50, p50, 1.0)
 
-    slower = BenchReport([bench(1.0), bench(1.4)], "inputs", None, 1.0)
+    def report(low: float, high: float) -> BenchReport:  # the paired latency ratio's interval
+        return BenchReport([bench(1.0), bench(1.0)], "inputs", None, 1.0,
+                           ratio=RatioEstimate((low + high) / 2, low, high, 10, 0.98))
+
+    slower = report(1.3, 1.5)
     assert fp16_note(slower, "float16") == FP16_SLOWER and "without native float16" in FP16_SLOWER
     assert fp16_note(slower, "float32") is None
-    assert fp16_note(BenchReport([bench(1.0), bench(0.5)], "inputs", None, 1.0), "float16") is None
+    assert fp16_note(report(0.9, 1.1), "float16") == FP16_SLOWER  # no measurable difference: not faster
+    assert fp16_note(report(0.4, 0.6), "float16") is None
 
 
 def test_static_with_calibration_and_validation_data_keeps_them_apart(tmp_path):
