@@ -181,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setOrganizationName("onnxport")
     app.setApplicationName("onnxport")
+    from .dialogs.error_hook import install_error_hook
+
+    install_error_hook(app)  # an exception outside a job: a dialog and the log, never a traceback
     from .main_window import MainWindow
 
     window = MainWindow()

@@ -2,7 +2,10 @@
 
 Each sub-command lives in its own module exposing ``register(subparsers)``; the parser it adds
 sets ``func`` to a callable taking the parsed arguments and returning an exit code.
-User errors (`OnnxportError`) end with one line on stderr and exit code 2, never a traceback.
+The one boundary (`main`): user errors (`OnnxportError`, `OSError`) end with one line on stderr
+and exit code 2; any other exception (a bug, or a library failing in a way the core did not foresee)
+ends with one line "internal error: ... (details in <log>)" and exit code 70 (sysexits' EX_SOFTWARE),
+its traceback written to the error log the app shares (util/error_log.py); never a traceback.
 
 Signals (cli/interrupts.py): SIGINT/SIGTERM cancel the token each core call gets (`call_token()`);
 the core stops at its next check and removes its temps; the run ends with one line naming the files
@@ -20,6 +23,7 @@ import sys
 
 from onnxport.core.cli.error_output import (
     EXIT_BROKEN_PIPE,
+    internal_error_exit,
     parse_args,
     report_error,
     silence_stdout,
@@ -79,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OnnxportError, OSError) as exc:
             if interrupts.signum is None:  # else the error is the signal's doing (a cancel, a child's Ctrl-C)
                 return _error_exit(exc, watcher, as_json)
+        except Exception as exc:  # noqa: BLE001 - the boundary: any other error is one line, never a traceback
+            if interrupts.signum is None:
+                return internal_error_exit(exc, _written(watcher), as_json, argv)
         if interrupts.signum is None:
             return code
         from onnxport.core.util.atomic import remove_live_temps  # imported when needed: a quick start
@@ -91,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 def _error_exit(exc: OnnxportError | OSError, watcher: WrittenFiles | None, as_json: bool) -> int:
     """One line on stderr (JSON on stdout with --json) for a user error; the exit code."""
     if isinstance(exc, OnnxportError):
-        done = watcher.written() if watcher is not None else []  # e.g. the export, before its quantization failed
-        kept = f"; already written: {', '.join(str(p) for p in done)}" if done else ""
-        report_error(f"{exc.one_line()}{kept}", type(exc).__name__, as_json)
+        report_error(f"{exc.one_line()}{_written(watcher)}", type(exc).__name__, as_json)
         return EXIT_USER_ERROR
     if isinstance(exc, BrokenPipeError):  # `onnxport inspect --json | head`: the reader is gone
         if stdout_closed():
@@ -107,6 +112,13 @@ def _error_exit(exc: OnnxportError | OSError, watcher: WrittenFiles | None, as_j
     where = f"{exc.filename}: " if exc.filename else ""
     report_error(f"{where}{exc.strerror or exc}", "OSError", as_json)
     return EXIT_USER_ERROR
+
+
+def _written(watcher: WrittenFiles | None) -> str:
+    """"; already written: ..." for the files the run put in place (e.g. the export, before its
+    quantization failed), else ""."""
+    done = watcher.written() if watcher is not None else []
+    return f"; already written: {', '.join(str(p) for p in done)}" if done else ""
 
 
 def run() -> None:  # pragma: no cover - console entry point

@@ -4,6 +4,9 @@
   also a JSON object on stdout (`{"error": {"message": ..., "kind": ...}}`), so a script that parses
   stdout always gets JSON, never an empty string; `parse_args` does the same for usage errors
   (kind `UsageError`: a missing `-o`, an unknown option) when `--json` is among the arguments.
+- Any other exception (a bug, a library failing in a way the core did not foresee) is one line
+  `internal error: <type>: <message> (details in <log>)`, exit 70 (EX_SOFTWARE), its traceback
+  in the error log the app shares (core/util/error_log.py); JSON kind `InternalError`, `log`.
 - A reader that closed stdout early (`onnxport inspect --json | head`) ends the run quietly, as
   Unix tools do: exit 141 (128 + SIGPIPE), no message, no traceback. `stdout_closed()` tells a
   closed stdout from another broken pipe (e.g. a child process's), which stays an error.
@@ -21,22 +24,43 @@ import os
 import select
 import signal
 import sys
+import traceback
 
-from onnxport.core.util.text import shown
+from onnxport.core.util.error_log import error_log_path, log_error
+from onnxport.core.util.text import first_line, shown
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+EXIT_INTERNAL_ERROR = 70  # sysexits.h EX_SOFTWARE: not the input's fault; the details are in the log
 
 
-def report_error(line: str, kind: str, as_json: bool) -> None:
-    """The error's one line on stderr; with `as_json` its JSON object on stdout too."""
+def report_error(line: str, kind: str, as_json: bool, **extra: str) -> None:
+    """The error's one line on stderr; with `as_json` its JSON object on stdout too (with `extra`)."""
     print(f"onnxport: error: {shown(line)}", file=sys.stderr)  # names from files: no terminal escapes
     if as_json:
         try:
-            json.dump({"error": {"message": line, "kind": kind}}, sys.stdout, indent=2)
+            json.dump({"error": {"message": line, "kind": kind, **extra}}, sys.stdout, indent=2)
             sys.stdout.write("\n")
             sys.stdout.flush()
         except (BrokenPipeError, ValueError):  # nobody reads stdout (any more): stderr said it
             pass
+
+
+def internal_error_exit(exc: Exception, written: str, as_json: bool, argv: list[str] | None) -> int:
+    """An unforeseen exception as one line naming the log that holds its traceback; the exit code.
+    `written`: what the run already put in place ("; already written: ..." or "")."""
+    command = " ".join(["onnxport", *(sys.argv[1:] if argv is None else argv)])
+    log = log_error(command, exc, traceback.format_exc())
+    where = f"details in {log}" if log is not None else f"no details: {error_log_path()} could not be written"
+    report_error(f"internal error: {_what(exc)} ({where}){written}", "InternalError", as_json,
+                 type=type(exc).__name__, log=str(log or ""))
+    return EXIT_INTERNAL_ERROR
+
+
+def _what(exc: Exception) -> str:
+    if isinstance(exc, MemoryError):
+        return "out of memory (MemoryError)"
+    text = first_line(exc)
+    return text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
 
 
 def stdout_closed() -> bool:

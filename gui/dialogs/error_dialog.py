@@ -9,6 +9,8 @@ find and close it).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from onnxport.core.util.errors import OnnxportError
@@ -26,10 +28,19 @@ def error_text(exc: BaseException) -> str:
     return f"Unexpected error ({type(exc).__name__}){': ' + text if text else ''}"
 
 
-def show_error(parent: QWidget, title: str, exc: BaseException, details: str = "") -> QMessageBox:
+def show_error(parent: QWidget | None, title: str, exc: BaseException, details: str = "") -> QMessageBox:
+    """The error's dialog; `details` (a traceback) goes to the error log, which "Show Details…" names."""
+    if not details:
+        return show_logged_error(parent, title, exc, None, with_details=False)
+    return show_logged_error(parent, title, exc, log_error(title, exc, details))
+
+
+def show_logged_error(parent: QWidget | None, title: str, exc: BaseException, log: Path | None,
+                      with_details: bool = True) -> QMessageBox:
+    """The error's dialog, its traceback already in the log at `log` (None: it could not be written)."""
     box = message_box(QMessageBox.Warning, title, error_text(exc), QMessageBox.Ok, parent)  # names: plain text
     box.setObjectName("errorDialog")
-    if details:  # the traceback goes to a log file; the dialog says what happened in words
-        box.setDetailedText(details_in_words(exc, log_error(title, exc, details)))
+    if with_details:  # the traceback is in a log file; the dialog says what happened in words
+        box.setDetailedText(details_in_words(exc, log))
     box.open()
     return box

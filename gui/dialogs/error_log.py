@@ -1,44 +1,22 @@
-"""Where an error's technical details go: a log file, not the dialog.
+"""Where an error's technical details go: the one error log (core/util/error_log.py), not the dialog.
 
 `log_error(title, exc, traceback_text)` appends the traceback to `error_log_path()` (the user's
-cache folder, `~/.cache/onnxport/errors.log` on Linux; kept under `MAX_LOG_BYTES`, the older half
-moved to `errors.log.1`) and returns the path, or None when it could not be written.
+cache folder, `~/.cache/onnxport/errors.log` on Linux, shared with the CLI; escaped single lines,
+a regular file only, bounded) and returns the path, or None when it could not be written.
 `details_in_words(exc, log_path)` is what "Show Details…" says instead: the whole message, the
 hint, what caused it (one line each), and the file that holds the traceback.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
-from PySide6.QtCore import QStandardPaths
-
+from onnxport.core.util.error_log import error_log_path, log_error
 from onnxport.core.util.errors import OnnxportError
 
-MAX_LOG_BYTES = 1 << 20
+__all__ = ["details_in_words", "error_log_path", "log_error"]
+
 MAX_CAUSES = 5
-
-
-def error_log_path() -> Path:
-    cache = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericCacheLocation)
-    return Path(cache or Path.home() / ".cache") / "onnxport" / "errors.log"
-
-
-def log_error(title: str, exc: BaseException, traceback_text: str) -> Path | None:
-    path = error_log_path()
-    entry = (f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {title}: {type(exc).__name__}: {exc}\n"
-             f"{traceback_text.rstrip()}\n\n")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
-            os.replace(path, path.with_name(path.name + ".1"))
-        with open(path, "a", encoding="utf-8") as log:
-            log.write(entry)
-    except OSError:
-        return None
-    return path
 
 
 def _line(exc: BaseException) -> str:

@@ -4,8 +4,9 @@ Why: the GUI thread never blocks. A job is a plain core function `fn(progress, c
 `Job.start()` runs it on the app's thread pool and emits, on the GUI thread:
 - `started()`;
 - `progress(fraction_or_None, message)`, throttled to ~20 per second;
-- `returned(result)`, or `errored(exc, traceback_text)` (every exception is caught and emitted),
-  or `cancelled(text)` for a `Cancelled` (its line: what stayed written, if anything);
+- `returned(result)`, or `errored(exc, traceback_text)` (every exception is caught and emitted,
+  never lost: one nobody listens for, a quiet side job's, goes to the error log), or
+  `cancelled(text)` for a `Cancelled` (its line: what stayed written, if anything);
 - `finished()` always, last.
 Cancel is cooperative: `Job.cancel()` sets the core `CancelToken`; the core raises `Cancelled` and
 cleans up (no partial file). Once the job passes its commit point (`Job.committed`) a cancel is
@@ -18,11 +19,13 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import SIGNAL, QObject, QRunnable, QThreadPool, Signal
 
+from onnxport.core.util.error_log import log_error
 from onnxport.core.util.errors import Cancelled
 from onnxport.core.util.progress import CancelToken, Throttle
 
+ERRORED = "errored(PyObject,QString)"  # JobSignals.errored, as Qt names it
 JobFn = Callable[[Callable[[float | None, str], None], CancelToken], Any]
 
 
@@ -72,12 +75,21 @@ class Job(QRunnable):
         except Cancelled as exc:
             self._emit(self.signals.cancelled, exc.one_line())
         except BaseException as exc:  # noqa: BLE001 - emitted, never lost
-            self._emit(self.signals.errored, exc, traceback.format_exc())
+            details = traceback.format_exc()
+            if not self._heard(ERRORED):
+                log_error(f"{self.name} (a background job)", exc, details)
+            self._emit(self.signals.errored, exc, details)
         else:
             self._emit(self.signals.returned, result)
         finally:
             self.running = False
             self._emit(self.signals.finished)
+
+    def _heard(self, signature: str) -> bool:
+        try:
+            return self.signals.receivers(SIGNAL(signature)) > 0
+        except RuntimeError:  # the signal object is gone
+            return False
 
     @staticmethod
     def _emit(signal, *args) -> None:

@@ -3,14 +3,16 @@ file (in the test's own cache folder) that holds the traceback."""
 
 from __future__ import annotations
 
+import os
 import traceback
 
 import pytest
 from PySide6.QtWidgets import QWidget
 
+from onnxport.core.util.error_log import MAX_LOG_BYTES
 from onnxport.core.util.errors import CorruptFileError
 from onnxport.gui.dialogs.error_dialog import show_error
-from onnxport.gui.dialogs.error_log import MAX_LOG_BYTES, details_in_words, error_log_path, log_error
+from onnxport.gui.dialogs.error_log import details_in_words, error_log_path, log_error
 
 pytestmark = pytest.mark.gui
 
@@ -58,3 +60,15 @@ def test_the_log_stays_bounded(qtbot):
     exc, tb = raised(lambda: 1 / 0)
     assert log_error("Export failed", exc, tb) == log
     assert log.stat().st_size < 10_000 and log.with_name("errors.log.1").exists()
+
+
+def test_a_fifo_in_the_logs_place_never_blocks_the_dialog(qtbot):
+    log = error_log_path()
+    log.parent.mkdir(parents=True)
+    os.mkfifo(log)  # nobody reads it: opening it for writing, as before, waited for good
+    exc, tb = raised(lambda: 1 / 0)
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    box = show_error(parent, "Export failed", exc, tb)
+    assert f"could not be written to {log}" in box.detailedText()
+    box.close()
