@@ -38,11 +38,16 @@ def export_for_inference(
     verify: Callable[[Path], None] | None = None,
     model: onnx.ModelProto | None = None,
     table: GraphTable | None = None,
+    allow_partial: bool = False,
+    keep_parameter_inputs: bool = False,
 ) -> ExportResult:
     """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`.
     `verify(path)` checks the written model before it is put in place (see `export_model`);
     `model`: `eval_model`'s graph when the caller has loaded it already (`io.model_io.load_graph`),
-    with its `GraphTable` if it has one (the export plans on it)."""
+    with its `GraphTable` if it has one (the export plans on it). The checkpoint policy of the CLI
+    and the app holds (`params.checkpoint_fit`): a checkpoint that fits nothing is refused, one
+    that fits partly unless `allow_partial` (the result's `partial` lists what stayed), parameter
+    inputs left without values unless `keep_parameter_inputs`."""
     if checkpoints is None:
         paths: list[str | Path] = []
     elif isinstance(checkpoints, (str, Path)):
@@ -50,7 +55,8 @@ def export_for_inference(
     else:
         paths = list(checkpoints)
     request = ExportRequest(list(outputs), Path(out_path), external_data=external_data, fold=fold,
-                            all_ranks=all_ranks, verify=verify)
+                            all_ranks=all_ranks, verify=verify, allow_partial=allow_partial,
+                            keep_parameter_inputs=keep_parameter_inputs)
     # a rank that writes nothing reads no checkpoint
     sources = sources_for(eval_model, paths, model=model) if skip_reason(all_ranks) is None else None
     return run_export(sources, request, IN_PROCESS, progress, cancel, table=table).export

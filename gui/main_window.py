@@ -25,6 +25,7 @@ from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.sources import LoadedSources
 
+from .dialogs.allow_question import allowable, ask_to_allow
 from .dialogs.deploy_flow import DeployFlow
 from .dialogs.error_dialog import error_text, show_error
 from .dialogs.export_dialog import ExportDialog
@@ -250,10 +251,13 @@ class MainWindow(QMainWindow):
         dialog.accepted.connect(lambda: self.start_export(dialog.choices()))
         dialog.open()
 
-    def start_export(self, choices) -> None:
+    def start_export(self, choices, allowed: frozenset[str] = frozenset()) -> None:
+        """Export with the dialog's `choices` and the checkpoint policy's choices `allowed` (a
+        refusal one of them lifts is asked about: `_job_failed`)."""
         outputs = self.model.checked_outputs()
+        self._export_asked = (choices, allowed)
         self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
-        self.runner.run("export", core_calls.export_job(self.sources, outputs, choices), self._exported)
+        self.runner.run("export", core_calls.export_job(self.sources, outputs, choices, allowed), self._exported)
 
     def _exported(self, result) -> None:
         """Take the export's result and show it in stages, each in an event-loop turn of its own
@@ -327,7 +331,11 @@ class MainWindow(QMainWindow):
             self._exported(exc.written)
         text = error_text(exc)
         self.log_line(f"{name} failed: {text}")
-        show_error(self, f"{name.capitalize()} failed", exc, details)
+        if name == "export" and allowable(exc) is not None:  # a choice lifts it: asked, not just said
+            choices, allowed = self._export_asked
+            ask_to_allow(self, exc, lambda choice: self.start_export(choices, allowed | {choice}))
+        else:
+            show_error(self, f"{name.capitalize()} failed", exc, details)
         self.errorShown.emit(text)
 
     def _update_actions(self) -> None:

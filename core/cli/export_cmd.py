@@ -43,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", action="store_true", help="check the result against the reference")
     add_input_options(p)
     add_target_options(p, required=False)  # then deployed beside it, --shape/--dim fixed (deploy_cmd.py)
+    p.add_argument("--allow-partial", action="store_true",
+                   help="embed a checkpoint that fits the model only partly (what stayed as it was is listed)")
     p.add_argument("--keep-parameter-inputs", action="store_true",
                    help="export without --checkpoint although parameter-like inputs (fc1.weight...) stay inputs")
     p.add_argument("--all-ranks", action="store_true", help="write on every rank of a distributed job")
@@ -68,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from onnxport.core.cli.deploy_cmd import deploy_exported, export_deploy_request
-    from onnxport.core.cli.export_review import review_outputs
+    from onnxport.core.cli.export_review import dangling_error, review_outputs
     from onnxport.core.cli.interrupts import call_token
+    from onnxport.core.params.checkpoint_fit import UnfilledParameterInputs
     from onnxport.core.util.distributed import skip_reason
     from onnxport.core.workflow.export_job import (
         IN_PROCESS,
@@ -92,7 +95,8 @@ def _run(args: argparse.Namespace) -> int:
                             all_ranks=args.all_ranks, **input_sizes(args),
                             deploy=None if deploy_after is None else (
                                 lambda final: deploy_exported(deploy_after, final, args.quiet)),
-                            exported=lambda result: _exported_notes(result, notes))
+                            exported=lambda result: _exported_notes(result, notes),
+                            allow_partial=args.allow_partial, keep_parameter_inputs=args.keep_parameter_inputs)
     # the one pipeline the app runs too (workflow/export_job.py), in this process, on one stderr bar
     try:
         outcome = run_export(None if skipped else sources, request, IN_PROCESS,
@@ -100,6 +104,8 @@ def _run(args: argparse.Namespace) -> int:
                              table=review.table, plan=review.plan)
     except PostExportFailed as exc:  # the CLI says the step's own error (the export stays written)
         raise exc.__cause__ from None
+    except UnfilledParameterInputs as exc:  # the core's refusal, in the CLI's options
+        raise dangling_error(args.model, exc.names, review.checkpoint_beside) from None
     result, post, deployed = outcome.export, outcome.post, outcome.deployed
     if result.skipped:
         print(shown(f"onnxport: {result.skipped}; nothing to do here"), file=sys.stderr)
@@ -126,6 +132,8 @@ def _exported_notes(result, notes: list[str]) -> None:
     """Said once the export is written, before the steps after it run."""
     for line in notes:  # the outputs defaulted to, training-only outputs: about what was written
         print(shown(line), file=sys.stderr)
+    if result.partial:  # --allow-partial: what stayed as it was
+        print(shown(f"onnxport: warning: {result.partial_line()}"), file=sys.stderr)
     if result.fixed_outputs:  # a Dropout mask, a Constant: the same value on every run
         from onnxport.core.graph.fixed_outputs import fixed_output_line
 

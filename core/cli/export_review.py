@@ -1,9 +1,9 @@
 """`onnxport export`'s look before it writes: the outputs to use, and what a newcomer trips over.
 
 - no `--outputs`: the suggested outputs `onnxport inspect` prints, named on stderr once written;
-- no `--checkpoint` while parameter-like inputs (`fc1.weight`...) would stay inputs of the written
-  model: stop with one line saying to pass the checkpoint (exit 2), unless
-  `--keep-parameter-inputs`;
+- parameter-like inputs (`fc1.weight`...) that would stay inputs of the written model: the core's
+  refusal (`params.checkpoint_fit`), said with the CLI's options (`--checkpoint`,
+  `--keep-parameter-inputs`);
 - a training-only output (the loss): a warning, as the app greys it out, naming the inputs it keeps
   (printed after the export, so that a failed run still ends with its one error line).
 """
@@ -11,26 +11,18 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from onnxport.core.params.checkpoint_fit import names_text
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.workflow.export_choice import ExportReview, review_export
 from onnxport.core.workflow.sources import LoadedSources
 
-LISTED = 3  # names shown in one line before "and N more"
 
-
-def names_text(names: list[str]) -> str:
-    """'a', 'a and b', 'a, b, c and 2 more'."""
-    if len(names) > LISTED:
-        return f"{', '.join(names[:LISTED])} and {len(names) - LISTED} more"
-    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
-
-
-def dangling_error(model: str, review: ExportReview) -> OnnxportError:
+def dangling_error(model: str, names: list[str], beside: Path | None) -> OnnxportError:
     """The one line for an eval graph exported without its checkpoint."""
-    names = review.dangling
     what = "a parameter input" if len(names) == 1 else f"{len(names)} parameter inputs"
-    ckpt = str(review.checkpoint_beside) if review.checkpoint_beside else "CKPT"
+    ckpt = str(beside) if beside else "CKPT"
     return OnnxportError(
         f"{model}: no --checkpoint, so {what} ({names_text(names)}) would stay inputs without values; "
         f"pass the checkpoint with --checkpoint {ckpt} (or --keep-parameter-inputs to keep them as inputs)")
@@ -55,9 +47,6 @@ def review_outputs(args: argparse.Namespace, outputs: list[str], sources: Loaded
                    ) -> tuple[ExportReview, list[str]]:
     """The review for `args` on `sources` (its model and parameters, read once; `outputs`: those
     named, maybe none; `review.outputs`: those to export, `review.plan`: the export's prune plan)
-    and the lines to print on stderr once the export is written (an error stays the only line);
-    raises the dangling-parameter error."""
+    and the lines to print on stderr once the export is written (an error stays the only line)."""
     review = review_export(args.model, outputs, sources.params or (), model=sources.model)
-    if review.dangling and not args.checkpoint and not args.keep_parameter_inputs:
-        raise dangling_error(args.model, review)
     return review, notes(review, args.quiet)

@@ -83,6 +83,15 @@ class ExportResult:
     eval_mode_changes: list[str] = field(default_factory=list)
     skipped: str | None = None  # set when a distributed rank did not write
     fixed_outputs: dict[str, str] = field(default_factory=dict)  # outputs no input changes: why (graph.fixed_outputs)
+    partial: dict | None = None  # a partial embed: the weights that stayed as they were, the entries unused
+
+    def partial_line(self) -> str | None:
+        """The line a front end says after a partial embed, or None."""
+        if not self.partial:
+            return None
+        stayed, unused = self.partial["stayed"], self.partial["unused"]
+        return (f"partial embed: {len(stayed)} model weights kept their own values ({', '.join(stayed)}); "
+                f"{len(unused)} checkpoint entries not used ({', '.join(unused)})")
 
     def to_dict(self) -> dict:
         return {
@@ -91,7 +100,7 @@ class ExportResult:
             "nodes": self.nodes, "folded": self.folded, "parameters": self.parameters,
             "seconds": round(self.seconds, 3), "eval_mode_changes": self.eval_mode_changes,
             "fixed_outputs": self.fixed_outputs,
-        }
+        } | ({"partial": self.partial} if self.partial else {})
 
 
 PLAN_EXACT_MAX_NODES = 20_000  # above this the plan skips the passes and says "estimate"
@@ -153,7 +162,8 @@ def _parameter_bytes(index: TensorIndex | None, params: ParameterSet | None, kep
     return sum(sizes.get(n, 0) for n in kept)
 
 
-def _provenance(model_path: Path | None, params: ParameterSet | None, outputs: list[str]) -> dict[str, str]:
+def _provenance(model_path: Path | None, params: ParameterSet | None, outputs: list[str],
+                partial: dict | None = None) -> dict[str, str]:
     sources = []
     for path in ([model_path] if model_path else []) + (list(params.sources) if params else []):
         path = Path(path)
@@ -164,7 +174,7 @@ def _provenance(model_path: Path | None, params: ParameterSet | None, outputs: l
         "onnxport.version": __version__,
         "onnxport.sources": json.dumps(sources),
         "onnxport.outputs": json.dumps(outputs),
-    }
+    } | ({"onnxport.partial": json.dumps(partial)} if partial else {})
 
 
 def export_model(
@@ -224,7 +234,7 @@ def export_model(
             skeleton, consts = built.skeleton, built.consts
             complete_output_types(skeleton.graph, str(out_path), None if run_types is None else (
                 lambda names: run_types(model_path, model, names, params, report.token)), model.graph.output)
-            _set_metadata(skeleton, _provenance(model_path, params, plan.outputs))
+            _set_metadata(skeleton, _provenance(model_path, params, plan.outputs, options.partial))
             estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
             written = write_model(skeleton, list(consts.values()), out_path,
                                   external_data=_external(external_data, estimated),
@@ -245,6 +255,7 @@ def export_model(
         seconds=time.perf_counter() - started,
         eval_mode_changes=built.inference.names(REMOVED, REWRITTEN),
         fixed_outputs=fixed_outputs(skeleton.graph),
+        partial=options.partial,
     )
 
 

@@ -39,3 +39,4 @@ class ExportOptions:
     built: InferenceGraph | None = None  # the selection's inference graph (`selection_graph`), with `fold`
     plan: PrunePlan | None = None  # the selection's prune plan (the CLI's review)
     match: ParamMatch | None = None  # the parameters' match on `model` (the open's)
+    partial: dict | None = None  # a partial embed the user allowed: what stayed as it was (metadata, result)

@@ -14,7 +14,7 @@ job writes nothing (`ExportOutcome.export.skipped` says why).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,10 @@ from onnxport.core.evaluate.report import build_report
 from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model
 from onnxport.core.export.export_options import ExportOptions
-from onnxport.core.graph.graph_table import GraphTable
+from onnxport.core.graph.graph_table import GraphTable, plan_prune_on
 from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import load_graph
+from onnxport.core.params.checkpoint_fit import require_filled, require_fit, unfilled_inputs
 from onnxport.core.params.match import match_parameters
 from onnxport.core.params.name_alignment import align_if_better
 from onnxport.core.quantize.options import QuantizeOptions
@@ -56,6 +57,8 @@ class ExportRequest:
     deploy: Callable[[Path], Any] | None = None  # deploys the final model (the quantized one, if any)
     exported: Callable[[ExportResult], None] | None = None  # told of the export before the steps after it
     verify: Callable[[Path], None] | None = None  # checks the written model before it is put in place
+    allow_partial: bool = False  # embed a checkpoint that fits only partly (`params.checkpoint_fit`)
+    keep_parameter_inputs: bool = False  # export parameter-like inputs without values as inputs
 
 
 @dataclass
@@ -150,8 +153,7 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
     if sources is None:
         raise OnnxportError("no model is open")
     steps = Steps(progress, export_steps(request.validate, request.quantize), cancel)
-    if sources.match is not None:
-        sources.match.raise_if_unusable()
+    partial = _checked_fit(sources, request)
     index = sources.index
     gate = _Gate(sources, request, executor, steps.step("validating"), cancel) if request.validate else None
     # an opened (indexed) model: the selection's inference graph, as planned and previewed
@@ -161,7 +163,13 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
                             verify=_checks(gate, request.verify), run_types=types_by_run, model=sources.model,
                             table=index.table if index is not None else table,
                             known_types=index.tensor_type if index is not None else None, built=built, plan=plan,
-                            match=sources.match)
+                            match=sources.match, partial=partial)
+    if built is None and plan is None:
+        plan = plan_prune_on(sources.model, options.table, request.outputs, set(sources.params or ()), cancel)
+        options = replace(options, plan=plan)
+    kept = (built.plan if built is not None else plan).inputs
+    require_filled(unfilled_inputs(kept, sources.params, {t.name for t in sources.model.graph.initializer}),
+                   request.keep_parameter_inputs, str(sources.model_path), _beside(sources.model_path))
     result = export_model(sources.model_path, request.out_path, request.outputs, sources.params, options,
                           progress=steps.begin("exporting"), cancel=cancel)
     outcome = ExportOutcome(result)
@@ -185,6 +193,22 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
         outcome.deployed = request.deploy(Path(quantized or result.path))
     steps.finished()
     return outcome
+
+
+def _checked_fit(sources: LoadedSources, request: ExportRequest) -> dict | None:
+    """The checkpoint policy (`params.checkpoint_fit`) on `sources`: raises its refusal, or returns
+    what a partial embed the user allowed leaves as it was (None: the checkpoint fits whole)."""
+    fit = sources.fit()
+    if fit is None:
+        return None
+    names = ", ".join(str(p) for p in sources.param_paths) or "the checkpoint"
+    require_fit(fit, sources.match, request.allow_partial, names)
+    return fit.to_dict() if fit.partial else None
+
+
+def _beside(model_path: Path) -> str | None:
+    beside = Path(model_path).parent / "checkpoint"
+    return str(beside) if beside.exists() else None
 
 
 def written_only(result: ExportResult, validation) -> PostExportResult:

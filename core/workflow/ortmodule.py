@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import onnx
-
 from onnxport.core.evaluate.run_types import types_by_run
 from onnxport.core.export.export import ExportResult, export_model
 from onnxport.core.export.export_options import ExportOptions
@@ -36,8 +34,8 @@ from onnxport.core.io.ortmodule_files import (
 )
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.io.readers import read_parameters
+from onnxport.core.params.checkpoint_fit import fit_checkpoint, require_fit
 from onnxport.core.params.name_alignment import WRAPPER_PREFIXES, NameAlignment, align_parameter_names
-from onnxport.core.util.errors import CheckpointMismatchError, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn
 
 __all__ = [
@@ -52,22 +50,6 @@ class EmbedResult:
     export: ExportResult
     alignment: NameAlignment
     stayed: list[str] = field(default_factory=list)  # graph weights the file did not replace (allow_partial)
-
-
-FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-NEVER_USED = (".num_batches_tracked", "num_batches_tracked")  # a BatchNorm counter no graph reads
-
-
-def partial_fit(model: onnx.ModelProto, params: ParameterSet, alignment: NameAlignment) -> tuple[list[str], list[str]]:
-    """(unused, stayed): the file's weights the graph does not take (BatchNorm counters aside) and
-    the graph's own float initializers the file does not replace. Both non-empty: it does not fit."""
-    unused = [n for n in alignment.unused if not n.endswith(NEVER_USED)]
-    stayed = [t.name for t in model.graph.initializer if t.data_type in FLOAT_TYPES and t.name not in params]
-    return unused, stayed
-
-
-def _examples(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
 
 
 def embed_state_dict(
@@ -96,17 +78,11 @@ def embed_state_dict(
     params = state if isinstance(state, ParameterSet) else read_parameters(state)
     model = load_graph(path)
     params, alignment = align_parameter_names(model, params)
-    if not alignment.match.matched:
-        sample = ", ".join(list(params)[:3])
-        raise OnnxportError(f"{path}: none of the parameter file's names ({sample} ...) is a parameter of this graph")
-    unused, stayed = partial_fit(model, params, alignment)
-    if unused and stayed and not allow_partial:
-        raise CheckpointMismatchError(
-            f"{path.name}: the parameter file does not fit the graph: {len(alignment.match.matched)} matched, "
-            f"{len(unused)} not used by the graph ({_examples(unused)}), {len(stayed)} graph weights would keep "
-            f"their own values ({_examples(stayed)})",
-            hint="a partial embed (--allow-partial) embeds only what matches")
+    fit = fit_checkpoint(model, params, alignment.match, alignment.unused)
+    require_fit(fit, alignment.match, allow_partial, f"{path.name}: the parameter file")
     outputs = list(outputs) if outputs else [o.name for o in model.graph.output]
-    options = ExportOptions(external_data=external_data, fold=fold, model=model, run_types=types_by_run)
+    partial = fit.to_dict() if fit.partial else None
+    options = ExportOptions(external_data=external_data, fold=fold, model=model, run_types=types_by_run,
+                            partial=partial)
     result = export_model(path, out_path, outputs, params, options, progress=progress, cancel=cancel)
-    return EmbedResult(path, result, alignment, stayed if unused else [])
+    return EmbedResult(path, result, alignment, list(fit.stayed) if fit.partial else [])

@@ -26,6 +26,7 @@ from onnxport.core.io.model_io import FileIdentity, check_loaded, read_graph
 from onnxport.core.io.ortmodule_files import OrtModuleFiles, group_files, several_models_error
 from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
 from onnxport.core.io.readers import read_parameters
+from onnxport.core.params.checkpoint_fit import CheckpointFit, fit_checkpoint, unfilled_inputs
 from onnxport.core.params.match import ParamMatch, match_parameters
 from onnxport.core.params.name_alignment import NameAlignment, align_if_better
 from onnxport.core.util.errors import CorruptFileError, OnnxportError, no_such_file
@@ -46,6 +47,20 @@ class LoadedSources:
     alignment: NameAlignment | None = None  # set when the parameters' names were renamed onto the graph's
     ortmodule: OrtModuleFiles | None = None  # set when the model was picked among ORTModule-saved graphs
     _graphs: SelectionGraphs | None = field(default=None, init=False, repr=False, compare=False)
+
+    def fit(self) -> CheckpointFit | None:
+        """How the parameters fit the model (`params.checkpoint_fit`), None without both."""
+        if self.model is None or self.params is None or self.match is None:
+            return None
+        unused = self.alignment.unused if self.alignment is not None else None
+        return fit_checkpoint(self.model, self.params, self.match, unused)
+
+    def unfilled(self) -> list[str]:
+        """The model's parameter-like inputs that nothing gives a value (no checkpoint, say)."""
+        if self.model is None:
+            return []
+        graph = self.model.graph
+        return unfilled_inputs([vi.name for vi in graph.input], self.params, {t.name for t in graph.initializer})
 
     def selection_graphs(self) -> SelectionGraphs:
         """The inference graph of each selection of this model, built once and read by the plan, the

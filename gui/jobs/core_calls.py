@@ -11,6 +11,7 @@ from pathlib import Path
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.export.export import ExportResult, plan_export
 from onnxport.core.graph.index_types import fill_types, wait_types
+from onnxport.core.params.checkpoint_fit import ALLOW_PARTIAL, KEEP_PARAMETER_INPUTS
 from onnxport.core.util.child_call import call_in_child
 from onnxport.core.util.errors import Cancelled
 from onnxport.core.util.written_files import WrittenFiles, stopped_line
@@ -68,16 +69,18 @@ def plan_job(sources: LoadedSources, outputs: list[str]):
     return run
 
 
-def export_job(sources: LoadedSources, outputs: list[str], choices):
+def export_job(sources: LoadedSources, outputs: list[str], choices, allowed: frozenset[str] = frozenset()):
     """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None).
     The one pipeline the CLI runs too (core/workflow/export_job.py), on the open's sources; the
     export streams in this worker, validation and quantization run in a child process (they hold
     the GIL for seconds on a big model). A cancel names what stayed written (the float model,
-    once the quantization is under way), as the CLI does."""
+    once the quantization is under way), as the CLI does. `allowed`: the checkpoint policy's
+    choices the user made (`params.checkpoint_fit`: allow_partial, keep_parameter_inputs)."""
     request = ExportRequest(list(outputs), choices.path, external_data=choices.external_data,
                             validate=choices.validate, quantize=choices.quantize,
                             quantize_options=choices.quantize_options, dim_sizes=choices.dim_sizes or None,
-                            shapes=choices.shapes or None)
+                            shapes=choices.shapes or None,
+                            allow_partial=ALLOW_PARTIAL in allowed, keep_parameter_inputs=KEEP_PARAMETER_INPUTS in allowed)
 
     def run(progress, cancel):
         watcher = WrittenFiles(choices.path)

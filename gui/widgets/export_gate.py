@@ -1,14 +1,17 @@
 """Whether Export (and Quantize, which exports first) can run for what is open, and why not.
 
-The CLI refuses an export whose checkpoint does not fit the model (a shape/dtype mismatch, a
-missing parameter, a nominal checkpoint: `ParamMatch.raise_if_unusable`); the app disables the
-two actions for the same reasons, and their tooltip says which (as plain text: it names tensors).
+The core's checkpoint policy (`params.checkpoint_fit`) refuses an export whose checkpoint fits
+nothing in the model, or does not fit it (a shape/dtype mismatch, a missing parameter, a nominal
+checkpoint); the app disables the two actions for the same reasons, and their tooltip says which
+(as plain text: it names tensors). A partial fit is no reason here: the export asks whether to
+embed what matches (`gui/dialogs/allow_question.py`).
 """
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QMainWindow
 
+from onnxport.core.params.checkpoint_fit import require_fit
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.workflow.sources import LoadedSources
 
@@ -17,10 +20,11 @@ from .plain_text import plain_tip
 
 def export_refusal(sources: LoadedSources | None) -> str | None:
     """The one line the export would stop with, or None when the parameters fit."""
-    if sources is None or sources.match is None:
+    fit = sources.fit() if sources is not None else None
+    if fit is None:
         return None
     try:
-        sources.match.raise_if_unusable()
+        require_fit(fit, sources.match, allow_partial=True)
     except OnnxportError as exc:
         return exc.one_line()
     return None

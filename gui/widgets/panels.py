@@ -95,11 +95,20 @@ def sources_html(loaded: LoadedSources | None) -> str:
         unused = loaded.alignment.unused if loaded.alignment is not None else match.unexpected  # as in the file
         if unused:
             rows.append(f"<span style='color:{WARN}'>Not used by the model: {_names(unused)}</span>")
-    elif loaded.model_path is not None and params is None:
-        rows.append("<i>No checkpoint: the model's own weights are kept.</i>")
+    if loaded.model_path is not None and params is None:
+        rows.append(_no_checkpoint_row(loaded.unfilled()))
     for path, kind in loaded.others:
         rows.append(f"<span style='color:{WARN}'>Not used here: {_esc(path.name)} ({kind.value})</span>")
     return "<br>".join(rows)
+
+
+def _no_checkpoint_row(unfilled: list[str]) -> str:
+    """What opening a model without a checkpoint means: its own weights, or none at all."""
+    if not unfilled:
+        return "<i>No checkpoint: the model's own weights are kept.</i>"
+    return (f"<span style='color:{BAD}'><b>No checkpoint</b>: {_names(unfilled)} "
+            f"{'is an input' if len(unfilled) == 1 else 'are inputs'} without values - add the checkpoint "
+            "to export the trained model</span>")
 
 
 def tensor_html(info: TensorInfo | None) -> str:

@@ -255,7 +255,7 @@ def test_a_missing_parameter_is_a_clear_error_and_nothing_is_written(tmp_path):
         embed_state_dict(folder, tmp_path / "state.pt", out)
     assert not out.exists()
     torch.save({"encoder.weight": torch.zeros(3)}, tmp_path / "unrelated.pt")
-    with pytest.raises(OnnxportError, match="none of the parameter file's names"):
+    with pytest.raises(OnnxportError, match="fits nothing in the model: 0 of 1 parameters matched, 1 unexpected"):
         embed_state_dict(folder, tmp_path / "unrelated.pt", out)
 
 
@@ -302,7 +302,7 @@ def test_embed_cli_bad_input_exits_2_and_keeps_the_output(bn_folder, tmp_path):
         ((folder, state, "-o", out, "--prefix", "nope"), "with prefix 'nope'"),
         ((folder, garbage, "-o", out, "--prefix", "net"), "garbage.pt"),
         ((folder, tmp_path / "nope.pt", "-o", out, "--prefix", "net"), "nope.pt"),
-        ((folder, state, "-o", out, "--prefix", "other"), "none of the parameter file's names"),
+        ((folder, state, "-o", out, "--prefix", "other"), "fits nothing in the model"),
     ]
     for args, message in cases:
         proc = cli("embed", *args)
@@ -375,8 +375,9 @@ def test_embed_refuses_a_file_for_another_model_unless_partial_is_allowed(tmp_pa
     out.write_bytes(b"keep me")
     assert main(["embed", str(graph), str(state), "-o", str(out), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not fit" in err[0] and "2 matched" in err[0] and "7 not used" in err[0]
-    assert "head.0.weight" in err[0] and "2 graph weights" in err[0] and "fc2.weight" in err[0]
+    assert len(err) == 1 and "only partly: 2 of 9 parameters matched, 7 unexpected" in err[0]
+    assert "7 entries are not used" in err[0]
+    assert "head.0.weight" in err[0] and "2 model weights" in err[0] and "fc2.weight" in err[0]
     assert "--allow-partial" in err[0]
     assert out.read_bytes() == b"keep me"
 
