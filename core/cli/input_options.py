@@ -22,12 +22,16 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_dims(values: list[str]) -> dict[str, int]:
+    from onnxport.core.evaluate.input_shapes import parse_size  # imports onnx: not at parser build
+
     sizes = {}
     for item in values:
-        name, sep, size = item.rpartition("=")
-        if not sep or not name.strip() or not size.strip().isdigit() or int(size) <= 0:
-            raise OnnxportError(f"--dim expects NAME=SIZE with a positive size (e.g. sequence=128), got '{item}'")
-        sizes[name.strip()] = int(size)
+        name, sep, text = item.rpartition("=")
+        size = parse_size(text) if sep and name.strip() else None
+        if size is None:
+            raise OnnxportError("--dim expects NAME=SIZE with a positive size (a whole number up to 2^63-1, "
+                                f"e.g. sequence=128), got '{item}'")
+        sizes[name.strip()] = size
     return sizes
 
 
@@ -39,8 +43,8 @@ def parse_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
         name, sep, text = item.rpartition("=")
         sizes = parse_sizes(text) if sep and name.strip() else None
         if sizes is None or any(s <= 0 for s in sizes):
-            raise OnnxportError(f"--shape expects INPUT=SIZExSIZE... with positive sizes (e.g. x=1x3x48x320), "
-                                f"got '{item}'")
+            raise OnnxportError("--shape expects INPUT=SIZExSIZE... with positive sizes (whole numbers up to 2^63-1, "
+                                f"e.g. x=1x3x48x320), got '{item}'")
         shapes[name.strip()] = sizes
     return shapes
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnxruntime.tools import onnx_model_utils as ort_utils
 
-from onnxport.core.evaluate.input_shapes import parse_sizes
+from onnxport.core.evaluate.input_shapes import parse_size, parse_sizes
 from onnxport.core.evaluate.input_specs import _UNNAMED
 from onnxport.core.util.errors import OnnxportError
 
@@ -41,15 +41,17 @@ def parse_shape_options(shapes: list[str] | None = None, dims: list[str] | None 
     for item in shapes or []:
         name, sep, text = item.rpartition("=")
         sizes = parse_sizes(text) if sep and name.strip() else None
-        if sizes is None or any(s is None or s <= 0 for s in sizes):
-            raise OnnxportError(f"--shape expects INPUT=SIZExSIZE... with positive sizes (e.g. x=1x3x224x224), got '{item}'")
+        if sizes is None or any(s <= 0 for s in sizes):
+            raise OnnxportError("--shape expects INPUT=SIZExSIZE... with positive sizes (whole numbers up to 2^63-1, "
+                                f"e.g. x=1x3x224x224), got '{item}'")
         request.shapes[name.strip()] = tuple(sizes)
     for item in dims or []:
-        name, sep, size = item.rpartition("=")
-        size = size.strip().lower()
-        if not sep or not name.strip() or not (size == DYNAMIC or (size.isdigit() and int(size) > 0)):
-            raise OnnxportError(f"--dim expects NAME=SIZE or NAME=dynamic (e.g. batch=1), got '{item}'")
-        request.dims[name.strip()] = size if size == DYNAMIC else int(size)
+        name, sep, text = item.rpartition("=")
+        size = DYNAMIC if text.strip().lower() == DYNAMIC else parse_size(text)
+        if not sep or not name.strip() or size is None:
+            raise OnnxportError("--dim expects NAME=SIZE or NAME=dynamic (a size is a positive whole number up to "
+                                f"2^63-1, e.g. batch=1), got '{item}'")
+        request.dims[name.strip()] = size
     return request
 
 

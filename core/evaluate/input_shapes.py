@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import onnx
 
 from onnxport.core.evaluate.input_specs import InputSpec
+from onnxport.core.util.budgets import DIM_MAX
 from onnxport.core.util.errors import OnnxportError
 
 BATCH = 2
@@ -114,10 +115,23 @@ def _round_up(size: int, stride: int) -> int:
 
 
 def parse_sizes(text: str) -> tuple[int, ...] | None:
-    """'1x3x48x320', '[1, 3, 48, 320]', '3,48,320' -> a tuple of ints; None if not such a list."""
-    parts = re.findall(r"-?\d+", text)
-    rest = re.sub(r"-?\d+|[\s,x×*\[\]()]", "", text)
-    return tuple(int(p) for p in parts) if parts and not rest else None
+    """'1x3x48x320', '[1, 3, 48, 320]', '3,48,320' -> a tuple of ints; None if not such a list or a
+    size is past DIM_MAX (ASCII digits only: '²' or '٣' are no sizes)."""
+    parts = re.findall(r"-?[0-9]+", text)
+    rest = re.sub(r"-?[0-9]+|[\s,x×*\[\]()]", "", text)
+    if not parts or rest or any(len(p) > 20 for p in parts):
+        return None
+    sizes = tuple(int(p) for p in parts)
+    return sizes if all(abs(s) <= DIM_MAX for s in sizes) else None
+
+
+def parse_size(text: str) -> int | None:
+    """'128' -> 128: one size from 1 to DIM_MAX in ASCII digits; None otherwise."""
+    text = text.strip()
+    if not re.fullmatch(r"[0-9]{1,20}", text):
+        return None
+    size = int(text)
+    return size if 0 < size <= DIM_MAX else None
 
 
 class ShapePlan:

@@ -4,7 +4,8 @@ Contract:
 - `generate(specs, shapes, count, seed, values)` makes `count` deterministic feeds of the given
   shapes: floats standard normal, booleans fair coins, index-like ints in their table's range,
   masks ones, a scalar int 1 (a count, a flag, a step), other ints 0/1; `values` (input name ->
-  value) fills an input with one value instead.
+  value) fills an input with one value instead. Sizes are checked first (`check_generated_size`,
+  budgets.py: per input and for all feeds together): `OnnxportError` before any allocation.
 - `value_choices(model, specs)`: for a small input the model compares with constants - silero-vad
   runs `If(Equal(sr, 16000))` and only 16000 and 8000 are sample rates it knows - the constants
   it is compared with (`Equal`, `Greater`, `Less`, ...; through Cast/Identity/Squeeze/Unsqueeze/
@@ -22,9 +23,10 @@ import onnx
 from onnx import numpy_helper
 
 from onnxport.core.evaluate.input_specs import InputSpec
+from onnxport.core.util.budgets import GENERATED_INPUT_MAX, GENERATED_TOTAL_MAX, declared_bytes, human_bytes
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.shapes import numel
 
-MAX_GENERATED_ELEMENTS = 1 << 28  # per input: 1 GiB of float32; past that, inputs come from a file
 MAX_CHOICES = 4
 _COMPARE = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
 _FOLLOW = {"Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"}
@@ -33,14 +35,27 @@ _FOLLOW = {"Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"}
 def generate(specs: list[InputSpec], shapes: Mapping[str, tuple[int, ...]], count: int = 1, *, seed: int = 0,
              values: Mapping[str, object] | None = None) -> list[dict[str, np.ndarray]]:
     values = values or {}
-    for spec in specs:
-        n = int(np.prod(shapes[spec.name], dtype=np.int64))
-        if n > MAX_GENERATED_ELEMENTS:
-            raise OnnxportError(f"input '{spec.name}': {list(shapes[spec.name])} is too large to generate "
-                                f"({n:,} values); give smaller sizes (--shape) or inputs from a file")
+    check_generated_size(specs, shapes, count)
     rng = np.random.default_rng(seed)
     return [{spec.name: _array(spec, shapes[spec.name], rng, values.get(spec.name)) for spec in specs}
             for _ in range(count)]
+
+
+def check_generated_size(specs: list[InputSpec], shapes: Mapping[str, tuple[int, ...]], count: int = 1) -> None:
+    """`OnnxportError` when the inputs of `count` feeds of `shapes` are over the budgets (module docstring)."""
+    total = 0
+    for spec in specs:
+        nbytes = declared_bytes(shapes[spec.name], spec.dtype.itemsize)
+        if nbytes > GENERATED_INPUT_MAX:
+            raise OnnxportError(f"input '{spec.name}': {list(shapes[spec.name])} is too large to generate "
+                                f"({human_bytes(nbytes)}, at most {human_bytes(GENERATED_INPUT_MAX)} per input); "
+                                "give smaller sizes (--shape, --dim) or inputs from a file")
+        total += nbytes
+    if total * max(count, 1) > GENERATED_TOTAL_MAX:
+        shown = ", ".join(f"{s.name}{list(shapes[s.name])}" for s in specs[:4]) + (", ..." if len(specs) > 4 else "")
+        raise OnnxportError(f"inputs {shown}: {human_bytes(total)} per feed, {human_bytes(total * max(count, 1))} for "
+                            f"{count}: too large to generate (at most {human_bytes(GENERATED_TOTAL_MAX)} in all); "
+                            "give smaller sizes (--shape, --dim) or inputs from a file")
 
 
 def _array(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator, value) -> np.ndarray:
@@ -108,13 +123,13 @@ def _constants(graph: onnx.GraphProto, nodes: list[onnx.NodeProto]) -> dict[str,
     graphs = [graph] + [a.g for n in nodes for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
     for g in graphs:
         for t in g.initializer:
-            if int(np.prod(t.dims, dtype=np.int64)) <= 1 and not t.external_data:
+            if numel(t.dims) <= 1 and not t.external_data:
                 out[t.name] = numpy_helper.to_array(t)
     for node in nodes:
         if node.op_type != "Constant" or not node.output:
             continue
         for a in node.attribute:
-            if a.name == "value" and int(np.prod(a.t.dims, dtype=np.int64)) <= 1 and not a.t.external_data:
+            if a.name == "value" and numel(a.t.dims) <= 1 and not a.t.external_data:
                 out[node.output[0]] = numpy_helper.to_array(a.t)
             elif a.name == "value_int":
                 out[node.output[0]] = np.array(a.i)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from onnxport.core.io.npz_reader import list_npz, read_member
+from onnxport.core.util.budgets import TEXT_LINE_MAX, TEXT_READ_MAX
 from onnxport.core.util.errors import OnnxportError, cannot_read
 
 BATCH_LINES = 8
@@ -107,14 +108,23 @@ def _fixed_length(specs: Sequence) -> int | None:
 
 
 def _lines(path: Path) -> list[str]:
+    """The non-empty lines, read in pieces: at most TEXT_LINE_MAX characters of a line (the rest is
+    skipped), MAX_LINES lines and TEXT_READ_MAX characters in all (budgets.py)."""
     try:
         with path.open(encoding="utf-8") as f:
-            lines = []
-            for line in f:
+            lines: list[str] = []
+            read = 0
+            while len(lines) < MAX_LINES and read < TEXT_READ_MAX:
+                line = f.readline(TEXT_LINE_MAX)
+                if not line:
+                    break
+                read += len(line)
+                rest = line
+                while rest and not rest.endswith("\n") and read < TEXT_READ_MAX:  # a longer line: skip the rest
+                    rest = f.readline(TEXT_LINE_MAX)
+                    read += len(rest)
                 if line.strip():
                     lines.append(line.rstrip("\n"))
-                    if len(lines) >= MAX_LINES:
-                        break
     except UnicodeDecodeError:
         raise OnnxportError(f"{path}: not UTF-8 text (one calibration sample per line expected)") from None
     except OSError as exc:

@@ -12,7 +12,7 @@ Folding (core/graph/fold.py) never fails on a budget; it leaves the node unfolde
 max(FOLD_OUTPUT_FLOOR, FOLD_OUTPUT_FACTOR x its distinct inputs' bytes); the constants' total
 growth <= max(FOLD_GROWTH_FLOOR, FOLD_GROWTH_FACTOR x the model's constant bytes); total work <=
 max(FOLD_WORK_FLOOR, FOLD_WORK_FACTOR x those bytes), so chains of folds cannot take exponential
-time."""
+time. Declared sizes are multiplied as Python ints (`declared_bytes`), never in int64 (it wraps)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,21 @@ FOLD_VALUE_MAX = 1 * MiB  # shape/axes/index inputs whose values folding reads t
 FOLD_EAGER_MAX = 64 * KiB  # small folded outputs are computed at once (read by later folds)
 FOLD_EAGER_TOTAL = 64 * MiB  # ... up to this much in memory in all
 
+# --- generated inputs (validate, bench, quantize, deploy's check): a model or an option declares
+# their sizes; a 300-byte model may declare eight 1 GiB inputs. Past these, inputs come from a file.
+GENERATED_INPUT_MAX = 1 * GiB  # one input of one feed
+GENERATED_TOTAL_MAX = 2 * GiB  # every input of every feed one request generates, together
+DIM_MAX = (1 << 63) - 1  # the largest size an option may give: ONNX stores dims as int64
+
+# --- text read from a file (calibration lines): read in pieces, never a whole line at once (a 1 GiB
+# one-line file made the tokenizer abort at 3.3 GB).
+TEXT_LINE_MAX = 64 * KiB  # characters kept of one line (tokenizers truncate to <= 512 tokens)
+TEXT_READ_MAX = 64 * MiB  # characters read of one text file in all
+
+# --- JSON from a file (config.json, tokenizer files, modules.json): Python's parser recurses per
+# level and raises RecursionError near 1,000; real files nest under 20 levels.
+JSON_DEPTH_MAX = 100
+
 
 def archive_member_limit(compressed_bytes: int) -> int:
     """The most one compressed archive member may declare (uncompressed)."""
@@ -84,6 +99,15 @@ def sparse_dense_limit(file_bytes: int | None) -> int:
 def function_expansion_limit(stored_nodes: int) -> int:
     """The most nodes a model storing `stored_nodes` nodes may expand to once its functions are inlined."""
     return max(FUNCTION_EXPANSION_FLOOR, FUNCTION_EXPANSION_FACTOR * stored_nodes)
+
+
+def declared_bytes(shape, itemsize: int) -> int:
+    """The bytes of an array of `shape` (any sizes a file or an option declares), exactly: int64
+    products wrap (2^32 x 2^32 is 0 there) and would let any size pass a limit."""
+    n = int(itemsize)
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def human_bytes(n: int) -> str:
