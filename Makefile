@@ -126,7 +126,7 @@ lint: $(STAMP)
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
 	ONNXPORT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/core/io/test_fuzz_readers.py tests/core/io/test_checkpoint_fuzz.py
+		tests/core/io/test_fuzz_readers.py tests/core/io/test_checkpoint_fuzz.py tests/gui/widgets/test_fuzz_settings.py
 
 # The peers the benches compare with (Optimum, onnxconverter-common: requirements/peers.txt) in a
 # venv of their own: they pin an older transformers than the product's. torch first, pinned.

@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self.runner = JobRunner(self)
         self.log_dock = LogDock(self)  # the log (gui/widgets/log_dock.py); first: everything logs
         self.log, self.log_line, self.log_lines = self.log_dock.view, self.log_dock.log_line, self.log_dock.log_lines
+        self.log_lines(self.state.dropped)  # the settings file's bad entries, said once (app_state.py)
         self.import_flow = ImportFlow(self, self.runner, self.log_line, self.open_paths)
         self.deploy_flow = DeployFlow(self, self.runner, self.log_line, lambda: self.last_export)
         self._build_widgets()
