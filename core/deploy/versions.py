@@ -6,8 +6,10 @@ target's limits is returned as it is (never converted up). A newer ai.onnx opset
 needs a newer one (element types, local functions). Every ai.onnx op, subgraphs included, must
 exist at the target opset. An op the converter has no adapter for, whose older version takes the
 same inputs and attributes (only its types grew, e.g. ConstantOfShape 20 -> 9), is relabelled when
-that version allows the types the model gives it (inferred). What cannot be expressed is refused in one line
-naming the op (or the type, or the domain): `OnnxportError`.
+that version allows the types the model gives it (inferred). Nodes of domain `ai.onnx` (ONNX's other
+name for its default domain, which the converter does not know) are moved to ''. Last, every node is
+checked at the opset the result declares (target_check.py). What cannot be expressed is refused in
+one line naming the op or the node (or the type, or the domain): `OnnxportError`, never another.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import onnx
 from onnx import version_converter
 
+from onnxport.core.deploy.target_check import target_problem
 from onnxport.core.deploy.targets import Target
 from onnxport.core.util.errors import OnnxportError
 
@@ -157,7 +160,7 @@ def _convert(model: onnx.ModelProto, opset: int, target: int, where: str) -> tup
         try:
             converted = version_converter.convert_version(work, target)
             break
-        except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
+        except (RuntimeError, ValueError, onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             op, why = _converter_refusal(text)
             refusal = OnnxportError(f"{f'op {op}' if op else 'the model'} cannot be converted to opset {target} "
@@ -182,11 +185,38 @@ def _convert(model: onnx.ModelProto, opset: int, target: int, where: str) -> tup
     return converted, held
 
 
+def _default_domain(model: onnx.ModelProto) -> list[str]:
+    """Nodes of domain 'ai.onnx' moved to '' (the same operators), with the opset import: a note, or
+    none when there are none. Two different versions declared for the two names are refused."""
+    aliased = [n for g in [model.graph.node] + [f.node for f in model.functions] for n in _all_nodes(g)
+               if n.domain == "ai.onnx"]
+    for imports in [model.opset_import] + [f.opset_import for f in model.functions]:
+        versions = {o.domain: o.version for o in imports if o.domain in _DEFAULT}
+        if len(set(versions.values())) > 1:
+            raise OnnxportError(f"the model declares ai.onnx opset {versions['ai.onnx']} and opset {versions['']} for "
+                                "the default domain '': one domain, two versions")
+        if "ai.onnx" in versions:
+            kept = [o for o in imports if o.domain not in _DEFAULT]
+            del imports[:]
+            imports.extend(kept + [onnx.helper.make_opsetid("", versions["ai.onnx"])])
+    for node in aliased:
+        node.domain = ""
+    return [f"{len(aliased)} node(s) of domain 'ai.onnx' moved to the default domain ''"] if aliased else []
+
+
+def _all_nodes(nodes):
+    for node in nodes:
+        yield node
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                yield from _all_nodes(sub.node)
+
+
 def fit_versions(model: onnx.ModelProto, target: Target) -> tuple[onnx.ModelProto, list[str]]:
     """See the module docstring."""
     assert target.max_opset is not None and target.max_ir is not None and target.max_ml_opset is not None
     where = f"ONNX Runtime {target.name[4:]} (opset <= {target.max_opset}, IR <= {target.max_ir})"
-    notes: list[str] = []
+    notes = _default_domain(model)
     ml = opset_of(model, (_ML,))
     if ml is not None and ml > target.max_ml_opset:
         raise OnnxportError(f"the model uses ai.onnx.ml opset {ml}; {where} reads ai.onnx.ml <= {target.max_ml_opset}")
@@ -214,4 +244,7 @@ def fit_versions(model: onnx.ModelProto, target: Target) -> tuple[onnx.ModelProt
         model.ir_version = target.max_ir
     else:
         notes.append(f"IR version {model.ir_version} kept")
+    problem = target_problem(model)
+    if problem is not None:
+        raise OnnxportError(f"{problem}; {where} cannot run it")
     return model, notes
