@@ -7,6 +7,9 @@ date. Here:
   (`/<token>/...`, the page's URL carries it: no other local process can read the graph) with a
   `Host` of 127.0.0.1:port or localhost:port (a web page cannot read it through DNS rebinding);
   anything else is a 400 or 404, never a traceback; it remembers only the last requests' paths;
+- connections are bounded (no token is needed to connect): at most MAX_CONNECTIONS are served at
+  once, each read waits at most READ_TIMEOUT_S, and while all are taken the oldest one open over
+  CONNECTION_DEADLINE_S (a client sending a byte at a time) is cut: idle connections pin no thread;
 - `data/<name>` serves only the preview bytes published last (from memory; nothing on disk);
 - Netron's static files come from the installed `netron` package, read-only, by extension;
 - `index.html` gets the serving day as its build date, the current model, and SIDEBAR_CSS;
@@ -25,6 +28,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -35,6 +39,9 @@ MIME = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".pn
         ".ico": "image/x-icon", ".json": "application/json", ".svg": "image/svg+xml",
         ".woff": "font/woff", ".woff2": "font/woff2", ".ttf": "font/ttf"}
 AGE_CHECK = "if (days > 180) {"
+MAX_CONNECTIONS = 16  # served at once (Chromium opens at most 6 per host); the next ones wait
+READ_TIMEOUT_S = 5.0  # per read of a request: an idle connection ends then
+CONNECTION_DEADLINE_S = 20.0  # what a connection may take when others wait for its place
 REMEMBERED = 256  # request paths kept in `requests` (tests, debugging) ...
 PATH_KEPT = 200  # ... each cut to this many characters
 # Netron's node sidebar keeps each value on one line (`white-space: pre`) in a box as wide as the
@@ -78,20 +85,68 @@ def patched_browser_js(js: str) -> str:
     return js.replace(AGE_CHECK, "if (false && days > 180) {")
 
 
-class _QuietServer(http.server.ThreadingHTTPServer):
-    """socketserver prints a traceback to stderr for any error in a handler (a client that hangs
-    up mid-request): the client had its answer or left; the app's console stays clean."""
+class _BoundedServer(http.server.ThreadingHTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS at once (see the module docstring).
+
+    socketserver prints a traceback to stderr for any error in a handler (a client that hangs up
+    mid-request): the client had its answer or left; the app's console stays clean."""
 
     errors = 0
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128  # the listen backlog: connections waiting for a place wait in the kernel
+
+    def __init__(self, address, handler, limit: int, deadline_s: float) -> None:
+        super().__init__(address, handler)
+        self.limit, self.deadline_s = limit, deadline_s
+        self.open: dict[socket.socket, float] = {}  # connections served now -> when they came
+        self.most = 0  # the most served at once (tests)
+        self.stopping = False
+        self._changed = threading.Condition()
 
     def handle_error(self, request, client_address) -> None:
         self.errors += 1
+
+    def process_request(self, request, client_address) -> None:
+        with self._changed:
+            while len(self.open) >= self.limit and not self.stopping:
+                self._cut_overdue()
+                self._changed.wait(timeout=self.deadline_s / 4)
+            if self.stopping:
+                self.shutdown_request(request)
+                return
+            self.open[request] = time.monotonic()
+            self.most = max(self.most, len(self.open))
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._changed:
+                self.open.pop(request, None)
+                self._changed.notify_all()
+
+    def stop_waiting(self) -> None:
+        with self._changed:
+            self.stopping = True
+            self._changed.notify_all()
+
+    def _cut_overdue(self) -> None:
+        now = time.monotonic()
+        for conn, since in list(self.open.items()):
+            if now - since > self.deadline_s:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)  # its handler's read returns; its thread ends
+                except OSError:
+                    pass
 
 
 class PreviewServer:
     """Serves Netron and one model; `url` opens the model published last."""
 
-    def __init__(self, build_date: datetime.datetime | None = None) -> None:
+    def __init__(self, build_date: datetime.datetime | None = None, read_timeout_s: float = READ_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS, deadline_s: float = CONNECTION_DEADLINE_S) -> None:
         self._lock = threading.Lock()
         self._name = "preview.onnx"
         self._data = b""
@@ -104,6 +159,8 @@ class PreviewServer:
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            timeout = read_timeout_s  # each read of the connection (socketserver sets it)
+
             def do_GET(self) -> None:  # noqa: N802 - http.server API
                 server._answer(self)
 
@@ -113,8 +170,7 @@ class PreviewServer:
             def log_message(self, *args) -> None:  # quiet
                 pass
 
-        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _BoundedServer(("127.0.0.1", 0), Handler, max_connections, deadline_s)
         self._httpd.timeout = None  # handle_request waits for a connection, however long
         self.port = self._httpd.server_address[1]
         self._hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
@@ -147,8 +203,14 @@ class PreviewServer:
         while not self._stopping:
             self._httpd.handle_request()
 
+    @property
+    def connections(self) -> tuple[int, int]:
+        """(connections served now, the most served at once)."""
+        return len(self._httpd.open), self._httpd.most
+
     def stop(self) -> None:
         self._stopping = True
+        self._httpd.stop_waiting()
         try:
             socket.create_connection(("127.0.0.1", self.port), timeout=5).close()  # wakes `_serve`
         except OSError:
