@@ -7,7 +7,8 @@ It opens the checkpoint(s) (several are merged, e.g. pipeline stages), exports, 
 torchrun/MPI job writes only on rank 0 (the other ranks return a result whose `skipped` says so).
 A PyTorch state_dict/safetensors/npz works too: its names are fitted to the graph's when they
 differ by a wrapper prefix (ORTModule's `_original_module.`, DDP's `module.`), as the app does.
-It runs the one export pipeline the CLI and the app run (`workflow.export_job.run_export`).
+It runs the one export pipeline the CLI and the app run (`workflow.export_job`), on the model's
+session (`workflow.session.ModelSession`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from pathlib import Path
 import onnx
 
 from onnxport.core.export.export import ExportResult
-from onnxport.core.graph.graph_table import GraphTable
-from onnxport.core.util.distributed import skip_reason
 from onnxport.core.util.progress import CancelToken, ProgressFn
-from onnxport.core.workflow.export_job import IN_PROCESS, ExportRequest, run_export, sources_for
+from onnxport.core.workflow.export_job import ExportRequest, export_files
 
 
 def export_for_inference(
@@ -37,14 +36,13 @@ def export_for_inference(
     cancel: CancelToken | None = None,
     verify: Callable[[Path], None] | None = None,
     model: onnx.ModelProto | None = None,
-    table: GraphTable | None = None,
     allow_partial: bool = False,
     keep_parameter_inputs: bool = False,
 ) -> ExportResult:
     """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`.
     `verify(path)` checks the written model before it is put in place (see `export_model`);
-    `model`: `eval_model`'s graph when the caller has loaded it already (`io.model_io.load_graph`),
-    with its `GraphTable` if it has one (the export plans on it). The checkpoint policy of the CLI
+    `model`: `eval_model`'s graph when the caller has loaded it already (`io.model_io.load_graph`).
+    The checkpoint policy of the CLI
     and the app holds (`params.checkpoint_fit`): a checkpoint that fits nothing is refused, one
     that fits partly unless `allow_partial` (the result's `partial` lists what stayed), parameter
     inputs left without values unless `keep_parameter_inputs`."""
@@ -57,6 +55,4 @@ def export_for_inference(
     request = ExportRequest(list(outputs), Path(out_path), external_data=external_data, fold=fold,
                             all_ranks=all_ranks, verify=verify, allow_partial=allow_partial,
                             keep_parameter_inputs=keep_parameter_inputs)
-    # a rank that writes nothing reads no checkpoint
-    sources = sources_for(eval_model, paths, model=model) if skip_reason(all_ranks) is None else None
-    return run_export(sources, request, IN_PROCESS, progress, cancel, table=table).export
+    return export_files(eval_model, paths, request, progress, cancel, model=model).export

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow
 from onnxport.core.evaluate.report import keepable_nodes
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
-from onnxport.core.workflow.sources import LoadedSources
+from onnxport.core.workflow.session import ModelSession
 
 from .dialogs.allow_question import allowable, ask_to_allow
 from .dialogs.deploy_flow import DeployFlow
@@ -64,7 +64,7 @@ class MainWindow(QMainWindow):
         self.settings = self.state.settings
         self.setWindowTitle("onnxport")
         self.setAcceptDrops(True)
-        self.sources: LoadedSources | None = None
+        self.session: ModelSession | None = None
         self.paths: list[Path] = []
         self.model: OutputsTreeModel | None = None
         self.last_export: Path | None = None
@@ -135,13 +135,13 @@ class MainWindow(QMainWindow):
         self.log_line("opening " + ", ".join(p.name for p in paths))
         self.runner.run("open", core_calls.open_job(paths), lambda result: self._loaded(paths, result))
 
-    def _loaded(self, paths: list[Path], result: tuple[LoadedSources, Tree | None]) -> None:
+    def _loaded(self, paths: list[Path], result: tuple[ModelSession, Tree | None]) -> None:
         loaded, tree = result
         if loaded.model_path is None or loaded.index is None:
             raise OnnxportError("no ONNX model among the files opened",
                                 hint="add the eval model (.onnx) next to the checkpoint")
         t0 = time.perf_counter()
-        self.sources, self.paths = loaded, paths
+        self.session, self.paths = loaded, paths
         old, self.model = self.model, OutputsTreeModel(loaded.index, self, tree=tree)
         self.model.checkedChanged.connect(self._checked_changed)
         self.left.show_model(self.model)
@@ -222,33 +222,33 @@ class MainWindow(QMainWindow):
         self.left.show_checked(outputs)
         self._update_actions()
         self._plan_timer.start()
-        if outputs and self.sources is not None and hasattr(self.preview, "set_model"):
-            tensors = self.sources.index.tensors
-            self.preview.set_model(str(self.sources.model_path), outputs, tuple(self.sources.params or ()),
+        if outputs and self.session is not None and hasattr(self.preview, "set_model"):
+            tensors = self.session.index.tensors
+            self.preview.set_model(str(self.session.model_path), outputs, tuple(self.session.params or ()),
                                    lambda name: getattr(tensors.get(name), "producer", None),
-                                   source=(self.sources.model, self.sources.index.table, self.sources.selection_graphs()))
+                                   source=(self.session.model, self.session.table, self.session.selections))
 
     def _plan(self) -> None:
         """Recompute "Export keeps" in a side job; only the newest answer is shown."""
-        if self.sources is None or self.model is None:
+        if self.session is None or self.model is None:
             return
         outputs = self.model.checked_outputs()
         if not outputs:
             self.runner.drop("plan")  # an answer in flight is for outputs no longer checked
             self.plan_panel.set_html(plan_html(None))
             return
-        self.runner.side("plan", core_calls.plan_job(self.sources, outputs),
+        self.runner.side("plan", core_calls.plan_job(self.session, outputs),
                          lambda plan: self.plan_panel.set_html(plan_html(plan)),
                          lambda exc: self.plan_panel.set_html(plan_html(None, error_text(exc))))
 
     # --- export / validate ---------------------------------------------------------------------
     def export_dialog(self, quantize: str | None = None) -> None:
-        if self.sources is None or self.model is None or self.busy:
+        if self.session is None or self.model is None or self.busy:
             return
         outputs = self.model.checked_outputs()
-        name = self.sources.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
+        name = self.session.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
         dialog = ExportDialog(self, outputs, name, quantize=quantize if isinstance(quantize, str) else None,
-                              settings=self.settings, folder=self.sources.model_path.parent)  # beside the model
+                              settings=self.settings, folder=self.session.model_path.parent)  # beside the model
         dialog.accepted.connect(lambda: self.start_export(dialog.choices()))
         dialog.open()
 
@@ -258,7 +258,7 @@ class MainWindow(QMainWindow):
         outputs = self.model.checked_outputs()
         self._export_asked = (choices, allowed)
         self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
-        self.runner.run("export", core_calls.export_job(self.sources, outputs, choices, allowed), self._exported)
+        self.runner.run("export", core_calls.export_job(self.session, outputs, choices, allowed), self._exported)
 
     def _exported(self, result) -> None:
         """Take the export's result and show it in stages, each in an event-loop turn of its own
@@ -290,7 +290,7 @@ class MainWindow(QMainWindow):
             self.export_dialog()
             return
         self.log_line(f"validating {self.last_export.name}")
-        self.runner.run("validate", core_calls.validate_job(self.sources, self.last_export), self._validated)
+        self.runner.run("validate", core_calls.validate_job(self.session, self.last_export), self._validated)
 
     def _validated(self, report: dict) -> None:
         passed = report.get("passed")
@@ -340,7 +340,7 @@ class MainWindow(QMainWindow):
         self.errorShown.emit(text)
 
     def _update_actions(self) -> None:
-        ready = self.sources is not None and not self.busy
+        ready = self.session is not None and not self.busy
         has_outputs = bool(self.model and self.model.checked_outputs())
         gate_export(self, ready and has_outputs)  # off on a mismatch, the reason in its tooltip
         self.validate_action.setEnabled(ready)

@@ -70,42 +70,33 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from onnxport.core.cli.deploy_cmd import deploy_exported, export_deploy_request
-    from onnxport.core.cli.export_review import dangling_error, review_outputs
+    from onnxport.core.cli.export_review import dangling_error
+    from onnxport.core.cli.export_review import notes as review_notes
     from onnxport.core.cli.interrupts import call_token
     from onnxport.core.params.checkpoint_fit import UnfilledParameterInputs
-    from onnxport.core.util.distributed import skip_reason
-    from onnxport.core.workflow.export_job import (
-        IN_PROCESS,
-        ExportRequest,
-        PostExportFailed,
-        run_export,
-        sources_for,
-    )
+    from onnxport.core.workflow.export_job import ExportRequest, PostExportFailed, export_files
     from onnxport.core.workflow.written_names import check_companions
 
     deploy_after = export_deploy_request(args)  # a bad --target/--shape/--dim: nothing written
     check_companions(args.out, args.quantize, args.validate, [args.model, *args.checkpoint, args.calibration])
-    # the model and parameters read once, for the review and the export (one prune plan for both);
-    # a rank that writes nothing reads no checkpoint
-    skipped = skip_reason(args.all_ranks) is not None
-    sources = sources_for(args.model, [] if skipped else args.checkpoint)
-    review, notes = review_outputs(args, split_names(args.outputs or []), sources)
-    request = ExportRequest(review.outputs, args.out, external_data=args.external_data, fold=not args.no_fold,
+    notes: list[str] = []
+    request = ExportRequest(split_names(args.outputs or []), args.out, external_data=args.external_data, fold=not args.no_fold,
                             validate=args.validate, quantize=args.quantize, calibration=args.calibration,
                             all_ranks=args.all_ranks, **input_sizes(args),
                             deploy=None if deploy_after is None else (
                                 lambda final: deploy_exported(deploy_after, final, args.quiet)),
                             exported=lambda result: _exported_notes(result, notes),
                             allow_partial=args.allow_partial, keep_parameter_inputs=args.keep_parameter_inputs)
-    # the one pipeline the app runs too (workflow/export_job.py), in this process, on one stderr bar
+    # the one pipeline the app runs too (workflow/export_job.py), on the model's session, in this
+    # process, on one stderr bar; the review's notes are said once the export is written
     try:
-        outcome = run_export(None if skipped else sources, request, IN_PROCESS,
-                             StderrProgress(quiet=args.quiet, verbose=args.verbose), call_token(),
-                             table=review.table, plan=review.plan)
+        outcome = export_files(args.model, args.checkpoint, request,
+                               StderrProgress(quiet=args.quiet, verbose=args.verbose), call_token(),
+                               reviewed=lambda review: notes.extend(review_notes(review, args.quiet)))
     except PostExportFailed as exc:  # the CLI says the step's own error (the export stays written)
         raise exc.__cause__ from None
     except UnfilledParameterInputs as exc:  # the core's refusal, in the CLI's options
-        raise dangling_error(args.model, exc.names, review.checkpoint_beside) from None
+        raise dangling_error(args.model, exc.names) from None
     result, post, deployed = outcome.export, outcome.post, outcome.deployed
     if result.skipped:
         print(shown(f"onnxport: {result.skipped}; nothing to do here"), file=sys.stderr)

@@ -10,19 +10,19 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from onnxport.core.params.checkpoint_fit import names_text
 from onnxport.core.util.errors import OnnxportError
-from onnxport.core.workflow.export_choice import ExportReview, review_export
-from onnxport.core.workflow.sources import LoadedSources
+from onnxport.core.workflow.review import ExportReview
 
 
-def dangling_error(model: str, names: list[str], beside: Path | None) -> OnnxportError:
-    """The one line for an eval graph exported without its checkpoint."""
+def dangling_error(model: str, names: list[str]) -> OnnxportError:
+    """The one line for an eval graph exported without its checkpoint (the core's refusal,
+    `params.checkpoint_fit.UnfilledParameterInputs`, in the CLI's options)."""
     what = "a parameter input" if len(names) == 1 else f"{len(names)} parameter inputs"
-    ckpt = str(beside) if beside else "CKPT"
+    beside = Path(model).parent / "checkpoint"
+    ckpt = str(beside) if beside.exists() else "CKPT"
     return OnnxportError(
         f"{model}: no --checkpoint, so {what} ({names_text(names)}) would stay inputs without values; "
         f"pass the checkpoint with --checkpoint {ckpt} (or --keep-parameter-inputs to keep them as inputs)")
@@ -41,12 +41,3 @@ def notes(review: ExportReview, quiet: bool) -> list[str]:
                      f"{'is' if len(review.training_only) == 1 else 'are'} training-only (part of the loss "
                      f"computation; the app greys it out){kept}")
     return lines
-
-
-def review_outputs(args: argparse.Namespace, outputs: list[str], sources: LoadedSources
-                   ) -> tuple[ExportReview, list[str]]:
-    """The review for `args` on `sources` (its model and parameters, read once; `outputs`: those
-    named, maybe none; `review.outputs`: those to export, `review.plan`: the export's prune plan)
-    and the lines to print on stderr once the export is written (an error stays the only line)."""
-    review = review_export(args.model, outputs, sources.params or (), model=sources.model)
-    return review, notes(review, args.quiet)

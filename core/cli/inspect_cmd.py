@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the modules behind them import onnx and numpy: not at parse
     from onnxport.core.graph.index import TensorIndex, TensorInfo
     from onnxport.core.io.parameter_set import ParameterSet
     from onnxport.core.params.match import ParamMatch
-    from onnxport.core.workflow.sources import LoadedSources
+    from onnxport.core.workflow.session import ModelSession
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def nothing_readable(source: str, loaded: LoadedSources) -> OnnxportError:
+def nothing_readable(source: str, loaded: ModelSession) -> OnnxportError:
     """The error for a source holding no model and no parameters (a folder of other files...)."""
     from onnxport.core.io.kinds import TORCH_PROGRAM_KINDS
 
@@ -118,7 +118,7 @@ def _index_dict(index: TensorIndex, include_all: bool) -> dict:
     return result
 
 
-def to_dict(loaded: LoadedSources, include_all: bool = True) -> dict:
+def to_dict(loaded: ModelSession, include_all: bool = True) -> dict:
     data: dict = {}
     if loaded.index is not None:
         data["model"] = _index_dict(loaded.index, include_all)
@@ -167,7 +167,7 @@ def _print_subgraphs(index: TensorIndex) -> None:
             print(pad + "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
-def print_tables(loaded: LoadedSources, include_all: bool) -> None:
+def print_tables(loaded: ModelSession, include_all: bool) -> None:
     index = loaded.index
     if index is not None:
         name = Path(index.path).name if index.path else "model"

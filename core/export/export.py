@@ -23,15 +23,10 @@ import onnx
 
 from onnxport.core import __version__
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
-from onnxport.core.export.export_options import ExportOptions
-from onnxport.core.export.inference_graph import (
-    InferenceGraph,
-    build_inference_graph,
-    for_writing,
-    written_bytes,
-)
-from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
+from onnxport.core.export.inference_graph import InferenceGraph, build_inference_graph, written_bytes
+from onnxport.core.export.options import EXTERNAL_DATA_CHOICES, ExportOptions
 from onnxport.core.export.output_types import complete_output_types
+from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.fixed_outputs import fixed_outputs
 from onnxport.core.graph.graph_check import check_graph
@@ -109,7 +104,8 @@ PLAN_TYPED_MAX_NODES = 2_000  # above this the plan does not infer intermediate 
 
 def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: ParameterSet | None,
                 outputs: list[str], cancel: CancelToken | None = None, *,
-                model_path: str | Path | None = None, built: InferenceGraph | None = None) -> ExportPlan:
+                model_path: str | Path | None = None, built: InferenceGraph | None = None,
+                plan: PrunePlan | None = None) -> ExportPlan:
     """What the export of `outputs` writes: the nodes and size of the model after pruning,
     eval-mode and folding (the export's own passes, `build_inference_graph`, on a weight-free copy;
     `model_path` for external data and provenance), so the plan matches the written model. Given
@@ -119,9 +115,10 @@ def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: Param
     the size its parameters' bytes (`exact` False); above PLAN_TYPED_MAX_NODES the size leaves out
     the types of intermediate outputs the index does not know (shape inference holds the GIL: the
     app would stall). `built`: the selection's inference graph (`selection_graph`, the one the
-    preview draws), read instead of built here (never modified), whatever its size."""
+    preview draws), read instead of built here (never modified), whatever its size; `plan`: the
+    selection's prune plan (`SelectionGraphs.plan`), when there is no `built`."""
     param_names = set(params) if params else set()
-    plan = built.plan if built is not None else plan_prune_on(
+    plan = built.plan if built is not None else plan if plan is not None else plan_prune_on(
         model, index.table if index is not None else None, outputs, param_names, cancel)
     report = Reporter(None, cancel)
     report.check()
@@ -187,82 +184,80 @@ def export_model(
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
 ) -> ExportResult:
-    """Write the inference model for `outputs` to `out_path`. See the module docstring and
-    `ExportOptions`. An output whose type stays unknown (inferred, known or run) is refused
+    """Write the inference model for `outputs` of the file at `model_path` (+ `params`, which must
+    fit it) to `out_path`: the file as it is on disk, for a caller that holds no session
+    (`workflow.session` opens one per model and calls `export_selection`)."""
+    check_destination(Path(out_path))
+    check_output(Path(out_path), {**model_reads(Path(model_path), None), **param_reads(params)})
+    model = load_graph(model_path)
+    if params is not None:
+        match_parameters(model, params).raise_if_unusable()
+    return export_selection(SelectionGraphs(model, model_path, params), outputs, out_path, options,
+                            progress=progress, cancel=cancel)
+
+
+def export_selection(
+    graphs: SelectionGraphs,
+    outputs: list[str],
+    out_path: str | Path,
+    options: ExportOptions | None = None,
+    *,
+    partial: dict | None = None,
+    progress: ProgressFn | None = None,
+    cancel: CancelToken | None = None,
+) -> ExportResult:
+    """Write the inference model for `outputs` of the model `graphs` holds (its graph, path and
+    parameters, whose fit the caller checked) to `out_path`. See the module docstring and
+    `ExportOptions`; `partial`: what a partial embed the user allowed left as it was (recorded in
+    the metadata). An output whose type stays unknown (inferred, known or run) is refused
     (`export.output_types`): ONNX requires one."""
     started = time.perf_counter()
     options = options if options is not None else ExportOptions()
-    external_data, fold, table, known_types = options.external_data, options.fold, options.table, options.known_types
-    model, built, plan, run_types = options.model, options.built, options.plan, options.run_types
-    if external_data not in EXTERNAL_DATA_CHOICES:
+    if options.external_data not in EXTERNAL_DATA_CHOICES:
         raise OnnxportError(f"--external-data must be one of {', '.join(EXTERNAL_DATA_CHOICES)}")
+    model, model_path, params = graphs.model, graphs.model_path, graphs.params
     report = Reporter(progress, cancel)
-    model_path = Path(model_path)
     out_path = Path(out_path)
     check_destination(out_path)
     check_output(out_path, {**model_reads(model_path, model), **param_reads(params)})
     report.check()
-    report(0.0, f"loading {model_path.name}")
-    if model is None:
-        model = load_graph(model_path)
-        check_output(out_path, model_reads(model_path, model))  # its external data, now known
-    if params is not None:
-        (options.match if options.match is not None else match_parameters(model, params)).raise_if_unusable()
-    report.check()
     report(0.02, "pruning")
-    if built is not None and (not fold or built.plan.outputs != list(outputs)):
-        built = None  # another selection's graph, or an export that does not fold: built here
-    names = set(params) if params is not None else set()
-    if plan is not None and not _planned_for(plan, outputs, names):
-        plan = None  # another selection's plan, or one made without these parameters: planned here
-    if built is not None:
-        plan = built.plan
-    elif plan is None:
-        plan = plan_prune_on(model, table, outputs, names, report.token)
+    plan = graphs.plan(outputs, report.token)
     with AtomicWrite(out_path) as tx:
         # the weights surely kept are copied into the data file while the passes below run
-        early = _start_early_copy(tx, model, model_path, plan, params, external_data, fold)
+        early = _start_early_copy(tx, model, model_path, plan, params, options.external_data, options.fold)
         try:
             # a cycle or a tensor made twice: refused before anything is put in place (the copy
             # started above only fills a temp file, removed with the rest)
             check_graph(model.graph, str(model_path))
-            if built is None:
-                built = build_inference_graph(model, model_path, outputs, params, fold=fold, plan=plan,
-                                              check=report.check, known_types=known_types)
-            else:
-                built = for_writing(built, model, known_types)
-            skeleton, consts = built.skeleton, built.consts
-            complete_output_types(skeleton.graph, str(out_path), None if run_types is None else (
-                lambda names: run_types(model_path, model, names, params, report.token)), model.graph.output)
-            _set_metadata(skeleton, _provenance(model_path, params, plan.outputs, options.partial))
-            estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
-            written = write_model(skeleton, list(consts.values()), out_path,
-                                  external_data=_external(external_data, estimated),
-                                  report=report.sub(0.05, 1.0), verify=options.verify, tx=tx, early=early)
+            built = graphs.for_export(outputs, options.fold, report.check)
+            written = _write(built, graphs, out_path, options, partial, report, tx, early)
         finally:
             if early is not None:
                 early.close()
     report.finished()
+    skeleton = built.skeleton
     return ExportResult(
-        path=written.path,
-        data_path=written.data_path,
-        size_bytes=written.size_bytes + written.data_bytes,
-        outputs=plan.outputs,
-        inputs=plan.inputs,
-        nodes=len(skeleton.graph.node),
-        folded=len(built.folded),
-        parameters=len(consts),
-        seconds=time.perf_counter() - started,
-        eval_mode_changes=built.inference.names(REMOVED, REWRITTEN),
-        fixed_outputs=fixed_outputs(skeleton.graph),
-        partial=options.partial,
+        path=written.path, data_path=written.data_path, size_bytes=written.size_bytes + written.data_bytes,
+        outputs=plan.outputs, inputs=plan.inputs, nodes=len(skeleton.graph.node), folded=len(built.folded),
+        parameters=len(built.consts), seconds=time.perf_counter() - started,
+        eval_mode_changes=built.inference.names(REMOVED, REWRITTEN), fixed_outputs=fixed_outputs(skeleton.graph),
+        partial=partial,
     )
 
 
-def _planned_for(plan: PrunePlan, outputs: list[str], parameter_names: set[str]) -> bool:
-    """Whether `plan` is the plan of `outputs` with these parameter names (which inputs they fill)."""
-    return plan.outputs == list(outputs) and parameter_names.issuperset(plan.parameter_inputs) and \
-        parameter_names.isdisjoint(plan.inputs) and parameter_names.isdisjoint(plan.dropped_inputs)
+def _write(built: InferenceGraph, graphs: SelectionGraphs, out_path: Path, options: ExportOptions,
+           partial: dict | None, report: Reporter, tx: AtomicWrite, early: EarlyCopy | None):
+    """Type the outputs, record provenance and write `built` (inside the export's transaction)."""
+    model, model_path, params, run_types = graphs.model, graphs.model_path, graphs.params, options.run_types
+    skeleton, consts = built.skeleton, built.consts
+    complete_output_types(skeleton.graph, str(out_path), None if run_types is None else (
+        lambda names: run_types(model_path, model, names, params, report.token)), model.graph.output)
+    _set_metadata(skeleton, _provenance(model_path, params, built.plan.outputs, partial))
+    estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
+    return write_model(skeleton, list(consts.values()), out_path,
+                       external_data=_external(options.external_data, estimated),
+                       report=report.sub(0.05, 1.0), verify=options.verify, tx=tx, early=early)
 
 
 def _external(choice: str, estimated_bytes: int) -> bool:

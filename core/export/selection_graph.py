@@ -1,10 +1,12 @@
 """One inference graph per selection: what the plan summary, the preview and the export all read.
 
-`SelectionGraphs(model, model_path, params, index)` is held once per opened model (the app's
-`LoadedSources.selection_graphs()`). `get(outputs)` runs the export's own passes
-(`inference_graph.build_inference_graph`: prune, eval mode, fold, output types) on a weight-free
-copy, once per selection (a small LRU; thread-safe: the plan and the preview ask from side jobs),
-and returns a `SelectionGraph` that callers only read. Its `preview` is that graph with every
+`SelectionGraphs(model, model_path, params, table, known_types)` is held once per opened model
+(`workflow.session.ModelSession`); its inputs never change, so nothing it keeps goes stale.
+`plan(outputs)` is the selection's prune plan, planned on the graph's table (the one planner).
+`get(outputs)` runs the export's own passes (`inference_graph.build_inference_graph`: prune, eval
+mode, fold, output types) on a weight-free copy, once per selection (a small LRU; thread-safe: the
+plan and the preview ask from side jobs), and returns a `SelectionGraph` that callers only read;
+`for_export` gives the export its own copy (or builds one it may edit, when none is kept). Its `preview` is that graph with every
 constant as a header (name, type, dims) and big Constant values stripped: the Preview draws
 exactly the nodes Export writes, and carries no weights. Folding decodes only the small values
 its budgets allow; bigger folded constants stay lazy (never computed for a preview).
@@ -20,11 +22,16 @@ from pathlib import Path
 
 import onnx
 
-from onnxport.core.export.inference_graph import InferenceGraph, KnownTypes, build_inference_graph
+from onnxport.core.export.inference_graph import (
+    InferenceGraph,
+    KnownTypes,
+    build_inference_graph,
+    for_writing,
+)
 from onnxport.core.graph.const_tensors import ConstTensor
-from onnxport.core.graph.graph_table import plan_prune_on
-from onnxport.core.graph.index import TensorIndex
+from onnxport.core.graph.graph_table import GraphTable, plan_prune_table
 from onnxport.core.graph.preview import strip_nested
+from onnxport.core.graph.prune import PrunePlan
 from onnxport.core.io.model_io import copy_model
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.progress import CancelToken
@@ -70,11 +77,50 @@ class SelectionGraphs:
     """The inference graphs of one opened model's selections, built once each (see the module)."""
 
     def __init__(self, model: onnx.ModelProto, model_path: str | Path | None, params: ParameterSet | None,
-                 index: TensorIndex | None = None, size: int = CACHED_SELECTIONS) -> None:
-        self.model, self.params, self.index, self.size = model, params, index, size
+                 table: GraphTable | None = None, known_types: KnownTypes | None = None,
+                 size: int = CACHED_SELECTIONS) -> None:
+        """`table`: `model`'s table when the caller read it (else read here on the first plan);
+        `known_types`: the index's types (`TensorIndex.tensor_type`), taken instead of inferred."""
+        self.model, self.params, self.known_types, self.size = model, params, known_types, size
         self.model_path = Path(model_path) if model_path is not None else None
+        self._table = table
+        self._names = frozenset(params) if params is not None else frozenset()
         self._cache: OrderedDict[tuple[str, ...], SelectionGraph] = OrderedDict()
-        self._lock = threading.Lock()
+        self._plans: OrderedDict[tuple[str, ...], PrunePlan] = OrderedDict()
+        self._lock = threading.RLock()  # `get` plans under it
+
+    @property
+    def table(self) -> GraphTable:
+        """`model`'s nodes, read once (`graph_table`)."""
+        if self._table is None:
+            self._table = GraphTable.read(self.model.graph)
+        return self._table
+
+    def plan(self, outputs: list[str], cancel: CancelToken | None = None) -> PrunePlan:
+        """The prune plan of `outputs` (planned once per selection; bad names raise the one-line error)."""
+        key = tuple(outputs)
+        with self._lock:
+            found = self._plans.get(key)
+            if found is None:
+                found = self._plans[key] = plan_prune_table(self.model, self.table, outputs, self._names, cancel)
+                while len(self._plans) > self.size:
+                    self._plans.popitem(last=False)
+            return found
+
+    def kept(self, outputs: list[str]) -> SelectionGraph | None:
+        """The selection's graph if it is built already (nothing built here)."""
+        with self._lock:
+            return self._cache.get(tuple(outputs))
+
+    def for_export(self, outputs: list[str], fold: bool, check: Callable[[], None]) -> InferenceGraph:
+        """The inference graph the export of `outputs` writes, its own to edit: a copy of the kept
+        one (`get`), or built here and not kept (an export that does not fold, or nothing asked
+        for this selection before: the CLI's export builds it once, while its weights copy)."""
+        kept = self.kept(outputs) if fold else None
+        if kept is not None:
+            return for_writing(kept.built, self.model, self.known_types)
+        return build_inference_graph(self.model, self.model_path, outputs, self.params, fold=fold,
+                                     plan=self.plan(outputs), check=check, known_types=self.known_types)
 
     def get(self, outputs: list[str], cancel: CancelToken | None = None) -> SelectionGraph:
         """The inference graph an export of `outputs` writes (built on the first request)."""
@@ -91,10 +137,8 @@ class SelectionGraphs:
             return found
 
     def _build(self, outputs: list[str], cancel: CancelToken | None) -> InferenceGraph:
-        index = self.index
-        names = set(self.params) if self.params else set()
-        plan = plan_prune_on(self.model, index.table if index is not None else None, outputs, names, cancel)
-        known: KnownTypes | None = index.tensor_type if index is not None else None
+        plan = self.plan(outputs, cancel)
         check: Callable[[], None] = cancel.check if cancel is not None else (lambda: None)
         return build_inference_graph(self.model, self.model_path, outputs, self.params, plan=plan, check=check,
-                                     type_outputs=len(plan.node_indices) <= TYPED_MAX_NODES, known_types=known)
+                                     type_outputs=len(plan.node_indices) <= TYPED_MAX_NODES,
+                                     known_types=self.known_types)

@@ -22,19 +22,12 @@ from onnxport.core.evaluate.report import build_report
 from onnxport.core.evaluate.validate import ValidationReport, validate
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.progress import CancelToken, ProgressFn
-from onnxport.core.workflow.post_export import ValidationGate, read_checkpoints
-
-
-def reference_params(model_path: str | Path, param_paths: Sequence[str | Path] | ParameterSet | None
-                     ) -> ParameterSet | None:
-    """The parameters the eval graph at `model_path` runs with: read once here, fitted to its
-    names by `reference.reference_model` (which loads that graph anyway)."""
-    return read_checkpoints(param_paths)
+from onnxport.core.workflow.post_export import ValidationGate, reference_params
 
 
 def validate_export(exported: Path, model_path: Path, param_paths: Sequence[Path] | None, *,
                     progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> dict:
-    validation = validate(exported, model_path, params=reference_params(model_path, param_paths),
+    validation = validate(exported, model_path, params=reference_params(param_paths),
                           progress=progress, cancel=cancel)
     return build_report(export={"path": str(exported)}, validation=validation)
 
@@ -42,7 +35,7 @@ def validate_export(exported: Path, model_path: Path, param_paths: Sequence[Path
 def gate_validation(staged: Path, out_path: Path, model_path: Path,
                     param_paths: Sequence[Path] | ParameterSet | None, *, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, **sizes) -> ValidationReport:
-    gate = ValidationGate(out_path, model_path, reference_params(model_path, param_paths),
+    gate = ValidationGate(out_path, model_path, reference_params(param_paths),
                           progress=progress, cancel=cancel, **sizes)
     gate(staged)
     return gate.report

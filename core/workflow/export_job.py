@@ -1,10 +1,11 @@
-"""One export job, for the CLI's `export` and the app's Export: export -> validate -> quantize.
+"""One export job, for the CLI's `export`, the API and the app's Export: export -> validate -> quantize.
 
-Contract: `run_export(sources, request, executor, progress, cancel)` exports `request.outputs` of
-`sources` (what an open computed once: model, index or table, aligned parameters, their match;
-`sources_for` makes them from paths), validates the written model before it is put in place,
-then quantizes, benchmarks and writes the report (`post_export`), deploys if asked, on one
-monotonic bar (`export_steps`). Nothing is read, aligned or matched again in this process. The
+Contract: `run_export(session, request, executor, progress, cancel)` holds the checkpoint policy
+(`params.checkpoint_fit`), exports `request.outputs` of the opened model (`session.ModelSession`:
+its plan and inference graph per selection, kept there), validates the written model before it is
+put in place, then quantizes, benchmarks and writes the report (`post_export`), deploys if asked,
+on one monotonic bar (`export_steps`). Nothing is read, aligned or matched again in this process.
+`export_files` is the CLI's and the API's way in (paths, a distributed job's ranks). The
 front ends pick only the `Executor` (`IN_PROCESS`, or `IN_CHILD`: validation and quantization in
 a child process, handed the parameter files' paths) and how progress shows. A failed step after
 the export raises `PostExportFailed` naming what stays written; a non-zero rank of a distributed
@@ -18,16 +19,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.evaluate.run_types import types_by_run
-from onnxport.core.export.export import ExportResult, export_model
-from onnxport.core.export.export_options import ExportOptions
-from onnxport.core.graph.graph_table import GraphTable, plan_prune_on
-from onnxport.core.graph.prune import PrunePlan
-from onnxport.core.io.model_io import load_graph
-from onnxport.core.params.checkpoint_fit import require_filled, require_fit, unfilled_inputs
-from onnxport.core.params.match import match_parameters
-from onnxport.core.params.name_alignment import align_if_better
+from onnxport.core.export.export import ExportResult, export_selection
+from onnxport.core.export.options import ExportOptions
+from onnxport.core.params.checkpoint_fit import require_filled, require_fit
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.util.child_call import call_in_child
 from onnxport.core.util.distributed import skip_reason
@@ -35,8 +33,10 @@ from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Steps
 from onnxport.core.workflow.child_steps import gate_validation
 from onnxport.core.workflow.export_steps import export_steps, post_steps
-from onnxport.core.workflow.post_export import PostExportResult, post_export, read_checkpoints
-from onnxport.core.workflow.sources import LoadedSources
+from onnxport.core.workflow.post_export import PostExportResult, post_export
+from onnxport.core.workflow.review import ExportReview, review_export
+from onnxport.core.workflow.session import ModelSession
+from onnxport.core.workflow.sources import open_session
 
 
 @dataclass
@@ -95,34 +95,18 @@ class PostExportFailed(OnnxportError):
         self.written = written
 
 
-def sources_for(model_path: str | Path, checkpoints: Sequence[str | Path] | None = None, *, model=None
-                ) -> LoadedSources:
-    """`model_path` + `checkpoints` (merged) as an open makes them, without an index: the
-    parameters read and fitted to the graph's names once, and their match. `model`: the graph
-    when the caller loaded it already (the CLI's review)."""
-    model = model if model is not None else load_graph(model_path)
-    params = read_checkpoints(list(checkpoints or []))
-    sources = LoadedSources(model_path=Path(model_path), model=model, params=params,
-                            param_paths=[Path(p) for p in checkpoints or []])
-    if params is not None:
-        sources.params, sources.alignment = align_if_better(model, params)
-        sources.match = (sources.alignment.match if sources.alignment is not None
-                         else match_parameters(model, sources.params))
-    return sources
-
-
 class _Gate:
     """The export's `verify`: `post_export.ValidationGate` run by the executor (see child_steps)."""
 
-    def __init__(self, sources: LoadedSources, request: ExportRequest, executor: Executor, progress, cancel) -> None:
-        self.sources, self.request, self.executor = sources, request, executor
+    def __init__(self, session: ModelSession, request: ExportRequest, executor: Executor, progress, cancel) -> None:
+        self.session, self.request, self.executor = session, request, executor
         self.progress, self.cancel = progress, cancel
         self.report = None
 
     def __call__(self, staged: Path) -> None:
-        sources = self.sources  # a child cannot take the open parameters: it reads their files
-        reference = sources.params if self.executor.in_process else sources.param_paths
-        self.report = self.executor(gate_validation, staged, self.request.out_path, sources.model_path, reference,
+        session = self.session  # a child cannot take the open parameters: it reads their files
+        reference = session.params if self.executor.in_process else list(session.param_paths)
+        self.report = self.executor(gate_validation, staged, self.request.out_path, session.model_path, reference,
                                     progress=self.progress, cancel=self.cancel, dim_sizes=self.request.dim_sizes,
                                     shapes=self.request.shapes)
 
@@ -140,54 +124,43 @@ def _checks(*checks: Callable[[Path], None] | None) -> Callable[[Path], None] | 
     return verify
 
 
-def run_export(sources: LoadedSources | None, request: ExportRequest, executor: Executor = IN_PROCESS,
-               progress: ProgressFn | None = None, cancel: CancelToken | None = None, *,
-               table: GraphTable | None = None, plan: PrunePlan | None = None) -> ExportOutcome:
-    """See the module docstring. `table`: the model's GraphTable when `sources` has no index;
-    `plan`: the prune plan of `request.outputs` on `sources` when the front end made it (the CLI's
-    review); `sources` may be None on a rank that writes nothing (see `skip_reason`)."""
+def export_files(model_path: str | Path, checkpoints: Sequence[str | Path], request: ExportRequest,
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None, *,
+                 model: onnx.ModelProto | None = None,
+                 reviewed: Callable[[ExportReview], None] | None = None) -> ExportOutcome:
+    """The CLI's and the API's export: in a distributed job a rank that writes nothing reads
+    nothing (`skip_reason`, checked here only); else the session of `model_path` + `checkpoints`
+    (`model`: its graph, when the caller loaded it), the review of `request.outputs` (none: the
+    suggested ones; `reviewed` is told), then `run_export` in this process."""
     reason = skip_reason(request.all_ranks)
     if reason is not None:
         return ExportOutcome(ExportResult(Path(request.out_path), None, 0, list(request.outputs), [], 0, 0, 0, 0.0,
                                           skipped=reason))
-    if sources is None:
-        raise OnnxportError("no model is open")
+    session = open_session(model_path, checkpoints, model=model)
+    review = review_export(session, request.outputs)
+    if reviewed is not None:
+        reviewed(review)
+    return run_export(session, replace(request, outputs=review.outputs), IN_PROCESS, progress, cancel)
+
+
+def run_export(session: ModelSession, request: ExportRequest, executor: Executor = IN_PROCESS,
+               progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> ExportOutcome:
+    """See the module docstring."""
     steps = Steps(progress, export_steps(request.validate, request.quantize), cancel)
-    partial = _checked_fit(sources, request)
-    index = sources.index
-    gate = _Gate(sources, request, executor, steps.step("validating"), cancel) if request.validate else None
-    # an opened (indexed) model: the selection's inference graph, as planned and previewed
-    built = sources.selection_graphs().get(request.outputs, cancel).built if index is not None and request.fold \
-        else None
+    partial = _checked_fit(session, request)
+    plan = session.plan(request.outputs, cancel)
+    require_filled(session.unfilled(plan.inputs), request.keep_parameter_inputs, str(session.model_path),
+                   _beside(session.model_path))
+    gate = _Gate(session, request, executor, steps.step("validating"), cancel) if request.validate else None
     options = ExportOptions(external_data=request.external_data, fold=request.fold,
-                            verify=_checks(gate, request.verify), run_types=types_by_run, model=sources.model,
-                            table=index.table if index is not None else table,
-                            known_types=index.tensor_type if index is not None else None, built=built, plan=plan,
-                            match=sources.match, partial=partial)
-    if built is None and plan is None:
-        plan = plan_prune_on(sources.model, options.table, request.outputs, set(sources.params or ()), cancel)
-        options = replace(options, plan=plan)
-    kept = (built.plan if built is not None else plan).inputs
-    require_filled(unfilled_inputs(kept, sources.params, {t.name for t in sources.model.graph.initializer}),
-                   request.keep_parameter_inputs, str(sources.model_path), _beside(sources.model_path))
-    result = export_model(sources.model_path, request.out_path, request.outputs, sources.params, options,
-                          progress=steps.begin("exporting"), cancel=cancel)
+                            verify=_checks(gate, request.verify), run_types=types_by_run)
+    result = export_selection(session.selections, request.outputs, request.out_path, options, partial=partial,
+                              progress=steps.begin("exporting"), cancel=cancel)
     outcome = ExportOutcome(result)
     if request.exported is not None:
         request.exported(result)
     if request.validate or request.quantize:
-        validated = gate.report if gate is not None else None
-        try:  # validated by the gate: the post steps read no parameters
-            outcome.post = executor(post_export, result, sources.model_path, sources.param_paths,
-                                    quantize=request.quantize, calibration=request.calibration,
-                                    quantize_options=request.quantize_options,
-                                    validate=request.validate, validated=validated, dim_sizes=request.dim_sizes,
-                                    shapes=request.shapes, progress=steps.span(post_steps(False, request.quantize)),
-                                    cancel=cancel)
-        except Cancelled:
-            raise
-        except OnnxportError as exc:  # the float model stays written (and validated): said with the failure
-            raise PostExportFailed(exc, (result, written_only(result, validated))) from exc
+        outcome.post = _post_export(session, request, executor, result, gate, steps, cancel)
     if request.deploy is not None:
         quantized = outcome.post.report.get("quantize", {}).get("path") if outcome.post and request.quantize else None
         outcome.deployed = request.deploy(Path(quantized or result.path))
@@ -195,14 +168,32 @@ def run_export(sources: LoadedSources | None, request: ExportRequest, executor: 
     return outcome
 
 
-def _checked_fit(sources: LoadedSources, request: ExportRequest) -> dict | None:
-    """The checkpoint policy (`params.checkpoint_fit`) on `sources`: raises its refusal, or returns
+def _post_export(session: ModelSession, request: ExportRequest, executor: Executor, result: ExportResult,
+                 gate: _Gate | None, steps: Steps, cancel: CancelToken | None) -> PostExportResult:
+    """Quantize, benchmark and report (`post_export`) by `executor`; the gate validated already,
+    so the post steps read no parameters. A failure keeps the float model: `PostExportFailed`."""
+    validated = gate.report if gate is not None else None
+    try:
+        return executor(post_export, result, session.model_path, list(session.param_paths),
+                        quantize=request.quantize, calibration=request.calibration,
+                        quantize_options=request.quantize_options,
+                        validate=request.validate, validated=validated, dim_sizes=request.dim_sizes,
+                        shapes=request.shapes, progress=steps.span(post_steps(False, request.quantize)),
+                        cancel=cancel)
+    except Cancelled:
+        raise
+    except OnnxportError as exc:  # the float model stays written (and validated): said with the failure
+        raise PostExportFailed(exc, (result, written_only(result, validated))) from exc
+
+
+def _checked_fit(session: ModelSession, request: ExportRequest) -> dict | None:
+    """The checkpoint policy (`params.checkpoint_fit`) on `session`: raises its refusal, or returns
     what a partial embed the user allowed leaves as it was (None: the checkpoint fits whole)."""
-    fit = sources.fit()
+    fit = session.fit
     if fit is None:
         return None
-    names = ", ".join(str(p) for p in sources.param_paths) or "the checkpoint"
-    require_fit(fit, sources.match, request.allow_partial, names)
+    names = ", ".join(str(p) for p in session.param_paths) or "the checkpoint"
+    require_fit(fit, session.match, request.allow_partial, names)
     return fit.to_dict() if fit.partial else None
 
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from onnxport.core.evaluate.run_types import types_by_run
-from onnxport.core.export.export import ExportResult, export_model
-from onnxport.core.export.export_options import ExportOptions
+from onnxport.core.export.export import ExportResult, export_selection
+from onnxport.core.export.options import ExportOptions
+from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.ortmodule_files import (
     FILE_NAME,
@@ -82,7 +83,7 @@ def embed_state_dict(
     require_fit(fit, alignment.match, allow_partial, f"{path.name}: the parameter file")
     outputs = list(outputs) if outputs else [o.name for o in model.graph.output]
     partial = fit.to_dict() if fit.partial else None
-    options = ExportOptions(external_data=external_data, fold=fold, model=model, run_types=types_by_run,
-                            partial=partial)
-    result = export_model(path, out_path, outputs, params, options, progress=progress, cancel=cancel)
+    options = ExportOptions(external_data=external_data, fold=fold, run_types=types_by_run)
+    result = export_selection(SelectionGraphs(model, path, params), outputs, out_path, options, partial=partial,
+                              progress=progress, cancel=cancel)
     return EmbedResult(path, result, alignment, list(fit.stayed) if fit.partial else [])

@@ -24,13 +24,14 @@ from onnxport.core.evaluate.benchmark import BenchReport, benchmark
 from onnxport.core.evaluate.report import build_report, summary_lines, write_report
 from onnxport.core.evaluate.validate import ValidationReport
 from onnxport.core.evaluate.validate import validate as run_validate
-from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
+from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.quantize import quantize as run_quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Steps, step_token
 from onnxport.core.workflow.export_steps import post_steps, weighted
+from onnxport.core.workflow.sources import read_checkpoints
 from onnxport.core.workflow.written_names import (  # noqa: F401 (re-exported)
     SUFFIXES,
     check_companions,
@@ -66,16 +67,12 @@ class PostExportResult:
                         "summary_lines": list(self.summary_lines)}
 
 
-def read_checkpoints(checkpoints) -> ParameterSet | None:
-    """`checkpoints` as one ParameterSet: given as one, or read from their paths (merged)."""
+def reference_params(checkpoints) -> ParameterSet | None:
+    """The reference's parameters: given as one set (in process), or read from their paths (a
+    child: `sources.read_checkpoints`, the one reader)."""
     if isinstance(checkpoints, ParameterSet):
         return checkpoints
-    if not checkpoints:
-        return None
-    from onnxport.core.io.readers import read_parameters
-
-    paths = [checkpoints] if isinstance(checkpoints, (str, Path)) else list(checkpoints)
-    return merge_parameter_sets([read_parameters(p) for p in paths])
+    return read_checkpoints([checkpoints] if isinstance(checkpoints, (str, Path)) else list(checkpoints or []))
 
 
 def post_export(
@@ -115,7 +112,7 @@ def post_export(
     if validate_now:
         report.check()
         with step_token(report.token) as token:
-            validation = run_validate(out, model_path, params=read_checkpoints(checkpoints), inputs=inputs,
+            validation = run_validate(out, model_path, params=reference_params(checkpoints), inputs=inputs,
                                       progress=steps.begin("validating"), cancel=token, **sizes)
     if quantize:
         report.check()
@@ -155,7 +152,7 @@ class ValidationGate:
         self.out_path = Path(out_path)
         self.sizes = {"dim_sizes": dim_sizes, "shapes": shapes}
         self.model_path = model_path
-        self.params = read_checkpoints(checkpoints)
+        self.params = reference_params(checkpoints)
         self.inputs = inputs
         self.progress, self.cancel = progress, cancel
         self.report: ValidationReport | None = None

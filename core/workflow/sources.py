@@ -1,82 +1,36 @@
-"""What did the user give us? Open a set of files as one job's sources.
+"""What did the user give us? Open files as one model's session (`session.ModelSession`).
 
-The user never picks a file type by hand (`io.kinds.sniff` looks at content first, the name
-second). `open_sources` takes any mix of files and folders (a training-artifacts folder, an
-eval model plus checkpoints, the graphs ORTModule saved plus a state_dict...) and returns the
-model, its index, the merged parameters and how they match. Parameters named the PyTorch way
-(a state_dict of the bare module, DDP's `module.`...) are renamed onto the graph's names when one
+One builder, two entries. `open_session(model_path, checkpoints)` (the CLI, the API): the model
+and its parameter files, each in its role, read once (`read_checkpoints`, the one place that
+reads them), the graph indexed only when asked. `open_sources(paths)` (the app): any mix of
+files and folders (a training-artifacts folder, an eval model plus checkpoints, the graphs
+ORTModule saved plus a state_dict...), sorted by content first, the name second
+(`io.kinds.sniff`), then opened the same way, indexed. Parameters named the PyTorch way (a
+state_dict of the bare module, DDP's `module.`...) are renamed onto the graph's names when one
 prefix swap makes more of them fit (`name_alignment`); what was done is kept in `alignment`.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
-from onnxport.core.export.selection_graph import SelectionGraphs
-from onnxport.core.graph.index import TensorIndex, build_index
+from onnxport.core.graph.index import build_index
 from onnxport.core.graph.shape_infer import OUT_OF_PROCESS_NODES
 from onnxport.core.graph.shape_types import TypeInference
+from onnxport.core.io import readers
 from onnxport.core.io.kinds import PARAMETER_KINDS, SourceKind, sniff
-from onnxport.core.io.model_io import FileIdentity, check_loaded, read_graph
+from onnxport.core.io.model_io import FileIdentity, check_loaded, load_graph, read_graph
 from onnxport.core.io.ortmodule_files import OrtModuleFiles, group_files, several_models_error
 from onnxport.core.io.parameter_set import ParameterSet, merge_parameter_sets
-from onnxport.core.io.readers import read_parameters
-from onnxport.core.params.checkpoint_fit import CheckpointFit, fit_checkpoint, unfilled_inputs
-from onnxport.core.params.match import ParamMatch, match_parameters
-from onnxport.core.params.name_alignment import NameAlignment, align_if_better
-from onnxport.core.util.errors import CorruptFileError, OnnxportError, no_such_file
+from onnxport.core.params.match import match_parameters
+from onnxport.core.params.name_alignment import align_if_better
+from onnxport.core.util.errors import CorruptFileError, no_such_file
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
-
-
-@dataclass
-class LoadedSources:
-    """One job's inputs: a model (optional), its index, merged parameters and their match."""
-
-    model_path: Path | None = None
-    model: onnx.ModelProto | None = None
-    index: TensorIndex | None = None
-    params: ParameterSet | None = None
-    param_paths: list[Path] = field(default_factory=list)
-    match: ParamMatch | None = None
-    others: list[tuple[Path, SourceKind]] = field(default_factory=list)  # e.g. torch programs
-    alignment: NameAlignment | None = None  # set when the parameters' names were renamed onto the graph's
-    ortmodule: OrtModuleFiles | None = None  # set when the model was picked among ORTModule-saved graphs
-    _graphs: SelectionGraphs | None = field(default=None, init=False, repr=False, compare=False)
-
-    def fit(self) -> CheckpointFit | None:
-        """How the parameters fit the model (`params.checkpoint_fit`), None without both."""
-        if self.model is None or self.params is None or self.match is None:
-            return None
-        unused = self.alignment.unused if self.alignment is not None else None
-        return fit_checkpoint(self.model, self.params, self.match, unused)
-
-    def unfilled(self) -> list[str]:
-        """The model's parameter-like inputs that nothing gives a value (no checkpoint, say)."""
-        if self.model is None:
-            return []
-        graph = self.model.graph
-        return unfilled_inputs([vi.name for vi in graph.input], self.params, {t.name for t in graph.initializer})
-
-    def selection_graphs(self) -> SelectionGraphs:
-        """The inference graph of each selection of this model, built once and read by the plan, the
-        preview and the export (`export.selection_graph`)."""
-        with _GRAPHS_LOCK:
-            graphs = self._graphs
-            if graphs is None or graphs.model is not self.model or graphs.params is not self.params \
-                    or graphs.index is not self.index:  # none yet, or the sources changed since
-                if self.model is None:
-                    raise OnnxportError("no model is open")
-                self._graphs = SelectionGraphs(self.model, self.model_path, self.params, self.index)
-            return self._graphs
-
-
-_GRAPHS_LOCK = threading.Lock()
-
+from onnxport.core.workflow.session import ModelSession
 
 MODEL_PREFERENCE = ("eval", "inference", "forward", "model")
 NOT_THE_MODEL = ("training_model", "optimizer_model")
@@ -179,17 +133,6 @@ def _early_types(model_path: Path) -> TypeInference | None:
     return TypeInference.start(model_path) if big else None
 
 
-def _index(loaded: LoadedSources, model_path: Path, types: TypeInference | None, report: Reporter,
-           wait_types: bool) -> None:
-    if loaded.params is not None:
-        loaded.params, loaded.alignment = align_if_better(loaded.model, loaded.params)
-    report.check()
-    report(0.6, "indexing tensors")
-    names = loaded.params.params.keys() if loaded.params else ()
-    loaded.index = build_index(loaded.model, model_path, parameter_names=names, types=types,
-                               cancel=report.token, wait_types=wait_types)
-
-
 def _confirm_checks(types: TypeInference, model: onnx.ModelProto, model_path: Path, identity: FileIdentity,
                     cancel: CancelToken) -> None:
     """`load_graph`'s checks of a big graph, made by the types child (started first, it parses the
@@ -203,48 +146,80 @@ def _confirm_checks(types: TypeInference, model: onnx.ModelProto, model_path: Pa
         raise CorruptFileError(message, hint=hint)
 
 
-def open_sources(
-    paths: Iterable[str | Path],
-    progress: ProgressFn | None = None,
-    cancel: CancelToken | None = None,
-    wait_types: bool = True,
-) -> LoadedSources:
-    """Open files/folders as one job: load the model graph, index it, read and match parameters.
+def read_checkpoints(paths: Sequence[str | Path]) -> ParameterSet | None:
+    """The parameter files at `paths` as one ParameterSet (several are merged: pipeline stages),
+    None for none."""
+    if not paths:
+        return None
+    return merge_parameter_sets([readers.read_parameters(p) for p in paths])
+
+
+def open_sources(paths: Iterable[str | Path], progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                 wait_types: bool = True) -> ModelSession:
+    """Files/folders dropped on the app as one indexed session (see the module docstring).
     `wait_types=False`: a big graph's index may come back before shape inference ends (see
     `graph.index.build_index`; `graph.index_types.fill_types` completes it)."""
-    report = Reporter(progress, cancel)
     found = classify_sources(paths)
-    model_path, param_paths = found.model, found.params
-    loaded = LoadedSources(model_path=model_path, param_paths=param_paths, others=found.others,
-                           ortmodule=found.ortmodule)
-    report.check()
+    return open_session(found.model, found.params, progress, cancel, indexed=True, wait_types=wait_types,
+                        others=found.others, ortmodule=found.ortmodule)
+
+
+def open_session(model_path: str | Path | None, checkpoints: Sequence[str | Path] = (),
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None, *, indexed: bool = False,
+                 wait_types: bool = True, model: onnx.ModelProto | None = None,
+                 others: list[tuple[Path, SourceKind]] | None = None, ortmodule: OrtModuleFiles | None = None
+                 ) -> ModelSession:
+    """The session of the model at `model_path` with the parameters of `checkpoints` (merged):
+    the graph loaded (or `model`, when the caller loaded it) and checked, indexed when `indexed`,
+    the parameters fitted to its names and matched."""
+    report = Reporter(progress, cancel)
     report(0.05, "reading parameters")
-    if param_paths:
-        sets = [read_parameters(p) for p in param_paths]
-        loaded.params = merge_parameter_sets(sets)
+    params = read_checkpoints(list(checkpoints))
     report.check()
+    index = alignment = match = None
     if model_path is not None:
-        report.check()
+        model_path = Path(model_path)
         report(0.3, f"loading {model_path.name}")
-        types = _early_types(model_path)
-        try:
-            loaded.model, identity = read_graph(model_path)
-            by_child = types is not None and len(loaded.model.graph.node) >= OUT_OF_PROCESS_NODES
-            if not by_child:
-                check_loaded(loaded.model, model_path, identity.size)
-            try:
-                _index(loaded, model_path, types, report, wait_types)
-            except Exception:
-                if by_child:  # a file that fails the checks may break the index: say what the checks say
-                    _confirm_checks(types, loaded.model, model_path, identity, report.token)
-                raise
-            if by_child:
-                _confirm_checks(types, loaded.model, model_path, identity, report.token)
-        finally:
-            if types is not None and (loaded.index is None or loaded.index.pending_types is None):
-                types.close()
-        if loaded.params is not None:
-            loaded.match = (loaded.alignment.match if loaded.alignment is not None
-                            else match_parameters(loaded.model, loaded.params))
+        if indexed:
+            model, params, alignment, index = _load_indexed(model_path, params, report, wait_types)
+        else:
+            model = model if model is not None else load_graph(model_path)
+            if params is not None:
+                params, alignment = align_if_better(model, params)
+        if params is not None:
+            match = alignment.match if alignment is not None else match_parameters(model, params)
     report(1.0, "loaded")
-    return loaded
+    return ModelSession(model_path=model_path, model=model, index=index, params=params,
+                        param_paths=tuple(Path(p) for p in checkpoints), match=match, alignment=alignment,
+                        others=tuple(others or ()), ortmodule=ortmodule)
+
+
+def _load_indexed(model_path: Path, params: ParameterSet | None, report: Reporter, wait_types: bool):
+    """(model, params, alignment, index): the graph read, checked (by the types child for a big
+    one, see `_confirm_checks`) and indexed, the parameters fitted to its names."""
+    types = _early_types(model_path)
+    index = None
+    try:
+        model, identity = read_graph(model_path)
+        by_child = types is not None and len(model.graph.node) >= OUT_OF_PROCESS_NODES
+        if not by_child:
+            check_loaded(model, model_path, identity.size)
+        try:
+            alignment = None
+            if params is not None:
+                params, alignment = align_if_better(model, params)
+            report.check()
+            report(0.6, "indexing tensors")
+            names = params.params.keys() if params else ()
+            index = build_index(model, model_path, parameter_names=names, types=types, cancel=report.token,
+                                wait_types=wait_types)
+        except Exception:
+            if by_child:  # a file that fails the checks may break the index: say what the checks say
+                _confirm_checks(types, model, model_path, identity, report.token)
+            raise
+        if by_child:
+            _confirm_checks(types, model, model_path, identity, report.token)
+    finally:
+        if types is not None and (index is None or index.pending_types is None):
+            types.close()
+    return model, params, alignment, index

@@ -9,21 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from onnxport.core.evaluate.report import build_report
-from onnxport.core.export.export import ExportResult, plan_export
+from onnxport.core.export.export import ExportResult
 from onnxport.core.graph.index_types import fill_types, wait_types
 from onnxport.core.params.checkpoint_fit import ALLOW_PARTIAL, KEEP_PARAMETER_INPUTS
 from onnxport.core.util.child_call import call_in_child
 from onnxport.core.util.errors import Cancelled
 from onnxport.core.util.written_files import WrittenFiles, stopped_line
 from onnxport.core.workflow.export_job import IN_CHILD, ExportRequest, run_export
-from onnxport.core.workflow.sources import LoadedSources, open_sources
+from onnxport.core.workflow.session import ModelSession
+from onnxport.core.workflow.sources import open_sources
 
 from ..widgets.outputs_tree import build_tree
 from .quiet_gc import quiet_gc
 
 
 def open_job(paths: list[Path]):
-    """Open sources and build the outputs tree, both off the GUI thread: returns (LoadedSources, Tree).
+    """Open sources and build the outputs tree, both off the GUI thread: returns (ModelSession, Tree).
     A big graph's shapes may still be inferred when it returns (`index.pending_types`: `types_job`)."""
 
     def run(progress, cancel):
@@ -60,16 +61,14 @@ def filter_job(index, text: str, outputs_only: bool):
     return run
 
 
-def plan_job(sources: LoadedSources, outputs: list[str]):
+def plan_job(session: ModelSession, outputs: list[str]):
     def run(progress, cancel):
-        built = sources.selection_graphs().get(outputs, cancel).built  # the graph the preview draws
-        return plan_export(sources.model, sources.index, sources.params, outputs, cancel=cancel,
-                           model_path=sources.model_path, built=built)
+        return session.summary(outputs, cancel)  # counted on the graph the preview draws and the export writes
 
     return run
 
 
-def export_job(sources: LoadedSources, outputs: list[str], choices, allowed: frozenset[str] = frozenset()):
+def export_job(sources: ModelSession, outputs: list[str], choices, allowed: frozenset[str] = frozenset()):
     """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None).
     The one pipeline the CLI runs too (core/workflow/export_job.py), on the open's sources; the
     export streams in this worker, validation and quantization run in a child process (they hold
@@ -93,11 +92,11 @@ def export_job(sources: LoadedSources, outputs: list[str], choices, allowed: fro
     return run
 
 
-def validate_job(sources: LoadedSources, exported: Path):
+def validate_job(sources: ModelSession, exported: Path):
     def run(progress, cancel):
         from onnxport.core.workflow.child_steps import validate_export
 
-        return call_in_child(validate_export, exported, sources.model_path, sources.param_paths,
+        return call_in_child(validate_export, exported, sources.model_path, list(sources.param_paths),
                              progress=progress, cancel=cancel)
 
     return run

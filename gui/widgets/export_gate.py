@@ -13,14 +13,14 @@ from PySide6.QtWidgets import QMainWindow
 
 from onnxport.core.params.checkpoint_fit import require_fit
 from onnxport.core.util.errors import OnnxportError
-from onnxport.core.workflow.sources import LoadedSources
+from onnxport.core.workflow.session import ModelSession
 
 from .plain_text import plain_tip
 
 
-def export_refusal(sources: LoadedSources | None) -> str | None:
+def export_refusal(sources: ModelSession | None) -> str | None:
     """The one line the export would stop with, or None when the parameters fit."""
-    fit = sources.fit() if sources is not None else None
+    fit = sources.fit if sources is not None else None
     if fit is None:
         return None
     try:
@@ -33,7 +33,7 @@ def export_refusal(sources: LoadedSources | None) -> str | None:
 def gate_export(window: QMainWindow, allowed: bool) -> None:
     """Enable `window`'s export and quantize actions when `allowed` (open, idle, outputs checked)
     and the parameters fit; when they do not, the actions are off and their tooltip says why."""
-    refusal = export_refusal(window.sources)
+    refusal = export_refusal(window.session)
     for act in (window.export_action, window.quantize_action):
         act.setEnabled(allowed and refusal is None)
         act.setToolTip(plain_tip(f"Export is off: {refusal}") if refusal else "")  # "": the action's text

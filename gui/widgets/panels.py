@@ -1,7 +1,7 @@
 """The main window's read-only panels: what is loaded, the selected tensor, what the export
 keeps, what the last export wrote.
 
-Each panel is a QGroupBox around one rich-text label, filled from core objects (LoadedSources,
+Each panel is a QGroupBox around one rich-text label, filled from core objects (ModelSession,
 TensorInfo, ExportPlan) by a pure function returning HTML, so the text is testable without Qt
 painting anything.
 """
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QGroupBox, QVBoxLayout
 from onnxport.core.export.export import ExportPlan, ExportResult
 from onnxport.core.graph.index import TensorInfo
 from onnxport.core.util.text import human_size
-from onnxport.core.workflow.sources import LoadedSources
+from onnxport.core.workflow.session import ModelSession
 
 from .tensor_text import readable_shape
 from .wrapped_label import WrappedLabel
@@ -53,7 +53,7 @@ def _file_size(path: Path) -> int | None:
         return None
 
 
-def sources_html(loaded: LoadedSources | None) -> str:
+def sources_html(loaded: ModelSession | None) -> str:
     if loaded is None:
         return "<i>Nothing loaded yet.</i>"
     rows = []

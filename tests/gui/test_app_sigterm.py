@@ -42,7 +42,7 @@ keep = handle_sigterm(app, window)  # what gui.app.main does
 
 
 def export_once_loaded():
-    if window.sources is None or window.busy:
+    if window.session is None or window.busy:
         return
     timer.stop()
     window.start_export(ExportChoices(Path(out), validate=False))  # the user clicks Export

@@ -201,7 +201,7 @@ def test_bad_file_is_an_error_dialog_not_a_crash(qtbot, window, tmp_path):
     assert "Traceback" not in details and "broken.onnx" in details and str(error_log_path()) in details
     assert "Traceback" in error_log_path().read_text()
     boxes[0].close()
-    assert window.sources is None and window.left.currentWidget() is window.left.empty
+    assert window.session is None and window.left.currentWidget() is window.left.empty
 
 
 def test_nominal_checkpoint_is_refused_at_export_with_a_dialog(qtbot, window, example, tmp_path):

@@ -71,10 +71,10 @@ def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tm
     dialog.out_edit.setText(str(tmp_path / "net.onnx"))
     qtbot.waitUntil(lambda: window.job is None, timeout=60_000)  # generous: a loaded CI machine
     dialog.accept()
-    qtbot.waitUntil(lambda: bool(errors) or window.sources is not None, timeout=120_000)
+    qtbot.waitUntil(lambda: bool(errors) or window.session is not None, timeout=120_000)
     assert not errors
     assert (tmp_path / "net.onnx").exists()
-    assert window.sources.model_path == tmp_path / "net.onnx"
+    assert window.session.model_path == tmp_path / "net.onnx"
     assert window.model.checked_outputs()
 
 

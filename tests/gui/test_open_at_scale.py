@@ -23,7 +23,7 @@ def big(monkeypatch):
 
 def test_shapes_arrive_after_the_tree(qtbot, window, example, big):
     open_example(qtbot, window, example)
-    index = window.sources.index
+    index = window.session.index
     relu = window.model.index_of("/Relu_output_0")
     assert relu.isValid()
     window.tree.setCurrentIndex(relu)

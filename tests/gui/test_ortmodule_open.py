@@ -25,7 +25,7 @@ def test_drop_an_ortmodule_folder_and_a_state_dict_then_export(qtbot, window, tm
     assert not errors and not error_boxes()
 
     # the graph PyTorch exported, not ORT's execution model; its outputs in the tree, checked
-    assert window.sources.model_path.name == "net_torch_exported_inference.onnx"
+    assert window.session.model_path.name == "net_torch_exported_inference.onnx"
     assert window.model.checked_outputs() == [OUTPUT]
     panel = window.sources_panel.text()
     assert "ORTModule graphs 'net': 7 saved, using torch_exported_inference" in panel

@@ -35,7 +35,7 @@ window = MainWindow(settings=QSettings(str(Path(tempfile.mkdtemp()) / "s.ini"), 
 window.show()
 window.open_paths([str(p) for p in example_files()])
 end = time.perf_counter() + 20
-while window.sources is None and time.perf_counter() < end:
+while window.session is None and time.perf_counter() < end:
     app.processEvents(); time.sleep(0.01)
 drawn = window.preview.wait_rendered(30)
 qWarning("a message nobody filters")

@@ -118,7 +118,7 @@ def test_exports_match_extract_model_and_validate(cases, name, tmp_path, capsys)
 def _mid_preview(model, name) -> onnx.ModelProto:
     """What the app's Preview draws for the mid tensor: the export's own graph (core/export/selection_graph)."""
     sources = open_sources([model])
-    return onnx.load_from_string(sources.selection_graphs().get([MID[name]]).preview.SerializeToString())
+    return onnx.load_from_string(sources.selection([MID[name]]).preview.SerializeToString())
 
 
 def _check_with_zero_weights(preview: onnx.ModelProto) -> None:

@@ -32,8 +32,8 @@ def count_calls(monkeypatch, fn) -> list:
 @pytest.mark.parametrize("outputs", [["--outputs", "logits"], []])  # named, or the suggested ones
 def test_cli_export_plans_and_builds_the_graph_once(tmp_path, monkeypatch, capsys, outputs):
     import onnxport.core.cli.export_review  # noqa: F401  (loaded, so that its bindings are counted)
-    import onnxport.core.workflow.export_choice  # noqa: F401
     import onnxport.core.workflow.export_job  # noqa: F401
+    import onnxport.core.workflow.review  # noqa: F401
 
     eval_path = tmp_path / "eval_model.onnx"
     onnx.save(eval_like_mlp(d_hidden=16), eval_path)

@@ -264,11 +264,11 @@ def test_export_reads_the_graph_once(tmp_path, monkeypatch):
     """The review's graph is the one exported: parsing and checking a 23k-node graph twice cost
     ~0.2 s of every `onnxport export`."""
     from onnxport.core.export import export as export_module
-    from onnxport.core.workflow import export_choice, export_job
+    from onnxport.core.workflow import sources
 
     model, checkpoint = eval_folder(tmp_path)
     loads = []
-    for module in (export_job, export_module, export_choice):
+    for module in (sources, export_module):
         real = module.load_graph
 
         def counted(path, real=real):

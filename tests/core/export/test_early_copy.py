@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
 from onnxport.core.export.export import export_model
-from onnxport.core.export.export_options import ExportOptions
+from onnxport.core.export.options import ExportOptions
 from onnxport.core.graph.prune import plan_prune
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.io.parameter_set import FileSpan, ParamTensor

@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from onnxport.core.export.export import export_model, plan_export
-from onnxport.core.export.export_options import ExportOptions
+from onnxport.core.export.options import ExportOptions
 from onnxport.core.util.errors import (
     Cancelled,
     CheckpointMismatchError,
@@ -251,9 +251,13 @@ def test_an_intermediate_output_takes_the_type_the_index_knows_instead_of_infere
     real = onnx.shape_inference.infer_shapes
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: inferred.append(1) or real(*a, **k))
 
-    def export(name, **kwargs):
+    def export(name, known_types=None):
+        from onnxport.core.export.export import export_selection
+        from onnxport.core.export.selection_graph import SelectionGraphs
+
         inferred.clear()
-        export_model(eval_model, tmp_path / name, [middle.name], param_set(mlp_weights()), ExportOptions(**kwargs))
+        graphs = SelectionGraphs(onnx.load(eval_model), eval_model, param_set(mlp_weights()), known_types=known_types)
+        export_selection(graphs, [middle.name], tmp_path / name)
         return onnx.load(tmp_path / name).graph.output[0].type, len(inferred)
 
     by_inference, calls = export("inferred.onnx")

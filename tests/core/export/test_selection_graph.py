@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from onnxport.core.export.export import export_model, plan_export
-from onnxport.core.export.export_options import ExportOptions
+from onnxport.core.export.export import export_model, export_selection, plan_export
 from onnxport.core.export.output_types import complete_type
 from onnxport.core.export.selection_preview import preview_answer
-from onnxport.core.graph.graph_table import GraphTable
-from onnxport.core.workflow.sources import LoadedSources
+from onnxport.core.workflow.session import ModelSession
 
 from ..model_builders import eval_like_mlp, mlp_weights, param_set
 
@@ -20,16 +18,16 @@ def _opened(tmp_path):
     path = tmp_path / "eval_model.onnx"
     onnx.save(eval_like_mlp(), path)
     model = onnx.load(path, load_external_data=False)
-    return LoadedSources(model_path=path, model=model, params=param_set(mlp_weights()))
+    return ModelSession(model_path=path, model=model, params=param_set(mlp_weights()))
 
 
 def _nodes(model: onnx.ModelProto) -> list[tuple[str, str]]:
     return [(n.op_type, n.name) for n in model.graph.node]
 
 
-def _app_preview(sources: LoadedSources, outputs: list[str], **kw) -> onnx.ModelProto:
+def _app_preview(sources: ModelSession, outputs: list[str], **kw) -> onnx.ModelProto:
     """What the app's preview job draws (gui/preview/preview_panel.py: source = model, table, graphs)."""
-    source = (sources.model, GraphTable.read(sources.model.graph), sources.selection_graphs())
+    source = (sources.model, sources.table, sources.selections)
     answer = preview_answer(sources.model_path, outputs, tuple(sources.params), source=source, **kw)
     return onnx.load_from_string(answer.data)
 
@@ -38,8 +36,7 @@ def test_the_preview_draws_the_nodes_the_export_writes_folding_included(tmp_path
     sources = _opened(tmp_path)
     outputs = ["probabilities"]
     preview = _app_preview(sources, outputs)
-    export_model(sources.model_path, tmp_path / "out.onnx", outputs, sources.params,
-                 options=ExportOptions(model=sources.model))
+    export_model(sources.model_path, tmp_path / "out.onnx", outputs, sources.params)
     written = onnx.load(tmp_path / "out.onnx")
     assert "Transpose" not in {n.op_type for n in written.graph.node}  # folding changed the graph
     assert _nodes(preview) == _nodes(written)
@@ -63,7 +60,7 @@ def test_the_focused_preview_starts_from_the_same_graph(tmp_path):
     sources = _opened(tmp_path)
     outputs = ["probabilities"]
     whole = _app_preview(sources, outputs)
-    source = (sources.model, None, sources.selection_graphs())
+    source = (sources.model, None, sources.selections)
     answer = preview_answer(sources.model_path, outputs, source=source, budget=2, whole_up_to=2)
     assert answer.focused is not None and not answer.focused.complete
     drawn = {(n.op_type, n.name) for n in onnx.load_from_string(answer.data).graph.node if n.domain != "onnxport"}
@@ -73,8 +70,8 @@ def test_the_focused_preview_starts_from_the_same_graph(tmp_path):
 
 def test_one_build_per_selection_read_by_the_plan(tmp_path):
     sources = _opened(tmp_path)
-    graphs = sources.selection_graphs()
-    assert sources.selection_graphs() is graphs
+    graphs = sources.selections
+    assert sources.selections is graphs
     first = graphs.get(["probabilities"])
     assert graphs.get(["probabilities"]) is first and graphs.get(["logits"]) is not first
     skeleton = first.built.skeleton.SerializeToString()
@@ -88,10 +85,9 @@ def test_one_build_per_selection_read_by_the_plan(tmp_path):
 
 def test_the_export_writes_the_cached_graph_without_changing_it(tmp_path):
     sources = _opened(tmp_path)
-    selected = sources.selection_graphs().get(["fc1.mm"])
+    selected = sources.selection(["fc1.mm"])
     skeleton = selected.built.skeleton.SerializeToString()
-    result = export_model(sources.model_path, tmp_path / "out.onnx", ["fc1.mm"], sources.params,
-                          options=ExportOptions(model=sources.model, built=selected.built))
+    result = export_selection(sources.selections, ["fc1.mm"], tmp_path / "out.onnx")
     written = onnx.load(tmp_path / "out.onnx")
     onnx.checker.check_model(written, full_check=True)
     assert _nodes(written) == _nodes(selected.preview) and result.nodes == len(written.graph.node)

@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 from onnxport.core.api import export_for_inference
 from onnxport.core.cli import main
 from onnxport.core.export.export import export_model
-from onnxport.core.export.export_options import ExportOptions
+from onnxport.core.export.options import ExportOptions
 from onnxport.core.export.writer import write_model
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.index import build_index

@@ -26,7 +26,7 @@ from onnx import numpy_helper
 
 from onnxport.core.api import export_for_inference
 from onnxport.core.export.export import export_model
-from onnxport.core.export.export_options import ExportOptions
+from onnxport.core.export.options import ExportOptions
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.io.readers import read_parameters
 from onnxport.core.pytorch.export import export_torch

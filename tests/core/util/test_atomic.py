@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from onnxport.core.export.export import export_model
-from onnxport.core.export.export_options import ExportOptions
+from onnxport.core.export.options import ExportOptions
 from onnxport.core.util import atomic
 from onnxport.core.util.atomic import AtomicWrite, folder_lock, remove_stale_temps
 from onnxport.core.util.errors import OnnxportError

@@ -320,7 +320,7 @@ def test_open_sources_picks_the_graph_and_fits_the_state_dict(bn_folder, tmp_pat
     for paths in ([folder, state], [state, *sorted(folder.iterdir(), reverse=True)]):
         loaded = open_sources(paths)
         assert loaded.model_path.name == "net_torch_exported_inference.onnx"
-        assert loaded.ortmodule is not None and loaded.ortmodule.prefix == "net" and loaded.others == []
+        assert loaded.ortmodule is not None and loaded.ortmodule.prefix == "net" and loaded.others == ()
         assert loaded.alignment is not None and loaded.alignment.added_prefix == "_original_module."
         assert loaded.match.ok and not loaded.match.missing and len(loaded.match.matched) == 8
         assert loaded.match.unexpected == ["_original_module.bn.num_batches_tracked"]

@@ -86,7 +86,7 @@ def test_open_preview_export_validate_stays_on_this_machine(qtbot, watch, window
         qtbot.waitUntil(page_holds_a_connection, timeout=10_000)
 
     # the flow really ran: Netron drew the pruned graph, the export was written and validated
-    expected = preview_model(onnx.load(example[0]), window.model.checked_outputs(), tuple(window.sources.params or ()))
+    expected = preview_model(onnx.load(example[0]), window.model.checked_outputs(), tuple(window.session.params or ()))
     assert drawn == len(expected.graph.node) > 0
     assert out.exists() and ("validate", "returned") in ended
 
