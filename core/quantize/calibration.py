@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from onnxport.core.evaluate.feeds import FeedSource
+from onnxport.core.quantize.finite_values import check_feed, check_ranges
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import Reporter
 
@@ -38,6 +39,7 @@ def _reader_class():
             feed = next(self._iter, None)
             if feed is None:  # the end: nothing to announce (never "batch 17/16")
                 return None
+            check_feed(feed, self._feeds.description)  # NaN/Inf: ORT's quantizer fails on the range
             self._done += 1
             self._report((self._done - 1) / self._total,
                          f"calibrating (batch {min(self._done, self._total)}/{self._total})")
@@ -78,6 +80,7 @@ def calibrate(model_path: Path, feeds: FeedSource, op_types: list[str], workdir:
         del calibrator
     if ranges is None:
         raise OnnxportError(f"{feeds.description}: no calibration data")
+    check_ranges(ranges)
     return ranges
 
 

@@ -36,6 +36,7 @@ from onnxport.core.quantize import MODES, cpu_int8, gain, held_out, modes, searc
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.quantize.finite_values import check_weights
 from onnxport.core.quantize.fp16_loop import fp16_loop
 from onnxport.core.quantize.node_names import input_producers, map_node_names
 from onnxport.core.quantize.options import QuantizeOptions
@@ -99,6 +100,10 @@ def quantize(
     big = source_bytes > modes.SAVE_EXTERNAL_BYTES
     notes: list[str] = []
     excluded = list(dict.fromkeys(o.exclude_nodes))
+    if mode != "fp16":  # int8/int4 scales come from each weight's min and max (finite_values.py)
+        weight_ops = {"dynamic": [*(op_types or modes.DYNAMIC_OP_TYPES), "Gemm"], "int4": ["MatMul"]}
+        check_weights(source, model_path.parent, weight_ops.get(mode) or modes.static_op_types(op_types), excluded,
+                      model_path.name)
     if mode == "dynamic" and any(n.op_type in modes.NO_DYNAMIC for g in gain.all_graphs(source) for n in g.node):
         notes.append("Conv layers stay float in dynamic mode (ONNX Runtime's CPU provider has no int8 "
                      "ConvInteger); --mode static quantizes them")
