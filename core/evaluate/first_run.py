@@ -33,7 +33,7 @@ from onnxport.core.evaluate.input_specs import InputSpec, input_specs
 from onnxport.core.evaluate.input_values import generate, value_choices
 from onnxport.core.evaluate.runtime import describe_feed, ort_message
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.util.child_call import start_child
+from onnxport.core.util.child_call import ChildDied, start_child
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken
 
@@ -175,7 +175,8 @@ def _job_models(folder: Path, models: list) -> list[dict]:
 
 
 def _run_child(folder: Path, models: list, trials: list[str], start: int, cancel: CancelToken | None):
-    """Run the child once: (events it reported, exit status | None when it could not tell)."""
+    """Run the child once: (events it reported, exit status: negative when a signal killed it;
+    None when it could not tell)."""
     run = start_child(TARGET, {"models": _job_models(folder, models), "trials": trials, "start": start})
     events: list[dict] = []
     deadline = time.monotonic() + TIMEOUT_SECONDS
@@ -184,8 +185,10 @@ def _run_child(folder: Path, models: list, trials: list[str], start: int, cancel
             events.append(event)
     except Cancelled:
         raise
+    except ChildDied as died:  # a crash in ORT's run: the last trial it started says which
+        return events, died.returncode
     except (TimeoutError, OnnxportError):  # too long, or the child failed outside ORT's runs
         return [], None
     finally:
         run.close()
-    return events, run.returncode
+    return events, 0

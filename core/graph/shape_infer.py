@@ -28,7 +28,7 @@ from onnxport.core.util.progress import CancelToken
 
 OUT_OF_PROCESS_NODES = 5_000
 TIMEOUT_S = 600
-DATA_PROP_BUDGET = 2_000_000  # 1-D elements read by ops (~0.2 us each measured with data_prop)
+DATA_PROP_BUDGET = 2_000_000  # 1-D elements read by ops (their cost: docs/performance.md)
 SHAPE_LIKE = 64  # 1-D tensors shorter than this are shapes or axes to data propagation's cost
 
 TARGET = "onnxport.core.graph.shape_infer:infer_in_child"  # the child's function (util.child_call)

@@ -27,7 +27,7 @@ import onnx
 from onnxport.core.graph import shape_infer
 from onnxport.core.graph.tensor_info import Dim
 from onnxport.core.io.graph_peek import count_nodes
-from onnxport.core.util.child_call import ChildRun, start_child
+from onnxport.core.util.child_call import Child, start_child
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken
 
@@ -94,12 +94,12 @@ def infer_types(request: dict, data: bytes, channel) -> None:
 class TypeInference:
     """A child inferring the types of one model file; see the module docstring."""
 
-    def __init__(self, proc: ChildRun | None) -> None:
+    def __init__(self, proc: Child | None) -> None:
         self._proc = proc
         self._verdict: Verdict | None = None
         self._verdict_read = False
         self._lines: list[bytes] | None = None  # the child's whole answer, once `wait` read it
-        self._code: int | None = None
+        self._failed = False  # the child raised or died: no answer
         self._held: str | None = None  # the path of a child `start` held back
 
     @classmethod
@@ -158,14 +158,14 @@ class TypeInference:
         lines = []
         while (line := self._receive(run, cancel)) is not None:
             lines.append(line)
-        self._lines, self._code, self._proc = lines, run.returncode, None
+        self._lines, self._proc = lines, None
 
     def result(self, cancel: CancelToken | None = None) -> Types | None:
         """name -> (dtype, shape) once the child is done (see `wait`); None if it failed. Checks
         `cancel` while waiting and between lines (a cancel kills the child)."""
         self.wait(cancel)
         lines, self._lines = self._lines, None
-        if lines is None or self._code != 0:
+        if lines is None or self._failed:
             return None
         types: Types = {}
         kinds: list = []
@@ -181,7 +181,7 @@ class TypeInference:
             return None
         return types
 
-    def _receive(self, run: ChildRun, cancel: CancelToken | None, timeout: float | None = None):
+    def _receive(self, run: Child, cancel: CancelToken | None, timeout: float | None = None):
         """The child's next message; None when it ended or failed (then it is closed). A cancel
         kills it and raises `Cancelled`; `timeout` raises `TimeoutError`, the child running on."""
         try:
@@ -189,8 +189,8 @@ class TypeInference:
         except Cancelled:
             self.close()
             raise
-        except OnnxportError:  # the child failed (an unreadable file): best effort, no types
-            message = None
+        except OnnxportError:  # the child failed (an unreadable file) or died: best effort, no types
+            message, self._failed = None, True
         if message is None:
             self.close()
         return message

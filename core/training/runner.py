@@ -1,40 +1,26 @@
 """The child side of the training boundary: runs inside the training environment.
 
-This file is executed as a script by the training environment's Python (`python runner.py`),
-never imported by onnxport: that environment holds the deprecated `onnxruntime-training` 1.19.2
-(with `onnx<1.18`, torch) and no onnxport. It imports only the standard library, numpy, onnx and
-onnxruntime, so it must stay self-contained.
-
-Protocol (one request at a time, so one child can serve many calls):
-- stdin: one JSON object per line, `{"op": NAME, "args": {...}}`.
-- the protocol channel (a pipe the parent passes as the file descriptor named on the command
-  line, so native code printing to stdout cannot corrupt it): JSON lines `{"progress": f, "message": m}` while working, then
-  exactly one of `{"result": {...}}` or `{"error": ONE_LINE, "kind": "user"|"internal"}`.
-Files are passed by path both ways; the parent owns every destination (it hands the child temp
-paths and renames them into place), so a killed child leaves nothing the parent cannot remove.
+The training environment's child (util/child_main.py) loads this file by its path and calls its
+operations (`ping`, `artifacts`, `train`, `export`, `checkpoint`) as `op(args, data, channel)`:
+JSON args in, a JSON result out, progress through `channel.progress`. That environment holds the
+deprecated `onnxruntime-training` 1.19.2 (with `onnx<1.18`, torch) and no onnxport, so this file
+imports only the standard library, numpy, onnx and onnxruntime: it must stay self-contained.
+A `UserError` (caused by the inputs: ORT refused a graph) comes back as one line; anything else as
+an internal failure. Files are passed by path both ways; the parent owns every destination (it
+hands the child temp paths and renames them into place), so a killed child leaves nothing the
+parent cannot remove.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import traceback
-
-_channel = None  # the protocol stream (set in main)
-
-
-def _send(message: dict) -> None:
-    _channel.write(json.dumps(message) + "\n")
-    _channel.flush()
-
-
-def _progress(fraction: float, message: str) -> None:
-    _send({"progress": fraction, "message": message})
 
 
 class UserError(Exception):
     """A failure caused by the inputs (ORT refused a graph...): reported as one line."""
+
+    user_error = True  # util/child_main.py: the caller shows its message as it is
 
 
 def _one_line(exc: BaseException) -> str:
@@ -49,7 +35,7 @@ def _one_line(exc: BaseException) -> str:
     return line[:600]
 
 
-def op_ping(args: dict) -> dict:
+def ping(args: dict, data: bytes = b"", channel=None) -> dict:
     import onnx
     import onnxruntime
     from onnxruntime.training import artifacts  # noqa: F401  (proves the training package imports)
@@ -57,18 +43,18 @@ def op_ping(args: dict) -> dict:
     return {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__, "python": sys.version.split()[0]}
 
 
-def op_artifacts(args: dict) -> dict:
+def artifacts(args: dict, data: bytes = b"", channel=None) -> dict:
     """onnxruntime.training.artifacts.generate_artifacts on a (pre-repaired) forward graph."""
     import onnx
     import onnxruntime
     from onnxruntime.training import artifacts
 
     onnxruntime.set_default_logger_severity(3)
-    _progress(0.05, "reading the forward graph")
+    channel.progress(0.05, "reading the forward graph")
     model = onnx.load(args["forward"])
     loss = getattr(artifacts.LossType, args["loss"]) if args.get("loss") else None
     optimizer = getattr(artifacts.OptimType, args["optimizer"]) if args.get("optimizer") else None
-    _progress(0.1, "building the gradient graph (onnxruntime.training)")
+    channel.progress(0.1, "building the gradient graph (onnxruntime.training)")
     try:
         artifacts.generate_artifacts(
             model, requires_grad=list(args["requires_grad"]), frozen_params=list(args["frozen"]) or None,
@@ -98,7 +84,7 @@ def _load_state(path: str):
         raise UserError(f"onnxruntime.training cannot load the checkpoint {path}: {_one_line(exc)}") from None
 
 
-def op_train(args: dict) -> dict:
+def train(args: dict, data: bytes = b"", channel=None) -> dict:
     """Run `steps` optimizer steps; batch i is the arrays `b{i}_0`, `b{i}_1`... of `batches` (npz)."""
     import numpy as np
     from onnxruntime.training.api import CheckpointState, Optimizer
@@ -122,7 +108,7 @@ def op_train(args: dict) -> dict:
             losses.append(float(np.asarray(loss)))
             optimizer.step()
             module.lazy_reset_grad()
-            _progress((step + 1) / steps, f"step {step + 1}/{steps}")
+            channel.progress((step + 1) / steps, f"step {step + 1}/{steps}")
     if args.get("eval_model"):
         module.eval()
     for key, value in (args.get("properties") or {}).items():
@@ -132,7 +118,7 @@ def op_train(args: dict) -> dict:
     return {"losses": losses}
 
 
-def op_export(args: dict) -> dict:
+def export(args: dict, data: bytes = b"", channel=None) -> dict:
     """ORT's own Module.export_model_for_inferencing (the reference onnxport is held against)."""
     state = _load_state(args["checkpoint"])
     module = _module(args, state)
@@ -144,7 +130,7 @@ def op_export(args: dict) -> dict:
     return {"out": args["out"]}
 
 
-def op_checkpoint(args: dict) -> dict:
+def checkpoint(args: dict, data: bytes = b"", channel=None) -> dict:
     """What ORT's CheckpointState sees: names, requires_grad, properties; values into an npz."""
     import numpy as np
 
@@ -167,31 +153,3 @@ def op_checkpoint(args: dict) -> dict:
         np.savez(args["values"], **{f"p{i}": values[name] for i, name in enumerate(names)})
         result["value_keys"] = {name: f"p{i}" for i, name in enumerate(names)}
     return result
-
-
-OPS = {"ping": op_ping, "artifacts": op_artifacts, "train": op_train, "export": op_export,
-       "checkpoint": op_checkpoint}
-
-
-def main(argv: list[str]) -> int:
-    global _channel
-    _channel = os.fdopen(int(argv[1]), "w", buffering=1, encoding="utf-8")
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            op = OPS.get(request.get("op"))
-            if op is None:
-                raise UserError(f"unknown operation {request.get('op')!r}")
-            _send({"result": op(request.get("args") or {})})
-        except UserError as exc:
-            _send({"error": str(exc), "kind": "user"})
-        except Exception as exc:
-            traceback.print_exc()
-            _send({"error": f"{type(exc).__name__}: {_one_line(exc)}", "kind": "internal"})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -1,51 +1,50 @@
-"""Run core work in a fresh Python process (`python -m onnxport.core.util.child_call`): its GIL,
-its memory and its crashes are not the caller's. The one in-environment child protocol.
+"""The one child protocol, the caller's side: the only module under core/ that starts processes.
 
-`call_in_child(fn, *args, progress=, cancel=, **kwargs)` calls the module-level `fn(*args,
-progress=<proxy>, cancel=<proxy token>, **kwargs)` and returns its result or raises its exception
-(its traceback text in `child_traceback`); arguments and results are pickled over private pipes
-between this process and its own child (never from a file). A cancel reaches the child's token; a
-commit there commits the caller's; a child whose caller died cancels itself.
-`start_child("module:function", request, data)` / `run_in_child(...)` run `function(request, data,
-channel)` where nothing is pickled: a JSON request and bytes in, JSON or bytes messages out
-(`channel.send`), progress, and an exception as one `OnnxportError` line with its hint. A cancel
-kills that child. A child that dies without answering is an `OnnxportError` naming its exit status.
-Children start isolated (`child_command`) in a fixed folder (`child_folder`): paths given are absolute.
+A `Child` is a process in an environment (onnxport's own, or another Python: the training
+environment) running util/child_main.py, which serves calls one at a time: a named function of a
+module, with a JSON request and bytes in and JSON or bytes messages out (`start_call`, `receive`,
+`call`), or, in onnxport's own environment, onnxport's own objects pickled over the private pipes
+(`call_in_child`). Answers about a stranger's file travel as JSON or bytes, never pickled.
+Progress and the commit point cross; an error comes back as one `OnnxportError` line (its class
+if it is one of util.errors'; util/child_wire.py); a child that dies is `ChildDied`, one line naming the signal.
+Cancel: the child's token is set (it stops at its next check), then after `GRACE_S` its process
+group is killed; either way the call raises `Cancelled`. No thread waits on a timer: a cancel
+wakes the waiting thread through a pipe. Children start isolated (`child_command`) in a fixed
+folder (`child_folder`) and never start processes themselves: there a call runs in process.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import io
 import json
 import os
 import pickle
 import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
+from collections import deque
 from collections.abc import Callable
-from pathlib import PurePath
+from pathlib import Path
 from typing import Any
 
-from onnxport.core.util import errors
 from onnxport.core.util.background import make_background
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.child_main import CHILD_VARIABLE, GRACE_S, HEADER, frame, read_frame
+from onnxport.core.util.child_wire import ChildDied, pickled, rebuilt, status
+from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.malloc_tuning import tuned_environ
-from onnxport.core.util.progress import CancelToken, Throttle
+from onnxport.core.util.progress import CancelToken, ProgressFn
 
-_HEADER = struct.Struct("<Q")
-_CANCEL = b"c"
-_MODULE = "onnxport.core.util.child_call"  # this module by name: run as __main__ in the child
+CHILD_MAIN = Path(__file__).with_name("child_main.py")
+# Variables of onnxport's own environment that would leak its packages into another environment
+# (`-I` ignores the PYTHON* ones; VIRTUAL_ENV names a venv that is not the child's).
+ISOLATED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONSAFEPATH")
 
 
-def child_command(python: str, *args: str) -> list[str]:
+def child_command(python: str | Path, *args: str) -> list[str]:
     """The command line of a child: isolated (`-I`: neither the current folder nor a script's own
     folder on its module path, no user site, no PYTHON* variables), so a stranger's `json.py` in the
     folder onnxport runs in is never imported. The installed packages (an editable install's
@@ -59,6 +58,11 @@ def child_folder() -> str:
     return tempfile.gettempdir()
 
 
+def in_child() -> bool:
+    """Whether this process is one of onnxport's children (which start no process of their own)."""
+    return os.environ.get(CHILD_VARIABLE) == "1"
+
+
 def module_file(module: str) -> str | None:
     """The file of `module` as this process finds it: the child imports the module by name from its
     own (isolated) path, and loads this file only where that finds no such module."""
@@ -69,374 +73,308 @@ def module_file(module: str) -> str | None:
     return spec.origin if spec is not None and spec.has_location else None
 
 
-def import_target(module: str, file: str | None):
-    """The child's side of `module_file`: `module` by name, else from `file` under that name."""
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        found = False
-    if found or not file:
-        return importlib.import_module(module)
-    spec = importlib.util.spec_from_file_location(module, file)
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules[module] = loaded
-    spec.loader.exec_module(loaded)
-    return loaded
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in tuned_environ().items() if k not in ISOLATED}
+    env[CHILD_VARIABLE] = "1"
+    return env
 
 
-class _AbsolutePaths(pickle.Pickler):
-    """Pickles every path as an absolute one: the child runs in another folder (`child_folder`)."""
+class Child:
+    """A child process in the environment of `python` (default: this one), serving calls one at a
+    time; it starts with the first call and again after it died. `label` names it in its errors;
+    `background`: at a lower priority (util/background.py). A context manager (closing kills it)."""
 
-    def reducer_override(self, obj):
-        if isinstance(obj, PurePath) and not obj.is_absolute():
-            return type(obj), (os.path.abspath(obj),)
-        return NotImplemented
-
-
-def _pickled_request(value) -> bytes:
-    buffer = io.BytesIO()
-    _AbsolutePaths(buffer).dump(value)
-    return buffer.getvalue()
-
-
-def call_in_child(fn: Callable, *args, progress: Callable[[float | None, str], None] | None = None,
-                  cancel: CancelToken | None = None, **kwargs) -> Any:
-    """See the module docstring."""
-    if cancel is not None:
-        cancel.check()
-    read_fd, write_fd = os.pipe()
-    request = _pickled_request((fn.__module__, fn.__qualname__, args, kwargs, module_file(fn.__module__)))
-    try:
-        child = subprocess.Popen(child_command(sys.executable, "-m", _MODULE, str(write_fd)), cwd=child_folder(),
-                                 stdin=subprocess.PIPE, pass_fds=(write_fd,), env=tuned_environ())
-        make_background(child)  # the app's GUI thread comes first and keeps a core
-    finally:
-        os.close(write_fd)
-    answers = os.fdopen(read_fd, "rb")
-    stop_forwarding = None
-    try:
-        child.stdin.write(_HEADER.pack(len(request)) + request)
-        child.stdin.flush()
-        if cancel is not None:  # no thread polls the token: it would take the app's GIL 10 times a second
-            stop_forwarding = cancel.on_cancel(lambda: _tell_cancel(child))
-        while True:
-            frame = _read_frame(answers)
-            if frame is None:
-                code = child.wait()
-                raise OnnxportError(f"{fn.__name__} ended without an answer (its process exited with status {code})")
-            kind, *body = frame
-            if kind == "progress" and progress is not None:
-                progress(*body)
-            elif kind == "commit" and cancel is not None:
-                cancel.commit()
-            elif kind == "returned":
-                return body[0]
-            elif kind == "errored":
-                raise body[0]
-    finally:
-        if stop_forwarding is not None:
-            stop_forwarding()
-        answers.close()
-        if child.poll() is None:
-            try:
-                child.stdin.close()  # the child's cancel reader ends; the child ends after its answer
-            except OSError:
-                pass
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-
-
-def _tell_cancel(child: subprocess.Popen) -> None:
-    """Send the cancel byte (from the thread that cancels; a child already gone or a closed pipe
-    needs no telling)."""
-    try:
-        child.stdin.write(_CANCEL)
-        child.stdin.flush()
-    except (OSError, ValueError):
-        pass
-
-
-def _read_frame(stream) -> tuple | None:
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack(header)
-    body = stream.read(size)
-    return pickle.loads(body) if len(body) == size else None
-
-
-# --- the child's side ------------------------------------------------------------------------------
-class _ChildToken(CancelToken):
-    """The child's cancel token: set by the parent's cancel byte; a commit is told to the parent."""
-
-    def __init__(self, send) -> None:
-        super().__init__()
-        self._send = send
-
-    def commit(self) -> None:
-        super().commit()
-        self._send(("commit",))
-
-
-def _read_exact(fd: int, size: int) -> bytes:
-    """`size` bytes from `fd` (fewer only if it ends first)."""
-    parts, left = [], size
-    while left:
-        part = os.read(fd, min(left, 1 << 24))
-        if not part:
-            break
-        parts.append(part)
-        left -= len(part)
-    return b"".join(parts)
-
-
-def _child_main(fd: int) -> int:
-    # a terminal's Ctrl-C reaches the whole process group: the caller decides, and cancels this
-    # child through its token (the cancel byte), never by an exception raised anywhere in it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    out = os.fdopen(fd, "wb")
-    lock = threading.Lock()
-
-    def send(frame: tuple) -> None:
-        data = pickle.dumps(frame)
-        with lock:
-            out.write(_HEADER.pack(len(data)) + data)
-            out.flush()
-
-    # stdin is read on its raw descriptor: a daemon thread blocked in a read of `sys.stdin.buffer`
-    # holds its lock, and the interpreter's shutdown then aborts ("could not acquire lock")
-    (size,) = _HEADER.unpack(_read_exact(0, _HEADER.size))
-    module, qualname, args, kwargs, file = pickle.loads(_read_exact(0, size))
-    token = _ChildToken(send)
-
-    def read_cancel() -> None:
-        if os.read(0, 1) in (_CANCEL, b""):  # a cancel, or the caller is gone (its end closed)
-            token.cancel()
-
-    threading.Thread(target=read_cancel, daemon=True).start()
-    progress = Throttle(lambda fraction, message: send(("progress", fraction, message)))
-
-    try:
-        fn = import_target(module, file)
-        for part in qualname.split("."):
-            fn = getattr(fn, part)
-        result = fn(*args, progress=progress, cancel=token, **kwargs)
-    except BaseException as exc:  # noqa: BLE001 - sent to the caller, never lost
-        exc.child_traceback = traceback.format_exc()
-        try:
-            send(("errored", exc))
-        except Exception:  # noqa: BLE001 - an exception that does not pickle: its text does
-            send(("errored", RuntimeError(f"{type(exc).__name__}: {exc}\n{exc.child_traceback}")))
-        return 1
-    send(("returned", result))
-    return 0
-
-
-# --- a named function, with nothing pickled: JSON and bytes in, JSON and bytes out -----------------
-_FRAME = struct.Struct("<cQ")  # kind, size of the body that follows
-_JSON, _BYTES, _PROGRESS, _ERROR = b"j", b"b", b"p", b"e"
-
-
-class ChildRun:
-    """A child running `function(request, data, channel)` of `target` ("package.module:function")
-    with a JSON `request` and bytes `data`; `receive` its messages, `close` it. Never raises at the
-    start: a child that cannot start is one that ended without a message (`returncode` -1)."""
-
-    def __init__(self, target: str, request: Any = None, data: bytes = b"", *,
-                 progress: Callable[[float | None, str], None] | None = None, background: bool = False) -> None:
-        self.target = target
-        self._progress = progress
+    def __init__(self, python: str | Path | None = None, *, label: str | None = None,
+                 background: bool = False) -> None:
+        self.python = str(python or sys.executable)
+        self.label, self.background = label, background
+        self._proc: subprocess.Popen | None = None
+        self._fd: int | None = None  # the child's messages
+        self._wake: tuple[int, int] | None = None  # a cancel wakes the waiting thread through it
+        self._stderr = None
         self._code: int | None = None
-        header = json.dumps({"target": target, "request": request,
-                             "file": module_file(target.partition(":")[0])}).encode()
-        read_fd, write_fd = os.pipe()
-        try:
-            self._child: subprocess.Popen | None = subprocess.Popen(
-                child_command(sys.executable, "-m", _MODULE, "--run", str(write_fd)), cwd=child_folder(), stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,), env=tuned_environ())
-        except OSError:
-            self._child, self._code = None, -1
-        finally:
-            os.close(write_fd)
-        self._fd: int | None = read_fd
-        if self._child is None:
-            return
-        if background:
-            make_background(self._child)
-        try:  # the child reads it all at once; its stdin then stays open: closed, the caller is gone
-            self._child.stdin.write(_HEADER.pack(len(header)) + header + _HEADER.pack(len(data)) + data)
-            self._child.stdin.flush()
-        except OSError:  # it died before reading: `receive` finds its end closed
-            pass
+        self._failed_start: str | None = None
+        self._calls = 0
+        self._call: dict | None = None  # the call under way: its id, target, progress, pickled
 
-    def receive(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Any:
-        """The child's next message (bytes, or a JSON value); None once it has ended (`returncode`
-        says how). Progress goes to the `progress` given at the start; an exception the child raised
-        is raised here as an `OnnxportError` (its class if it is one of util.errors'). A cancel of
-        `cancel` kills the child and raises `Cancelled`; no message within `timeout` seconds raises
-        `TimeoutError` (the child runs on)."""
-        if cancel is not None:
-            forget = cancel.on_cancel(lambda: None if cancel.committed else self._kill())
-        try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                if self._fd is None:
-                    return None
-                if deadline is not None and not select.select([self._fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-                    raise TimeoutError(f"{self.target}: no answer within {timeout} s")
-                frame = _read_exact(self._fd, _FRAME.size)
-                kind, size = _FRAME.unpack(frame) if len(frame) == _FRAME.size else (None, 0)
-                body = _read_exact(self._fd, size) if kind is not None else b""
-                if cancel is not None and cancel.cancelled and not cancel.committed:
-                    self.close()  # killed by the hook: reaped here, nothing left running
-                    cancel.check()
-                if kind is None or len(body) < size:  # the child ended (or was killed)
-                    self._ended()
-                    return None
-                if kind == _BYTES:
-                    return body
-                if kind == _JSON:
-                    return json.loads(body)
-                if kind == _PROGRESS and self._progress is not None:
-                    self._progress(*json.loads(body))
-                elif kind == _ERROR:
-                    raise _rebuilt(json.loads(body))
-        finally:
-            if cancel is not None:
-                forget()
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
 
     @property
     def returncode(self) -> int | None:
-        """The child's exit status once it ended (negative: the signal that killed it)."""
+        """The exit status of the last process once it ended (negative: the signal that killed it)."""
         return self._code
 
+    def start_call(self, target: str, request: Any = None, data: bytes = b"", *,
+                   progress: ProgressFn | None = None, pickled: bool = False) -> None:
+        """Start `target` ("package.module:function"); read its messages with `receive`. Never
+        raises: a child that cannot start is `ChildDied` at the first `receive`."""
+        if self._call is not None:
+            raise RuntimeError("a call is already under way in this child")
+        self._calls += 1
+        self._call = {"id": self._calls, "target": target, "progress": progress, "pickled": pickled}
+        if self._proc is None:
+            self._start()
+        header = json.dumps({"id": self._calls, "target": target, "request": request, "pickled": pickled,
+                             "file": module_file(target.partition(":")[0])}).encode()
+        if self._proc is not None:
+            self._write(frame(b"q", HEADER.pack(len(header)) + header + data))
+
+    def receive(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Any:
+        """The call's next message (bytes, a JSON value, or an object when pickled); None once it
+        returned. Raises the child's error (see the module docstring), `ChildDied`, `Cancelled` on
+        a cancel of `cancel` (see `GRACE_S`), or `TimeoutError` after `timeout` seconds without a
+        message (the call runs on). Progress goes to the `progress` given at the start."""
+        call = self._call
+        if call is None:
+            return None
+        forget = cancel.on_cancel(self._tell_cancel) if cancel is not None else None
+        try:
+            while True:
+                kind, body = self._next_frame(cancel, timeout)
+                if kind == b"p":
+                    if call["progress"] is not None:
+                        call["progress"](*json.loads(body))
+                elif kind == b"c":
+                    if cancel is not None:
+                        cancel.commit()
+                elif kind in (b"r", b"e"):
+                    self._call = None
+                    if kind == b"e":
+                        raise rebuilt(json.loads(body), self._name(call))
+                    if cancel is not None:
+                        cancel.check()  # ended cooperatively: still a cancelled call
+                    return None
+                elif kind == b"j":
+                    return json.loads(body)
+                elif kind == b"b" or (kind == b"k" and not call["pickled"]):
+                    return body  # a pickle nobody asked for stays bytes: never unpickled here
+                elif kind == b"k":
+                    return pickle.loads(body)  # our own objects, from our own call_in_child
+        finally:
+            if forget is not None:
+                forget()
+
+    def call(self, target: str, request: Any = None, data: bytes = b"", *, progress: ProgressFn | None = None,
+             cancel: CancelToken | None = None, timeout: float | None = None, pickled: bool = False) -> Any:
+        """`target` run to its end: its last message (what it returned). Raises what `receive`
+        raises, an `OnnxportError` after `timeout` seconds (the child killed)."""
+        if cancel is not None:
+            cancel.check()
+        self.start_call(target, request, data, progress=progress, pickled=pickled)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        answer = None
+        try:
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                message = self.receive(cancel, left)
+                if message is None:
+                    return answer
+                answer = message
+        except TimeoutError:
+            self.close()
+            raise OnnxportError(f"{target} gave no answer within {timeout:g} s") from None
+        except BaseException:
+            if self._call is not None:  # a failing callback, an interrupt: the call is abandoned
+                self.close()
+            raise
+
     def close(self) -> None:
-        """Kill the child if it still runs, reap it and close the pipes (never raises)."""
-        self._kill()
-        self._ended()
-
-    def _kill(self) -> None:
-        child = self._child
-        if child is not None and child.poll() is None:
+        """Kill the child's process group if it still runs, reap it, close the pipes (never raises)."""
+        proc, self._proc, self._call = self._proc, None, None
+        if proc is not None:
+            self._kill(proc)
+            self._code = proc.wait()
             try:
-                child.kill()
+                proc.stdin.close()
             except OSError:
                 pass
+        for fd in (self._fd, *(self._wake or ())):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._wake = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
-    def _ended(self) -> None:
-        child, self._child = self._child, None
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-        if child is not None:
-            try:
-                child.stdin.close()
-            except OSError:
-                pass
-            try:
-                self._code = child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                self._code = child.wait()
+    # ---- internals -------------------------------------------------------------------------------
+    def _start(self) -> None:
+        self._stderr = tempfile.TemporaryFile()  # its last line says why a child died
+        read_fd, write_fd = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                child_command(self.python, str(CHILD_MAIN), str(write_fd)), stdin=subprocess.PIPE,
+                stdout=self._stderr, stderr=self._stderr, pass_fds=(write_fd,), env=_environment(),
+                cwd=child_folder(), start_new_session=True)
+        except OSError as exc:
+            os.close(read_fd)
+            self._failed_start = f"{self.python} did not start: {exc.strerror or exc}"
+            return
+        finally:
+            os.close(write_fd)
+        self._fd, self._wake, self._code, self._failed_start = read_fd, os.pipe(), None, None
+        if self.background:
+            make_background(self._proc)
 
+    def _write(self, data: bytes) -> None:
+        try:
+            self._proc.stdin.write(data)
+            self._proc.stdin.flush()
+        except (OSError, ValueError):  # it died: `receive` finds its end closed
+            pass
 
-def start_child(target: str, request: Any = None, data: bytes = b"", *,
-                progress: Callable[[float | None, str], None] | None = None, background: bool = False) -> ChildRun:
-    """See `ChildRun` (`background`: at a lower priority, leaving the app a core)."""
-    return ChildRun(target, request, data, progress=progress, background=background)
+    def _tell_cancel(self) -> None:
+        """From the thread that cancels: the cancel to the child, a wake to the waiting thread."""
+        call, proc, wake = self._call, self._proc, self._wake
+        if call is None or proc is None or wake is None:
+            return
+        self._write(frame(b"x", str(call["id"]).encode()))
+        try:
+            os.write(wake[1], b"x")
+        except OSError:
+            pass
 
-
-def run_in_child(target: str, request: Any = None, data: bytes = b"", *,
-                 progress: Callable[[float | None, str], None] | None = None, cancel: CancelToken | None = None,
-                 timeout: float | None = None, background: bool = False) -> Any:
-    """`target`'s function run to its end in a child: its last message (what it returned). Raises
-    what `ChildRun.receive` raises, and `OnnxportError` when the child ended without a message or
-    with a failure status, or gave none within `timeout` seconds (it is killed)."""
-    if cancel is not None:
-        cancel.check()
-    run = ChildRun(target, request, data, progress=progress, background=background)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    answer = missing = object()
-    try:
+    def _next_frame(self, cancel: CancelToken | None, timeout: float | None) -> tuple[bytes, bytes]:
+        if self._proc is None:
+            self._died()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        kill_at = None
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if kill_at is None and cancel is not None and cancel.cancelled and not cancel.committed:
+                kill_at = time.monotonic() + GRACE_S
+            waits = [t for t in (deadline, kill_at) if t is not None]
+            wait = max(0.0, min(waits) - time.monotonic()) if waits else None
+            ready = select.select([self._fd, self._wake[0]], [], [], wait)[0]
+            if self._wake[0] in ready:
+                os.read(self._wake[0], 64)
+            if self._fd in ready:
+                got = read_frame(self._fd)
+                if got is None:
+                    self._died(cancel)
+                return got
+            now = time.monotonic()
+            if kill_at is not None and now >= kill_at:
+                self.close()  # the call did not stop in time
+                raise Cancelled()
+            if deadline is not None and now >= deadline:
+                raise TimeoutError(f"no answer within {timeout} s")
+
+    def _died(self, cancel: CancelToken | None = None) -> None:
+        call, failed = self._call, self._failed_start
+        if self._proc is not None:
+            try:  # its pipe closed: the exit status follows (a kill here would hide it)
+                self._proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        tail = self._last_stderr_line()
+        self.close()
+        self._failed_start = None
+        if cancel is not None and cancel.cancelled and not cancel.committed:
+            raise Cancelled()
+        name = self.label or (self._name(call) if call else "a child process")
+        if failed is not None:
+            raise ChildDied(f"{name}: {failed}", None)
+        crashed = self._code is not None and self._code < 0
+        what = "crashed" if crashed else "ended unexpectedly"
+        raise ChildDied(f"{name} {what} ({status(self._code)}){tail}", self._code)
+
+    def _name(self, call: dict) -> str:
+        return self.label or call["target"].rpartition(":")[2]
+
+    def _last_stderr_line(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(0, self._stderr.tell() - 4096))
+        lines = [ln for ln in self._stderr.read().decode(errors="replace").splitlines() if ln.strip()]
+        return f": {lines[-1].strip()[:300]}" if lines else ""
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
             try:
-                message = run.receive(cancel, left)
-            except TimeoutError:
-                raise OnnxportError(f"{target} gave no answer within {timeout:g} s") from None
-            if message is None:
-                break
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: whatever it started goes too
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+
+
+class _InProcess:
+    """A call run in this process, answering as a `Child` does: this process is itself a child,
+    and children start no processes (a crash here ends the child, which its caller reports)."""
+
+    def __init__(self, target: str, request: Any, data: bytes, progress: ProgressFn | None,
+                 cancel: CancelToken | None = None) -> None:
+        self.cancel = cancel or CancelToken()
+        self.progress = progress or (lambda fraction, message: None)
+        self._messages: deque = deque()
+        self._error: OnnxportError | None = None
+        self.returncode: int | None = 0
+        module, _, name = target.partition(":")
+        try:
+            answer = getattr(importlib.import_module(module), name)(request, data, self)
+            if answer is not None:
+                self.send(answer)
+        except OnnxportError as exc:
+            self._error = exc
+        except Exception as exc:  # noqa: BLE001 - one line, as from a child
+            self._error = OnnxportError(f"{name} failed: {type(exc).__name__}: {exc}".splitlines()[0])
+
+    def send(self, message: Any) -> None:  # what the protocol would carry
+        self._messages.append(bytes(message) if isinstance(message, bytes | bytearray | memoryview)
+                              else json.loads(json.dumps(message)))
+
+    def receive(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Any:
+        if self._messages:
+            return self._messages.popleft()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return None
+
+    def close(self) -> None:
+        self._messages.clear()
+
+
+def start_child(target: str, request: Any = None, data: bytes = b"", *, progress: ProgressFn | None = None,
+                background: bool = False) -> Child | _InProcess:
+    """A child running `target` (see `Child.start_call`); read it with `receive`, then `close` it.
+    `background`: at a lower priority, leaving the app's threads the first claim on the CPUs."""
+    if in_child():
+        return _InProcess(target, request, data, progress)
+    child = Child(background=background)
+    child.start_call(target, request, data, progress=progress)
+    return child
+
+
+def run_in_child(target: str, request: Any = None, data: bytes = b"", *, progress: ProgressFn | None = None,
+                 cancel: CancelToken | None = None, timeout: float | None = None, background: bool = False) -> Any:
+    """`target` run to its end in a fresh child (`Child.call`): its last message."""
+    if in_child():
+        if cancel is not None:
+            cancel.check()
+        run, answer = _InProcess(target, request, data, progress, cancel), None
+        while (message := run.receive()) is not None:
             answer = message
-    finally:
-        run.close()
-    if answer is missing or run.returncode != 0:
-        raise OnnxportError(f"{target} ended without an answer (its process exited with status {run.returncode})")
-    return answer
+        return answer
+    with Child(background=background) as child:
+        return child.call(target, request, data, progress=progress, cancel=cancel, timeout=timeout)
 
 
-def _rebuilt(error: dict) -> OnnxportError:
-    """The child's exception as the caller raises it: one line, its hint, its traceback's text."""
-    kind = getattr(errors, str(error.get("type")), None)
-    kind = kind if isinstance(kind, type) and issubclass(kind, OnnxportError) else None
-    message = str(error.get("message", "")) if kind else f"{error.get('type')}: {error.get('message', '')}"
-    message = (message.strip().splitlines() or [""])[0]
-    try:
-        exc = (kind or OnnxportError)(message, hint=error.get("hint"))
-    except TypeError:  # Cancelled takes its message only
-        exc = (kind or OnnxportError)(message)
-    exc.child_traceback = str(error.get("traceback", ""))
-    return exc
-
-
-class Channel:
-    """The child's side of `ChildRun`: `send` a message (bytes, or a JSON value), `progress`, and
-    `cancel`, a token set when the caller is gone."""
-
-    def __init__(self, out, cancel: CancelToken) -> None:
-        self._out, self._lock, self.cancel = out, threading.Lock(), cancel
-        self.progress = Throttle(self._send_progress)
-
-    def send(self, message: Any) -> None:
-        if isinstance(message, bytes | bytearray | memoryview):
-            self._frame(_BYTES, bytes(message))
-        else:
-            self._frame(_JSON, json.dumps(message).encode())
-
-    def _send_progress(self, fraction: float | None, message: str) -> None:
-        self._frame(_PROGRESS, json.dumps([fraction, message]).encode())
-
-    def _frame(self, kind: bytes, body: bytes) -> None:
-        with self._lock:
-            self._out.write(_FRAME.pack(kind, len(body)) + body)
-            self._out.flush()
-
-
-def _run_main(fd: int) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in `_child_main`: the caller decides
-    (size,) = _HEADER.unpack(_read_exact(0, _HEADER.size))
-    header = json.loads(_read_exact(0, size))
-    (size,) = _HEADER.unpack(_read_exact(0, _HEADER.size))
-    data = _read_exact(0, size)
-    token = CancelToken()
-    threading.Thread(target=lambda: os.read(0, 1) == b"" and token.cancel(), daemon=True).start()
-    channel = Channel(os.fdopen(fd, "wb"), token)
-    try:
-        module, _, name = header["target"].partition(":")
-        answer = getattr(import_target(module, header.get("file")), name)(header["request"], data, channel)
-        if answer is not None:
-            channel.send(answer)
-    except BaseException as exc:  # noqa: BLE001 - sent to the caller as one line, never lost
-        channel._frame(_ERROR, json.dumps({"type": type(exc).__name__, "message": str(exc),
-                                            "hint": getattr(exc, "hint", None),
-                                            "traceback": traceback.format_exc()}, default=str).encode())
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "--run":
-        sys.exit(_run_main(int(sys.argv[2])))
-    sys.exit(_child_main(int(sys.argv[1])))
+def call_in_child(fn: Callable, *args, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                  **kwargs) -> Any:
+    """`fn(*args, progress=, cancel=, **kwargs)` (a module-level function of onnxport's own) run in
+    a fresh child of this environment, its GIL, memory and crashes not the caller's: its result, or
+    its error. Arguments and result are pickled over the private pipes (onnxport's own objects;
+    relative paths made absolute); a commit there commits `cancel`. In a child: run here."""
+    if in_child():
+        return fn(*args, progress=progress, cancel=cancel, **kwargs)
+    with Child(label=fn.__name__, background=True) as child:
+        return child.call(f"{fn.__module__}:{fn.__qualname__}", None, pickled((args, kwargs)),
+                          progress=progress, cancel=cancel, pickled=True)

@@ -12,7 +12,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import onnx
@@ -102,13 +101,14 @@ def test_ort_errors_come_back_as_one_line(tmp_path, helpers):
 
 
 @pytest.mark.training
-def test_cancel_kills_the_child_and_leaves_nothing(tmp_path, trainable_forward):
+def test_cancel_stops_the_call_and_leaves_nothing(tmp_path, trainable_forward):
+    """One cancel semantics (util/child_call.py): the call ends Cancelled, its temps are removed,
+    and the child (still running the C++ call after the grace period: killed) serves the next call."""
     forward = trainable_forward
     out = tmp_path / "arts"
     cancel = CancelToken()
     with TrainingProcess() as training:
         training.call("ping", {})  # started and warm
-        pid = training._child.pid
         seen = []
 
         def progress(fraction, message):  # cancel once the child is at work on the gradient graph
@@ -119,10 +119,6 @@ def test_cancel_kills_the_child_and_leaves_nothing(tmp_path, trainable_forward):
         with pytest.raises(Cancelled):
             generate_training_artifacts(forward, out, progress=progress, cancel=cancel, training=training)
         assert any("gradient graph" in m for m in seen)
-        deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(pid), "the child outlived the cancel"
         assert training.call("ping", {})["onnxruntime"] == "1.19.2"  # a fresh child serves the next call
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["forward.onnx"]
@@ -139,15 +135,6 @@ def test_artifacts_cli_in_a_plain_process_imports_no_training_package(tmp_path, 
                           capture_output=True, text=True, env={**os.environ})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "arts" / "checkpoint").is_file()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat")
-    return status.exists() and status.read_text().split()[2] != "Z"
 
 
 @pytest.mark.training

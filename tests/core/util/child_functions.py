@@ -38,6 +38,14 @@ def die(*, progress=None, cancel=None):
     os._exit(3)
 
 
+def absolute(path, *, progress=None, cancel=None):
+    return str(path) if path.is_absolute() else "relative"
+
+
+def divide(a, b, *, progress=None, cancel=None):
+    return a / b
+
+
 def environment_value(name, *, progress=None, cancel=None):
     return os.environ.get(name)
 
@@ -70,3 +78,51 @@ def exit_3(request, data, channel):
 def sleep_a_minute(request, data, channel):
     """A child that never answers in a test's time."""
     time.sleep(60)
+
+
+def wait_for_cancel_then_clean(request, data, channel):
+    """Writes `request` when running, then checks its token; on a cancel, writes `request`.cleaned."""
+    with open(request, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        try:
+            channel.cancel.check()
+        except BaseException:
+            open(request + ".cleaned", "w").close()
+            raise
+        time.sleep(0.01)
+
+
+def segfault(request, data, channel):
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def where_and_how(request, data, channel):
+    import sys
+
+    return {"pid": os.getpid(), "cwd": os.getcwd(), "isolated": sys.flags.isolated}
+
+
+def pickled_answer(request, data, channel):
+    """A child answering a JSON call with a pickle whose loading would write `request`."""
+    import pickle
+
+    channel.write(b"k", pickle.dumps(_WritesOnLoad(request)))
+
+
+class _WritesOnLoad:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def nested_call(request, data, channel):
+    """From inside a child: run `echo` again through the protocol (it runs here, no grandchild)."""
+    from onnxport.core.util.child_call import run_in_child
+
+    inner = run_in_child(f"{__name__}:where_and_how")
+    return {"outer": os.getpid(), "inner": inner["pid"]}

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pytest
 
-from onnxport.core.util.child_call import call_in_child
+from onnxport.core.util.child_call import Child, call_in_child
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken
 
@@ -53,7 +54,7 @@ def test_a_commit_in_the_child_commits_the_callers_token():
 
 
 def test_a_child_that_dies_is_a_clear_error():
-    with pytest.raises(OnnxportError, match="status 3"):
+    with pytest.raises(OnnxportError, match=r"die ended unexpectedly \(exit status 3\)"):
         call_in_child(f.die)
 
 
@@ -65,51 +66,23 @@ def _wait_for(path, timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_child_whose_caller_is_gone_cancels_itself(tmp_path):
-    """The caller's end of the pipe closing (the app killed mid-job) is a cancel, not an order to
-    finish and write files nobody waits for."""
-    import pickle
-    import subprocess
-    import sys
-
-    from onnxport.core.util import child_call
-
-    marker = tmp_path / "running"
-    read_fd, write_fd = os.pipe()
-    child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
-                             stdin=subprocess.PIPE, pass_fds=(write_fd,))
-    os.close(write_fd)
-    request = pickle.dumps((f.wait_for_cancel.__module__, "wait_for_cancel", (str(marker),), {},
-                            child_call.module_file(f.__name__)))
-    child.stdin.write(child_call._HEADER.pack(len(request)) + request)
-    child.stdin.flush()
-    _wait_for(marker)
-    child.stdin.close()  # as when the caller dies
-    with os.fdopen(read_fd, "rb") as answers:
-        kind, exc = child_call._read_frame(answers)
-    assert kind == "errored" and isinstance(exc, Cancelled)
-    assert child.wait(timeout=30) == 1
-
-
 def test_a_child_that_answered_exits_cleanly_while_its_cancel_reader_waits():
-    """The cancel reader is still blocked on stdin when the child's main thread ends: the
-    interpreter's shutdown must not abort on it ("could not acquire lock for <stdin>")."""
-    import pickle
-    import subprocess
-    import sys
+    """The input reader is still blocked on stdin when the child's input ends: the interpreter's
+    shutdown must not abort on it ("could not acquire lock for <stdin>")."""
+    with Child() as child:
+        assert child.call(f"{f.__name__}:echo", None, b"ab") == b"ba"
+        child._proc.stdin.close()  # the caller is done with it
+        assert child._proc.wait(timeout=30) == 0
+        child._stderr.seek(0)
+        assert b"Fatal Python error" not in child._stderr.read()
 
-    from onnxport.core.util import child_call
 
-    read_fd, write_fd = os.pipe()
-    child = subprocess.Popen([sys.executable, "-m", "onnxport.core.util.child_call", str(write_fd)],
-                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,))
-    os.close(write_fd)
-    request = pickle.dumps((f.add.__module__, "add", (2, 3), {}, child_call.module_file(f.__name__)))
-    child.stdin.write(child_call._HEADER.pack(len(request)) + request)
-    child.stdin.flush()  # stdin stays open: the cancel reader is blocked in its read at exit
-    with os.fdopen(read_fd, "rb") as answers:
-        frames = iter(lambda: child_call._read_frame(answers), None)
-        assert [frame for frame in frames if frame[0] == "returned"][0][1]["sum"] == 5
-    assert child.wait(timeout=30) == 0
-    assert b"Fatal Python error" not in child.stderr.read()
-    child.stdin.close()
+def test_a_relative_path_reaches_the_child_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert call_in_child(f.absolute, Path("model.onnx")) == str(tmp_path / "model.onnx")
+
+
+def test_a_bug_in_the_child_is_one_onnxport_error_line():
+    with pytest.raises(OnnxportError) as caught:
+        call_in_child(f.divide, 1, 0)
+    assert caught.value.one_line() == "divide failed: ZeroDivisionError: division by zero"
