@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QLineEdit
 
 from ..widgets.plain_text import plain_label
+from ..widgets.window_keys_edit import WindowKeysEdit
 
 MAX_HITS = 50
 CENTRE_OUTPUTS_JS = """(function () {
@@ -51,7 +51,7 @@ class GraphSearch(QObject):
     def __init__(self, panel) -> None:
         super().__init__(panel)
         self.panel = panel
-        self.box = QLineEdit(placeholderText="Find node or tensor", clearButtonEnabled=True)
+        self.box = WindowKeysEdit(placeholderText="Find node or tensor", clearButtonEnabled=True)  # Ctrl+E exports
         self.box.setMaximumWidth(220)
         self.box.setMinimumWidth(24)  # the bar's minimum stays the buttons': the docks keep their room
         self.box.setToolTip("Select every drawn node and tensor whose name contains this text (Enter)")

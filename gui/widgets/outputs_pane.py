@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QSizePolicy,
     QStackedWidget,
     QTreeView,
@@ -22,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from .plain_text import plain_label, plain_tip
 from .tree_model import OUTPUTS_GROUP, OutputsTreeModel
+from .window_keys_edit import WindowKeysEdit
 
 FILTER_DEBOUNCE_MS = 200
 COLUMN_WIDTHS = (190, 110, 65, 90)  # Name (short under its scope), Shape, Type, Op
@@ -40,7 +40,7 @@ class OutputsPane(QStackedWidget):
         super().__init__(parent)
         self._filter_timer = QTimer(self, singleShot=True, interval=FILTER_DEBOUNCE_MS,
                                     timeout=self.filterChanged.emit)
-        self.filter_edit = QLineEdit(placeholderText="Filter tensors by name…", clearButtonEnabled=True)
+        self.filter_edit = WindowKeysEdit(placeholderText="Filter tensors by name…", clearButtonEnabled=True)
         self.filter_edit.textChanged.connect(lambda _: self._filter_timer.start())
         self.outputs_only = QCheckBox("Graph outputs only")
         self.outputs_only.toggled.connect(lambda _: self.filterChanged.emit())
