@@ -5,7 +5,8 @@ in the worker. The target list is the core's (ORT Mobile, then each ONNX Runtime
 first); below it, what that target needs, as the core says it (`Target.needs`), as plain text.
 Shapes and dims are written as on the command line (`x=1x3x224x224`, `batch=1`, `batch=dynamic`)
 and checked before the dialog closes; the destination's suffix follows the target (.ort/.onnx)
-and "Writes" names every file the deploy will write. An existing file asks before it is replaced.
+and "Writes" names every file the deploy will write. The destination's name follows the model (typed
+or chosen) until the user names it. An existing file asks before it is replaced.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class DeployDialog(QDialog):
         layout.addWidget(self.problem)
         layout.addWidget(buttons)
         self.target.currentIndexChanged.connect(self._target_changed)
+        self.model_edit.textChanged.connect(self._model_changed)
         self.out_edit.textChanged.connect(self._show_written)
         self._target_changed()
         self.resize(680, self.sizeHint().height())
@@ -116,6 +118,14 @@ class DeployDialog(QDialog):
         elif out.name and out.suffix.lower() != target.suffix:
             self.out_edit.setText(str(out.with_suffix(target.suffix)))
         self._show_written()
+
+    def _model_changed(self, text: str) -> None:
+        """Another model typed or chosen: the destination takes its name (the int8 model is never
+        written under the float model's), unless the user named the destination."""
+        model = Path(text).expanduser()
+        if model.name:
+            self._stem = model.stem
+            self._target_changed()
 
     def _show_written(self) -> None:
         out = self.choices().out

@@ -54,3 +54,19 @@ def test_window_deploys_through_its_worker(qtbot, window, tmp_path):
     assert result.check.passed and result.written == [str(tmp_path / "m.ort-1.17.onnx")]
     assert any("opset 21 -> 20" in line for line in window.log.toPlainText().splitlines())
     assert window.tabs.currentWidget() is window.report_tab
+
+
+def test_the_destination_follows_a_typed_model_until_the_user_names_it(qtbot, tmp_path, settings):
+    """Issue 35: typing the int8 model's path left the destination on the float model's name."""
+    dialog = DeployDialog(None, tmp_path / "model.onnx", settings=settings)
+    qtbot.addWidget(dialog)
+    assert dialog.choices().out == tmp_path / "model.ort"
+    dialog.model_edit.setText(str(tmp_path / "model.int8.onnx"))
+    assert dialog.choices().out == tmp_path / "model.int8.ort"
+    assert dialog.written.text().startswith("Writes: model.int8.ort and model.int8.required_operators_and_types")
+    dialog.target.setCurrentIndex(dialog.target.findData("ort-1.17"))
+    assert dialog.choices().out == tmp_path / "model.int8.ort-1.17.onnx"
+    dialog.out_edit.setText(str(tmp_path / "mine.onnx"))
+    dialog.out_edit.textEdited.emit("mine.onnx")  # named by the user: the model no longer renames it
+    dialog.model_edit.setText(str(tmp_path / "other.onnx"))
+    assert dialog.choices().out == tmp_path / "mine.onnx"
