@@ -12,7 +12,7 @@ import platform
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl, qVersion
-from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -86,15 +86,32 @@ def docs_location(root: Path = PROJECT_ROOT) -> Path | None:
 def open_docs(window: QWidget) -> bool:
     """Open the local documentation with the system's viewer; say where it is when there is none."""
     where = docs_location()
-    if where is not None and QDesktopServices.openUrl(QUrl.fromLocalFile(str(where))):
+    if where is None:
+        say(window, "Documentation", "This copy of onnxport was installed without its documentation: README.md "
+            "and docs/ are in the project's source.")
+        return False
+    return open_or_say(window, QUrl.fromLocalFile(str(where)), "Documentation", f"The documentation is {where}.")
+
+
+def open_or_say(window: QWidget, url: QUrl, title: str, instead: str, opener=QDesktopServices.openUrl) -> bool:
+    """Open `url` with the system's handler (a browser, a viewer); when none takes it, say so in a
+    box whose text is `instead` (where to find it: plain text) and put the address on the clipboard.
+    `opener`: the system's handler (QDesktopServices.openUrl)."""
+    if opener(url):
         return True
-    box = QMessageBox(QMessageBox.Icon.Information, "Documentation", "", QMessageBox.StandardButton.Ok, window)
-    box.setTextFormat(Qt.TextFormat.PlainText)
-    box.setText(f"The documentation is {where}." if where is not None else
-                "This copy of onnxport was installed without its documentation: README.md and docs/ are in "
-                "the project's source.")
-    box.open()
+    QGuiApplication.clipboard().setText(url.toString())
+    say(window, title, f"No program on this system opened it. {instead}\n\n(The address is on the clipboard.)")
     return False
+
+
+def say(window: QWidget, title: str, text: str) -> QMessageBox:
+    """An information box showing `text` as plain text, not blocking (`open`)."""
+    box = QMessageBox(QMessageBox.Icon.Information, title, "", QMessageBox.StandardButton.Ok, window)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(text)
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    box.open()
+    return box
 
 
 def _version(distribution: str) -> str:

@@ -29,6 +29,7 @@ from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer
 from onnxport.core.util.text import human_size
 
 from ..dialogs.error_dialog import error_text
+from ..dialogs.help_dialogs import open_or_say
 from ..jobs.runner import JobRunner
 from ..widgets.elided_label import ElidedLabel
 from ..widgets.outputs_pane import EMPTY_HINT
@@ -85,6 +86,7 @@ class PreviewPanel(QWidget):
         self.pruned_button.toggled.connect(lambda on: on and self.set_mode("pruned"))
         self.original_button.toggled.connect(lambda on: on and self.set_mode("original"))
         self.browser_button = QPushButton("Open in browser", clicked=self.open_in_browser)
+        self.open_url = QDesktopServices.openUrl  # the system's handler of web addresses
         self.more_button = QPushButton("Show more", clicked=self.show_more, visible=False)
         self.more_button.setToolTip("Draw twice as many nodes around the selection")
         self.status = ElidedLabel("Nothing to preview yet.")  # one line, plain text; all of it on hover
@@ -177,9 +179,14 @@ class PreviewPanel(QWidget):
         if node and self.view is not None and self.last_node_count > 0:
             self.view.focus(node)
 
-    def open_in_browser(self) -> None:
-        if self.last_url:
-            QDesktopServices.openUrl(QUrl(self.last_url))
+    def open_in_browser(self) -> bool:
+        """The preview in the system's browser; with none, a box says so and gives its address."""
+        if not self.last_url:
+            self.status.setText("nothing to preview yet: check an output")
+            return False
+        return open_or_say(self, QUrl(self.last_url), "Open in browser",
+                           f"The preview's address, served by this app on this machine while it runs:\n{self.last_url}",
+                           opener=self.open_url)
 
     def settled(self) -> bool:
         """No preview on its way: the current one is drawn, failed or was never asked for a page."""
