@@ -21,14 +21,14 @@ from PySide6.QtCore import QSettings, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from onnxport.core.evaluate.report import keepable_nodes
-from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
+from onnxport.core.workflow.open_refusal import nothing_to_open
 from onnxport.core.workflow.session import ModelSession
 
 from .dialogs.allow_question import allowable, ask_to_allow
 from .dialogs.deploy_flow import DeployFlow
 from .dialogs.error_dialog import error_text, show_error
-from .dialogs.export_dialog import ExportDialog
+from .dialogs.export_dialog import ExportDialog, after_export_failure
 from .dialogs.help_menu import add_help_menu
 from .dialogs.import_flow import ImportFlow
 from .jobs import core_calls
@@ -69,6 +69,7 @@ class MainWindow(QMainWindow):
         self.model: OutputsTreeModel | None = None
         self.last_export: Path | None = None
         self.last_quantized: Path | None = None
+        self._last_choices: tuple[Path, object] | None = None  # (model, ExportChoices) of the last export
         self.runner = JobRunner(self)
         self.log_dock = LogDock(self)  # the log (gui/widgets/log_dock.py); first: everything logs
         self.log, self.log_line, self.log_lines = self.log_dock.view, self.log_dock.log_line, self.log_dock.log_lines
@@ -137,9 +138,9 @@ class MainWindow(QMainWindow):
 
     def _loaded(self, paths: list[Path], result: tuple[ModelSession, Tree | None]) -> None:
         loaded, tree = result
-        if loaded.model_path is None or loaded.index is None:
-            raise OnnxportError("no ONNX model among the files opened",
-                                hint="add the eval model (.onnx) next to the checkpoint")
+        if loaded.model_path is None or loaded.index is None:  # what was found, in the CLI's words
+            raise nothing_to_open(paths[0] if len(paths) == 1 else "the files opened", loaded,
+                                  "import PyTorch programs with File > Import from PyTorch (Ctrl+I)")
         t0 = time.perf_counter()
         self.session, self.paths = loaded, paths
         old, self.model = self.model, OutputsTreeModel(loaded.index, self, tree=tree)
@@ -243,12 +244,25 @@ class MainWindow(QMainWindow):
 
     # --- export / validate ---------------------------------------------------------------------
     def export_dialog(self, quantize: str | None = None) -> None:
+        """The Export dialog for the checked outputs; `quantize`: the mode to start with ("int8": the
+        one that can help this model, core/quantize/mode_choice.py). The choices of this model's last
+        export come back, failed or not."""
         if self.session is None or self.model is None or self.busy:
             return
+        from onnxport.core.quantize.mode_choice import int8_choice
+
         outputs = self.model.checked_outputs()
-        name = self.session.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
-        dialog = ExportDialog(self, outputs, name, quantize=quantize if isinstance(quantize, str) else None,
-                              settings=self.settings, folder=self.session.model_path.parent)  # beside the model
+        session = self.session
+        name = session.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
+        mode, why = int8_choice(session.table.ops)
+        reference = ("the eval graph + checkpoint" if session.params is not None
+                     else f"the source model ({session.model_path.name})")
+        last = self._last_choices
+        dialog = ExportDialog(self, outputs, name, quantize=mode if quantize == "int8" else
+                              quantize if isinstance(quantize, str) else None,
+                              settings=self.settings, folder=session.model_path.parent,  # beside the model
+                              reference=reference, mode_notes={"dynamic": why} if why else None,
+                              remembered=last[1] if last and last[0] == session.model_path else None)
         dialog.accepted.connect(lambda: self.start_export(dialog.choices()))
         dialog.open()
 
@@ -257,6 +271,7 @@ class MainWindow(QMainWindow):
         refusal one of them lifts is asked about: `_job_failed`)."""
         outputs = self.model.checked_outputs()
         self._export_asked = (choices, allowed)
+        self._last_choices = (self.session.model_path, choices)  # shown again by the next Export dialog
         self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
         self.runner.run("export", core_calls.export_job(self.session, outputs, choices, allowed), self._exported)
 
@@ -328,14 +343,20 @@ class MainWindow(QMainWindow):
                                          else f"cancelling {job.name}…")
 
     def _job_failed(self, name: str, exc: BaseException, details: str) -> None:
-        if getattr(exc, "written", None) is not None:  # the float model is written: shown, with its validation
-            self._exported(exc.written)
         text = error_text(exc)
-        self.log_line(f"{name} failed: {text}")
-        if name == "export" and allowable(exc) is not None:  # a choice lifts it: asked, not just said
+        written = getattr(exc, "written", None)  # (ExportResult, PostExportResult): the float model stays
+        if written is not None:
+            self._exported(written)  # shown as the export, with its validation
+            step, kept = after_export_failure(written, self._last_choices)
+            self.log_line(f"{step} failed: {text}; {kept}")
+            box = show_error(self, f"{step[0].upper()}{step[1:]} failed", exc, details)
+            box.setText(f"{box.text()}\n\n{kept[0].upper()}{kept[1:]}.")
+        elif name == "export" and allowable(exc) is not None:  # a choice lifts it: asked, not just said
+            self.log_line(f"{name} failed: {text}")
             choices, allowed = self._export_asked
             ask_to_allow(self, exc, lambda choice: self.start_export(choices, allowed | {choice}))
         else:
+            self.log_line(f"{name} failed: {text}")
             show_error(self, f"{name.capitalize()} failed", exc, details)
         self.errorShown.emit(text)
 

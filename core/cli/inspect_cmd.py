@@ -53,17 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
 def nothing_readable(source: str, loaded: ModelSession) -> OnnxportError:
     """The error for a source holding no model and no parameters (a folder of other files...)."""
-    from onnxport.core.io.kinds import TORCH_PROGRAM_KINDS
+    from onnxport.core.workflow.open_refusal import nothing_to_open
 
-    kinds = {k for _, k in loaded.others}
-    shown = ", ".join(f"{Path(p).name} ({k.value})" for p, k in loaded.others[:5])
-    more = f" and {len(loaded.others) - 5} more" if len(loaded.others) > 5 else ""
-    found = f"; found {shown}{more}" if shown else ""
-    hint = ("import PyTorch programs with 'onnxport torch-export'" if kinds & TORCH_PROGRAM_KINDS
-            else "give an .onnx model, a checkpoint or a folder holding them")
-    if [Path(p) for p, _ in loaded.others] == [Path(source)]:  # one file, of no kind onnxport reads
-        return OnnxportError(f"{source}: not an ONNX model or parameter file onnxport can read", hint=hint)
-    return OnnxportError(f"{source}: no ONNX model or parameter file onnxport can read{found}", hint=hint)
+    return nothing_to_open(source, loaded, "import PyTorch programs with 'onnxport torch-export'")
 
 
 def _tensor_dict(t: TensorInfo) -> dict:

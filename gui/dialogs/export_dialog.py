@@ -1,12 +1,15 @@
-"""The export dialog: where to write, external data, quantization, validate afterwards.
+"""The export dialog: where to write, external data, quantization and its choices, validation.
 
 It only gathers choices (`ExportChoices`); the main window runs the export in the worker. The
 destination starts beside the source model (`<model dir>/<stem>_inference.onnx`); the folder
-last exported to is remembered in QSettings (the start for callers with no model). An existing
+last exported to is remembered in QSettings (the start for callers with no model), and the window
+hands back the choices of this model's last export (`remembered`), failed or not. An existing
 destination asks before overwriting (the file is only replaced once the new one is complete).
-Below the choices, "Writes" names every
-file the export will write (the float32 model, the quantized one beside it, the report), following
-the destination and the choices as they change (core/workflow/written_names.py gives the names).
+The quantization's own choices (quantize_box.py) follow the mode; `mode_notes` says, under the
+mode, why a mode cannot help this model (core/quantize/mode_choice.py). "Generated inputs" sizes
+(`batch=1`, `x=1x3x224x224`) apply to validation and quantization, as `--dim`/`--shape` do.
+Below the choices, "Writes" names every file the export will write, as plain text (the names are
+the user's), following the destination and the choices (core/workflow/written_names.py).
 """
 
 from __future__ import annotations
@@ -29,28 +32,33 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from onnxport.core.deploy.shapes import parse_shape_options
 from onnxport.core.quantize.options import QuantizeOptions
+from onnxport.core.util.errors import OnnxportError
 from onnxport.core.workflow.written_names import quantized_path, report_path_for
 
 from ..widgets import plain_text
 from ..widgets.plain_text import plain_label
+from .quantize_box import QuantizeBox
 
 EXTERNAL = [("Automatic (above 2 GB)", "auto"), ("Always (.onnx + .onnx.data)", "always"),
             ("Never (one file)", "never")]
 QUANTIZE = [("None (float32)", None), ("Dynamic int8", "dynamic"), ("Static int8 (QDQ, calibrated)", "static"),
             ("Float16", "fp16"), ("Int4 (weight-only, large MatMul weights)", "int4")]
 MODE_NAMES = {"dynamic": "dynamic int8", "static": "static int8", "fp16": "float16", "int4": "int4"}
+NOTE_COLOUR = "color: #9a5b00"
+PROBLEM_COLOUR = "color: #b00020"
 
 
 def written_files_text(path: Path, quantize: str | None, validate: bool) -> str:
     """'Writes: x.onnx (float32), x.int8.onnx (dynamic int8) and x.report.json (report)'."""
     if not path.name:
         return "Writes: (choose a destination)"
-    files = [f"<b>{path.name}</b> (float32)"]
+    files = [f"{path.name} (float32)"]
     if quantize:
-        files.append(f"<b>{quantized_path(path, quantize).name}</b> ({MODE_NAMES.get(quantize, quantize)})")
+        files.append(f"{quantized_path(path, quantize).name} ({MODE_NAMES.get(quantize, quantize)})")
     if quantize or validate:
-        files.append(f"<b>{report_path_for(path).name}</b> (report)")
+        files.append(f"{report_path_for(path).name} (report)")
     listed = files[0] if len(files) == 1 else ", ".join(files[:-1]) + " and " + files[-1]
     return f"Writes: {listed}"
 
@@ -66,13 +74,38 @@ class ExportChoices:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # (as --shape)
 
 
+def input_sizes(shapes_text: str, dims_text: str) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """'x=1x3x224x224', 'batch=1 sequence=128' -> (shapes, dim sizes), as the CLI's --shape/--dim."""
+    request = parse_shape_options(shapes_text.split(), dims_text.split())
+    freed = [name for name, size in request.dims.items() if not isinstance(size, int)]
+    if freed:
+        raise OnnxportError(f"dimensions: '{freed[0]}=dynamic' frees a dimension when deploying; here give a size "
+                            "(e.g. batch=1)")
+    return dict(request.shapes), dict(request.dims)
+
+
+def after_export_failure(written: tuple, last: tuple | None) -> tuple[str, str]:
+    """(the step that failed, what stays written) when a step after the export failed: e.g.
+    ("dynamic int8 quantization", "the float32 model /x/m.onnx is written and validated")."""
+    export, post = written
+    choices = last[1] if last else None
+    mode = getattr(choices, "quantize", None)
+    step = f"{MODE_NAMES.get(mode, mode)} quantization" if mode else "the report"
+    checked = " and validated" if post is not None and post.validation is not None else ""
+    return step, f"the float32 model {export.path} is written{checked}"
+
+
 class ExportDialog(QDialog):
     def __init__(self, parent, outputs: list[str], suggested_name: str, quantize: str | None = None,
-                 settings: QSettings | None = None, folder: Path | None = None) -> None:
-        """`folder`: where the destination starts (the source model's folder); else the last one used."""
+                 settings: QSettings | None = None, folder: Path | None = None, *,
+                 reference: str = "the eval graph + checkpoint", mode_notes: dict[str, str] | None = None,
+                 remembered: ExportChoices | None = None) -> None:
+        """`folder`: where the destination starts (the source model's folder); else the last one used.
+        `reference`: what validation compares with; `remembered`: the choices to show again."""
         super().__init__(parent)
         self.setWindowTitle("Export inference model")
         self.settings = settings or QSettings()
+        self.mode_notes = dict(mode_notes or {})
         folder = folder if folder is not None else self.settings.value("export/folder", str(Path.home()))
         self.path_edit = QLineEdit(str(Path(folder) / suggested_name))
         browse = QPushButton("Browse…")
@@ -87,24 +120,41 @@ class ExportDialog(QDialog):
         for label, value in QUANTIZE:
             self.quantize.addItem(label, value)
         if quantize:
-            self.quantize.setCurrentIndex([v for _, v in QUANTIZE].index(quantize))
-        self.validate = QCheckBox("Validate against the eval graph + checkpoint afterwards")
+            self.quantize.setCurrentIndex(self.quantize.findData(quantize))
+        self.mode_note = plain_label()
+        self.mode_note.setWordWrap(True)
+        self.mode_note.setStyleSheet(NOTE_COLOUR)
+        self.options_box = QuantizeBox()
+        self.validate = QCheckBox(f"Validate against {reference}")
         self.validate.setChecked(True)
+        self.shapes = QLineEdit(placeholderText="e.g. x=1x3x224x224 (space between inputs)")
+        self.dims = QLineEdit(placeholderText="e.g. batch=1 sequence=128, x:2=48 for an unnamed axis")
         form = QFormLayout()
         form.addRow("Destination", row)
         form.addRow("External data", self.external)
         form.addRow("Quantization", self.quantize)
+        form.addRow("", self.mode_note)
+        form.addRow("", self.options_box)
         form.addRow("", self.validate)
+        for label, edit in (("Input shapes", self.shapes), ("Dimensions", self.dims)):
+            edit.setToolTip("Sizes of the generated inputs validation and quantization run on (as the CLI's "
+                            "--shape and --dim)")
+            form.addRow(label, edit)
         outputs_label = plain_label("Outputs kept: " + ", ".join(outputs))
         outputs_label.setWordWrap(True)
         self.written = plain_label()
         self.written.setWordWrap(True)
         self.written.setTextInteractionFlags(Qt.TextSelectableByMouse)
         form.addRow("", self.written)
+        self.problem = plain_label()
+        self.problem.setWordWrap(True)
+        self.problem.setStyleSheet(PROBLEM_COLOUR)
+        if remembered is not None:
+            self.show_choices(remembered)
         self.path_edit.textChanged.connect(self._show_written)
-        self.quantize.currentIndexChanged.connect(self._show_written)
+        self.quantize.currentIndexChanged.connect(self._mode_changed)
         self.validate.toggled.connect(self._show_written)
-        self._show_written()
+        self._mode_changed()
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Export")
         buttons.accepted.connect(self._accept)
@@ -112,16 +162,39 @@ class ExportDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(outputs_label)
         layout.addLayout(form)
+        layout.addWidget(self.problem)
         layout.addWidget(buttons)
-        self.resize(620, self.sizeHint().height())
+        self.resize(680, self.sizeHint().height())
 
     def choices(self) -> ExportChoices:
-        return ExportChoices(Path(self.path_edit.text()).expanduser(), self.external.currentData(),
-                             self.quantize.currentData(), self.validate.isChecked())
+        """The choices as shown; raises `OnnxportError` naming an entry that cannot be read."""
+        quantize = self.quantize.currentData()
+        shapes, dims = input_sizes(self.shapes.text(), self.dims.text())
+        return ExportChoices(Path(self.path_edit.text()).expanduser(), self.external.currentData(), quantize,
+                             self.validate.isChecked(), self.options_box.options() if quantize else None, dims, shapes)
+
+    def show_choices(self, choices: ExportChoices) -> None:
+        """Show `choices` again (the last export of this model, failed or not)."""
+        self.path_edit.setText(str(choices.path))
+        self.external.setCurrentIndex(max(self.external.findData(choices.external_data), 0))
+        self.quantize.setCurrentIndex(max(self.quantize.findData(choices.quantize), 0) if choices.quantize else 0)
+        self.validate.setChecked(choices.validate)
+        if choices.quantize_options is not None:
+            self.options_box.set_options(choices.quantize_options)
+        self.shapes.setText(" ".join(f"{k}={'x'.join(map(str, v))}" for k, v in choices.shapes.items()))
+        self.dims.setText(" ".join(f"{k}={v}" for k, v in choices.dim_sizes.items()))
+
+    def _mode_changed(self) -> None:
+        mode = self.quantize.currentData()
+        self.options_box.set_mode(mode)
+        note = self.mode_notes.get(mode or "", "")
+        self.mode_note.setText(note)
+        self.mode_note.setVisible(bool(note))
+        self._show_written()
 
     def _show_written(self) -> None:
-        choices = self.choices()
-        self.written.setText(written_files_text(choices.path, choices.quantize, choices.validate))
+        path = Path(self.path_edit.text()).expanduser()
+        self.written.setText(written_files_text(path, self.quantize.currentData(), self.validate.isChecked()))
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export to", self.path_edit.text(), "ONNX model (*.onnx)")
@@ -129,7 +202,12 @@ class ExportDialog(QDialog):
             self.path_edit.setText(path if path.endswith(".onnx") else path + ".onnx")
 
     def _accept(self) -> None:
-        path = self.choices().path
+        try:
+            path = self.choices().path
+        except OnnxportError as exc:
+            self.problem.setText(exc.one_line())
+            return
+        self.problem.clear()
         if not path.name:
             return
         if path.exists():

@@ -21,7 +21,7 @@ def build_actions(window: QMainWindow) -> None:
     w = window
     w.open_action = action("&Open…", w.open_dialog, QKeySequence.Open, "Open a model and checkpoint")
     w.export_action = action("&Export…", w.export_dialog, "Ctrl+E", "Export the checked outputs")
-    w.quantize_action = action("&Quantize…", lambda: w.export_dialog("dynamic"), "Ctrl+Shift+Q",
+    w.quantize_action = action("&Quantize…", lambda: w.export_dialog("int8"), "Ctrl+Shift+Q",
                                "Export and quantize")
     w.validate_action = action("&Validate", w.validate_last, "Ctrl+Shift+V",
                                "Validate the last export against the eval graph + checkpoint")
