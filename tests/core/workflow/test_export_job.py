@@ -12,12 +12,13 @@ from onnxport.core.workflow.sources import open_sources
 from ..model_builders import eval_like_mlp, mlp_weights, param_set
 
 
-def eval_and_checkpoint(tmp_path):
+def eval_and_checkpoint(tmp_path, d_hidden: int = 16):
     from tests.support.checkpoint_writer import write_checkpoint
 
     eval_path = tmp_path / "eval_model.onnx"
-    onnx.save(eval_like_mlp(d_hidden=16), eval_path)
-    ckpt = write_checkpoint(tmp_path / "checkpoint", {k: v.array() for k, v in param_set(mlp_weights()).items()})
+    onnx.save(eval_like_mlp(d_hidden=d_hidden), eval_path)
+    weights = param_set(mlp_weights(d_hidden=d_hidden))
+    ckpt = write_checkpoint(tmp_path / "checkpoint", {k: v.array() for k, v in weights.items()})
     return eval_path, ckpt
 
 
@@ -95,7 +96,7 @@ def test_the_request_carries_every_quantize_choice_to_the_quantizer(tmp_path):
 
     from onnxport.core.quantize.options import QuantizeOptions
 
-    eval_path, ckpt = eval_and_checkpoint(tmp_path)
+    eval_path, ckpt = eval_and_checkpoint(tmp_path, d_hidden=512)  # big enough for int8 to be smaller
     sources = open_sources([eval_path, ckpt])
     inputs = tmp_path / "inputs.npz"
     np.savez(inputs, input=np.random.default_rng(1).standard_normal((64, 8)).astype(np.float32))
