@@ -12,6 +12,7 @@ prefix swap makes more of them fit (`name_alignment`); what was done is kept in 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,40 +48,58 @@ class Classified:
     ortmodule: OrtModuleFiles | None = None
 
 
-def classify_sources(paths: Iterable[str | Path]) -> Classified:
+LISTING_REPORT_EVERY = 1024  # folder entries between progress reports and cancel checks
+
+
+def classify_sources(paths: Iterable[str | Path], report: Reporter | None = None) -> Classified:
     """Split dropped files/folders into the model, parameter files and others (folders expanded),
-    and say which ORTModule set (if any) the model came from."""
-    onnx_files, param_files, others = _sort_files(paths)
-    model, ortmodule = _pick_model(onnx_files, others)
-    return Classified(model, param_files, others, ortmodule)
-
-
-def _sort_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path], list[tuple[Path, SourceKind]]]:
-    onnx_files: list[Path] = []
-    param_files: list[Path] = []
-    others: list[tuple[Path, SourceKind]] = []
+    and say which ORTModule set (if any) the model came from. A folder is listed with `os.scandir`
+    (entry types from the listing), with progress and a cancel check every LISTING_REPORT_EVERY
+    entries and files looked at: a drop of 100,000 files can be followed and cancelled."""
+    report = report or Reporter()
+    found: tuple[list[Path], list[Path], list[tuple[Path, SourceKind]]] = ([], [], [])
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise no_such_file(path)
-        kind = sniff(path)
-        if path.is_dir() and kind == SourceKind.UNKNOWN:
-            children = [c for c in sorted(path.iterdir())  # files, and folders of a known kind; no pipes
-                        if c.is_file() or (c.is_dir() and sniff(c) != SourceKind.UNKNOWN)]
-            sub_onnx, sub_params, sub_others = _sort_files(children)
-            onnx_files += sub_onnx
-            param_files += sub_params
-            others += sub_others
-            continue
-        if kind == SourceKind.ONNX:
-            onnx_files.append(path)
-        elif kind in PARAMETER_KINDS:
-            param_files.append(path)
-        elif kind == SourceKind.CHECKPOINT_DATA:
-            continue
-        else:
-            others.append((path, kind))
-    return onnx_files, param_files, others
+        _sort_path(path, sniff(path), found, report)
+    onnx_files, param_files, others = found
+    model, ortmodule = _pick_model(onnx_files, others)
+    return Classified(model, param_files, others, ortmodule)
+
+
+def _sort_path(path: Path, kind: SourceKind, found: tuple[list, list, list], report: Reporter) -> None:
+    onnx_files, param_files, others = found
+    if kind == SourceKind.UNKNOWN and path.is_dir():
+        children = _folder_sources(path, report)
+        for count, child in enumerate(children, 1):
+            if count % LISTING_REPORT_EVERY == 0:
+                report.check()
+                report(None, f"looking at {path.name}: {count:,} of {len(children):,} files")
+            _sort_path(child, sniff(child), found, report)
+    elif kind == SourceKind.ONNX:
+        onnx_files.append(path)
+    elif kind in PARAMETER_KINDS:
+        param_files.append(path)
+    elif kind != SourceKind.CHECKPOINT_DATA:
+        others.append((path, kind))
+
+
+def _folder_sources(folder: Path, report: Reporter) -> list[Path]:
+    """The files of `folder` and its folders of a known kind, by name; no pipes or devices."""
+    kept: list[Path] = []
+    with os.scandir(folder) as entries:
+        for count, entry in enumerate(entries, 1):
+            if count % LISTING_REPORT_EVERY == 0:
+                report.check()
+                report(None, f"listing {folder.name}: {count:,} entries")
+            try:
+                if entry.is_file() or (entry.is_dir() and sniff(entry.path) != SourceKind.UNKNOWN):
+                    kept.append(Path(entry.path))
+            except OSError:  # gone meanwhile, or unreadable: not a source
+                continue
+    report.check()
+    return sorted(kept)
 
 
 def _pick_model(onnx_files: list[Path], others: list[tuple[Path, SourceKind]]
@@ -159,7 +178,7 @@ def open_sources(paths: Iterable[str | Path], progress: ProgressFn | None = None
     """Files/folders dropped on the app as one indexed session (see the module docstring).
     `wait_types=False`: a big graph's index may come back before shape inference ends (see
     `graph.index.build_index`; `graph.index_types.fill_types` completes it)."""
-    found = classify_sources(paths)
+    found = classify_sources(paths, Reporter(progress, cancel))  # a big folder: progress and cancel
     return open_session(found.model, found.params, progress, cancel, indexed=True, wait_types=wait_types,
                         others=found.others, ortmodule=found.ortmodule)
 
