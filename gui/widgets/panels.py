@@ -97,9 +97,19 @@ def sources_html(loaded: ModelSession | None) -> str:
             rows.append(f"<span style='color:{WARN}'>Not used by the model: {_names(unused)}</span>")
     if loaded.model_path is not None and params is None:
         rows.append(_no_checkpoint_row(loaded.unfilled()))
-    for path, kind in loaded.others:
-        rows.append(f"<span style='color:{WARN}'>Not used here: {_esc(path.name)} ({kind.value})</span>")
+    if loaded.others:
+        rows.append(f"<span style='color:{WARN}'>{not_used_line(loaded.others)}</span>")
     return "<br>".join(rows)
+
+
+def not_used_line(others) -> str:
+    """The files opened that are not sources, as one line of HTML: their count and the first
+    MAX_LISTED names (a dropped folder of 100,000 files listed them all, and laying that out froze
+    the window for tens of seconds)."""
+    named = [f"{_esc(path.name)} ({kind.value})" for path, kind in others[:MAX_LISTED]]
+    if len(others) <= MAX_LISTED:
+        return "Not used here: " + ", ".join(named)
+    return f"Not used here: {len(others):,} files: {', '.join(named)} and {len(others) - MAX_LISTED:,} more"
 
 
 def _no_checkpoint_row(unfilled: list[str]) -> str:
