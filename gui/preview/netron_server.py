@@ -1,20 +1,17 @@
 """A loopback-only HTTP server for Netron's page and the current preview model.
 
-Why our own instead of `netron.serve`: its `/data/` route serves any file in the model's folder,
-and its page locks itself ("Please update to the newest version") 180 days after its build
-date. Here:
+Not `netron.serve`: its `/data/` route serves any file in the model's folder, and its page locks
+itself ("Please update...") 180 days after its build date. Here:
 - it binds 127.0.0.1 with an OS-chosen port, and answers only paths under an unguessable token
   (`/<token>/...`, the page's URL carries it: no other local process can read the graph) with a
   `Host` of 127.0.0.1:port or localhost:port (a web page cannot read it through DNS rebinding);
   anything else is a 400 or 404, never a traceback; it remembers only the last requests' paths;
-- connections are bounded (no token is needed to connect): at most MAX_CONNECTIONS are served at
-  once, each read waits at most READ_TIMEOUT_S, and while all are taken the oldest one open over
-  CONNECTION_DEADLINE_S (a client sending a byte at a time) is cut: idle connections pin no thread;
-- `data/<name>` serves only the preview bytes published last (from memory; nothing on disk);
-- Netron's static files come from the installed `netron` package, read-only, by extension;
-- `index.html` gets the serving day as its build date, the current model, and SIDEBAR_CSS;
-  `browser.js`'s age check is switched off, so the page never ages out whatever the clock says.
-Thread-safe: `publish()` from the GUI thread while the server thread answers requests.
+- connections are bounded (none needs the token): MAX_CONNECTIONS at once, READ_TIMEOUT_S per
+  read, and one open over CONNECTION_DEADLINE_S is cut while others wait: none pins a thread;
+- `data/<name>` serves the preview bytes published last (from memory); Netron's static files come
+  from the installed `netron` package, read-only, by extension;
+- `index.html` gets the serving day as build date, the model, SIDEBAR_CSS; `browser.js`'s age
+  check is off, so the page never ages out whatever the clock says.
 """
 
 from __future__ import annotations
@@ -189,7 +186,7 @@ class PreviewServer:
 
     def publish(self, data: bytes, name: str = "preview.onnx") -> str:
         """Make `data` the model the page opens; returns the page URL (new each time, so a reload
-        really reloads)."""
+        really reloads). Thread-safe: the GUI thread publishes while the server thread answers."""
         with self._lock:
             self._version += 1
             self._data, self._name = bytes(data), name
