@@ -302,6 +302,10 @@ def search_notes(info: dict, mode: str) -> list[str]:
         what = "unit(s) (stages, op types, blocks)" if mode == "static" else "block(s)"
         lines = [f"accuracy search: {info['candidates']} quantized node(s) and {info['blocks']} {what} measured "
                  f"in float, {info['evaluations']} runs"]
+    if info.get("held_out_decided"):
+        lines.append("the held-out inputs missed the target where the searched ones met it: nodes were kept in float, "
+                     "in the order the search measured, until the held-out inputs met it (their verdict chose how "
+                     "many: give more validation inputs for a verdict on inputs nothing was chosen on)")
     if info.get("kept_units"):
         lines.append(f"kept in float by unit: {'; '.join(info['kept_units'])}")
     if info.get("int8_weights"):
