@@ -20,6 +20,8 @@ from onnxport.core.compare.sides import ModelSide, ParamSide, open_side
 from onnxport.core.compare.stats import DEFAULT_TOLERANCE, Tolerance
 from onnxport.core.compare.structure import StructureDiff, structure_diff
 from onnxport.core.evaluate.feeds import FeedsLike
+from onnxport.core.graph.preview import preview_bytes
+from onnxport.core.io.readers import read_parameters
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
@@ -84,3 +86,17 @@ def compare(a: str | Path, b: str | Path, *, checkpoints_a: Sequence[str | Path]
                                       progress=report.sub(0.2, 1.0), dim_sizes=dim_sizes, shapes=shapes)
     report.finished("compared")
     return result
+
+
+def compare_for_app(a: str, b: str, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                    **options) -> dict:
+    """What the app's child process hands back (plain data): `{"report": compare(...).to_dict(),
+    "graphs": {"a": bytes, "b": bytes}}`, the graphs weight-free for the preview (none for two
+    parameter files)."""
+    report = compare(a, b, progress=progress, cancel=cancel, **options)
+    graphs = {}
+    if report.structure is not None:
+        for side, path, ckpts in (("a", a, options.get("checkpoints_a", ())), ("b", b, options.get("checkpoints_b", ()))):
+            names = [n for c in ckpts for n in read_parameters(c).params] if ckpts else ()
+            graphs[side] = preview_bytes(path, None, names)
+    return {"report": report.to_dict(), "graphs": graphs}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxport.core.graph.runnable import topological_order
+from onnxport.core.graph.uses import BODY_OPS
 
 PASS_THROUGH = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Cast", "CastLike",
                           "Identity", "com.microsoft::QuantizeLinear", "com.microsoft::DequantizeLinear"})
@@ -38,42 +39,70 @@ class GraphView:
     ops: list[str]
     inputs: list[tuple[str, ...]]
     outputs: list[tuple[str, ...]]
-    order: list[int]
     graph_inputs: list[str]
     graph_outputs: list[str]
-    initializers: list[str]
     producer: dict[str, tuple[int, int]] = field(default_factory=dict)
-    reach: dict[str, list[int]] = field(default_factory=dict)
+    _order: list[int] | None = None
+    _reach: dict[str, list[int]] | None = None
+    nodes: list = field(default_factory=list)  # the protobuf nodes, read once into this list
     _roots: dict[str, str] = field(default_factory=dict)
+    _copies: set[str] = field(default_factory=set)  # outputs of pass-through nodes
 
     @classmethod
     def of(cls, graph: onnx.GraphProto) -> GraphView:
         nodes = list(graph.node)
-        view = cls(
-            names=[n.name for n in nodes], ops=[op_key(n) for n in nodes],
-            inputs=[tuple(n.input) for n in nodes], outputs=[tuple(n.output) for n in nodes],
-            order=topological_order(nodes), graph_inputs=[i.name for i in graph.input],
-            graph_outputs=[o.name for o in graph.output], initializers=[t.name for t in graph.initializer],
-        )
-        for i, outs in enumerate(view.outputs):
+        names, ops, inputs, outputs = [], [], [], []
+        for n in nodes:  # one pass, each field read once: protobuf reads dominate this
+            names.append(n.name)
+            domain = n.domain
+            ops.append(n.op_type if not domain or domain == "ai.onnx" else f"{domain}::{n.op_type}")
+            inputs.append(tuple(n.input))
+            outputs.append(tuple(n.output))
+        view = cls(names, ops, inputs, outputs, [i.name for i in graph.input], [o.name for o in graph.output])
+        producer = view.producer
+        for i, outs in enumerate(outputs):
             for slot, name in enumerate(outs):
-                if name:
-                    view.producer.setdefault(name, (i, slot))
-        reach = defaultdict(list)
-        for i, ins in enumerate(view.inputs):
-            for root in {view.root(t) for t in ins if t}:
-                reach[root].append(i)
-        view.reach = dict(reach)
+                if name and name not in producer:
+                    producer[name] = (i, slot)
+        view.nodes = nodes
+        view._copies = {outputs[i][0] for i, op in enumerate(ops) if op in PASS_THROUGH and outputs[i]}
         return view
+
+    @property
+    def order(self) -> list[int]:
+        """Node indices in topological order (computed on first use)."""
+        if self._order is None:
+            self._order = _order(self.nodes, self)
+        return self._order
+
+    @property
+    def reach(self) -> dict[str, list[int]]:
+        """root -> nodes reading a tensor of that root (computed on first use: only B's is read)."""
+        if self._reach is None:
+            reach = defaultdict(list)
+            root, copies = self.root, self._copies
+            for i, ins in enumerate(self.inputs):
+                for t in ins:  # a node reading one tensor twice is listed twice: candidates drop repeats
+                    if t:
+                        reach[root(t) if t in copies else t].append(i)
+            self._reach = dict(reach)
+        return self._reach
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def may_hold_bodies(self, index: int) -> bool:
+        """Cheap: only these ops can hold a graph attribute (If/Loop/Scan, or another domain's)."""
+        op = self.ops[index]
+        return op in BODY_OPS or "::" in op
 
     def label(self, index: int) -> str:
         return node_label(self.names[index], self.ops[index], index)
 
     def root(self, tensor: str) -> str:
         """The tensor `tensor` copies through pass-through nodes (itself when it copies none)."""
+        if tensor not in self._copies:
+            return tensor
         known = self._roots.get(tensor)
         if known is not None:
             return known
@@ -86,6 +115,11 @@ class GraphView:
         self._roots[tensor] = current
         return current
 
-    def consumers_of(self, tensor: str) -> list[int]:
-        """Nodes reading `tensor` or a pass-through copy of its root."""
-        return self.reach.get(self.root(tensor), [])
+def _order(nodes: list[onnx.NodeProto], view: GraphView) -> list[int]:
+    """Graph order when it is topological already (the usual case, checked on the plain tables),
+    else `topological_order` (which also counts what bodies capture)."""
+    producer = view.producer
+    if not any(view.may_hold_bodies(i) for i in range(len(view.ops))):
+        if all(producer.get(t, (-1, 0))[0] < i for i, ins in enumerate(view.inputs) for t in ins):
+            return list(range(len(nodes)))
+    return topological_order(nodes)

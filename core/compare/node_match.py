@@ -33,6 +33,9 @@ class Matching:
     back: dict[int, int] = field(default_factory=dict)  # B node -> A node
     tensors: dict[str, str] = field(default_factory=dict)  # A tensor -> B tensor
     tensors_back: dict[str, str] = field(default_factory=dict)
+    anchors: list[tuple[str, str]] = field(default_factory=list)  # pairs known before any node matched
+    walked: set[int] = field(default_factory=set)  # matched nodes of A whose inputs `_backward` paired
+    b_reach: dict[str, list[int]] = field(default_factory=dict)
 
     def pair_tensors(self, ta: str, tb: str) -> bool:
         if not ta or not tb or ta in self.tensors or tb in self.tensors_back:
@@ -42,15 +45,19 @@ class Matching:
 
     def pair_nodes(self, ia: int, ib: int) -> None:
         self.nodes[ia], self.back[ib] = ib, ia
+        tensors, back = self.tensors, self.tensors_back
         for ta, tb in zip(self.a.outputs[ia], self.b.outputs[ib]):
-            self.pair_tensors(ta, tb)
+            if ta and tb and ta not in tensors and tb not in back:
+                tensors[ta], back[tb] = tb, ta
 
     def mapped_root(self, tensor: str) -> str | None:
         """The root in B of what A's `tensor` is matched to (directly, or through its root)."""
         tb = self.tensors.get(tensor)
         if tb is None:
             tb = self.tensors.get(self.a.root(tensor))
-        return None if tb is None else self.b.root(tb)
+            if tb is None:
+                return None
+        return self.b.root(tb)
 
 
 def match_graphs(a: GraphView, b: GraphView, weight_pairs: Callable[[Matching], None],
@@ -58,12 +65,13 @@ def match_graphs(a: GraphView, b: GraphView, weight_pairs: Callable[[Matching], 
     """See the module docstring. `weight_pairs(m)` pairs the weights (by name, then content) into
     `m`; `is_weight(ta, tb)` says whether two unmatched tensors are both weights; `outer`: the
     pairs already known for the names a body reads from the graphs around it."""
-    m = Matching(a, b)
+    m = Matching(a, b, b_reach=b.reach)
     for ta, tb in (outer or {}).items():
         m.pair_tensors(ta, tb)
     _anchor_names(m, a.graph_inputs, b.graph_inputs)
     weight_pairs(m)
     _anchor_outputs(m)
+    m.anchors = list(m.tensors.items())
     for _ in range(ROUNDS):
         changed = _forward(m, STRICT) + _backward(m, is_weight)
         if not changed:
@@ -94,13 +102,11 @@ def _anchor_outputs(m: Matching) -> None:
     """Graph outputs: one side's output named like a tensor of the other (an export's output is a
     tensor of its eval graph), then the remaining outputs by position."""
     a, b = m.a, m.b
-    known_a = set(a.producer) | set(a.graph_inputs)
-    known_b = set(b.producer) | set(b.graph_inputs)
     for name in b.graph_outputs:
-        if name in known_a:
+        if name in a.producer or name in a.graph_inputs:
             m.pair_tensors(name, name)
     for name in a.graph_outputs:
-        if name in known_b:
+        if name in b.producer or name in b.graph_inputs:
             m.pair_tensors(name, name)
     left_a = [n for n in a.graph_outputs if n not in m.tensors]
     left_b = [n for n in b.graph_outputs if n not in m.tensors_back]
@@ -110,12 +116,17 @@ def _anchor_outputs(m: Matching) -> None:
 
 
 def _forward(m: Matching, mode: str) -> int:
-    a = m.a
+    a, nodes, mapped_root = m.a, m.nodes, m.mapped_root
     found = 0
     for ia in a.order:
-        if ia in m.nodes:
+        if ia in nodes:
             continue
-        roots = {r for t in a.inputs[ia] if t and (r := m.mapped_root(t)) is not None}
+        roots = set()
+        for t in a.inputs[ia]:
+            if t:
+                r = mapped_root(t)
+                if r is not None:
+                    roots.add(r)
         if mode == SKIPPING:
             roots |= _skipped_roots(m, ia)
         if not roots:
@@ -139,33 +150,41 @@ def _skipped_roots(m: Matching, ia: int) -> set[str]:
 
 
 def _candidates(m: Matching, ia: int, roots: set[str], mode: str) -> list[int]:
-    b, op = m.b, m.a.ops[ia]
-    lists = sorted((b.reach.get(r, []) for r in roots), key=len)
-    pool = list(lists[0][:CANDIDATES]) if lists else []
+    b, op, back, reach = m.b, m.a.ops[ia], m.back, m.b_reach
+    lists = [reach.get(r, ()) for r in roots]
+    first = min(lists, key=len)
+    pool = list(first[:CANDIDATES])
     if mode == SKIPPING:  # also past one unmatched node of B (a node A lacks)
         for ib in list(pool):
-            if ib not in m.back:
+            if ib not in back:
                 for t in b.outputs[ib]:
-                    pool.extend(b.reach.get(b.root(t), [])[:CANDIDATES] if t else [])
-        if len(lists) > 1:
-            pool.extend(lists[1][:CANDIDATES])
-    return [ib for ib in dict.fromkeys(pool) if ib not in m.back and b.ops[ib] == op]
+                    pool.extend(reach.get(b.root(t), [])[:CANDIDATES] if t else [])
+        for other in lists:
+            if other is not first:
+                pool.extend(other[:CANDIDATES])
+    ops = b.ops
+    return [ib for ib in dict.fromkeys(pool) if ib not in back and ops[ib] == op]
 
 
 def _best(m: Matching, ia: int, roots: set[str], mode: str) -> int | None:
     a, b = m.a, m.b
+    root, name = b.root, a.names[ia]
+    candidates = _candidates(m, ia, roots, mode)
+    if len(candidates) == 1 and mode != SKIPPING:
+        return candidates[0]  # it reads a root `ia` reads: that is how it was found
     scored = []
-    for ib in _candidates(m, ia, roots, mode):
-        reads = {b.root(t) for t in b.inputs[ib] if t}
+    for ib in candidates:
+        reads = {root(t) for t in b.inputs[ib] if t}
         if mode == SKIPPING:
-            reads |= {b.root(u) for t in b.inputs[ib] if t and (p := b.producer.get(t)) and p[0] not in m.back
+            reads |= {root(u) for t in b.inputs[ib] if t and (p := b.producer.get(t)) and p[0] not in m.back
                       for u in b.inputs[p[0]] if u}
         shared = len(roots & reads)
         if shared:
-            same_name = bool(a.names[ia]) and a.names[ia] == b.names[ib]
-            scored.append((shared + 0.5 * same_name, ib))
+            scored.append((shared + (0.5 if name and name == b.names[ib] else 0.0), ib))
     if not scored:
         return None
+    if len(scored) == 1:
+        return scored[0][1]
     top = max(s for s, _ in scored)
     tied = [ib for s, ib in scored if s == top]
     if len(tied) > 1 and mode == STRICT:
@@ -178,10 +197,11 @@ def _backward(m: Matching, is_weight: Callable[[str, str], bool]) -> int:
     matched tensors (the anchors: outputs, weights held in Constant nodes)."""
     a, b = m.a, m.b
     found = 0
-    for ia in reversed(a.order):
+    for ia in reversed(a.order):  # a pair's inputs are walked once: what fails now fails for good
         ib = m.nodes.get(ia)
-        if ib is None:
+        if ib is None or ia in m.walked:
             continue
+        m.walked.add(ia)
         for ta, tb in zip(a.inputs[ia], b.inputs[ib]):
             if not ta or not tb or ta in m.tensors or tb in m.tensors_back:
                 continue
@@ -191,7 +211,7 @@ def _backward(m: Matching, is_weight: Callable[[str, str], bool]) -> int:
                     m.pair_tensors(ta, tb)
             elif pa is not None and pb is not None:
                 found += _pair_producers(m, pa, pb)
-    for ta, tb in list(m.tensors.items()):
+    for ta, tb in m.anchors:
         pa, pb = a.producer.get(ta), b.producer.get(tb)
         if pa is not None and pb is not None:
             found += _pair_producers(m, pa, pb)

@@ -44,12 +44,37 @@ class TensorResult:
     op: str
     stats: DiffStats
     departs: bool
+    node_b: str = ""
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "node": self.node, "op": self.op, **self.stats.to_dict(), "departs": self.departs}
         if self.name_b != self.name:
             out["name_b"] = self.name_b
+        if self.node_b != self.node:
+            out["node_b"] = self.node_b
         return out
+
+
+@dataclass
+class NodeError:
+    """What one matched node adds: its worst output's relative L2 over its worst compared input's
+    (the scale the app paints, as the error overlay does)."""
+
+    node: str
+    node_b: str
+    op: str
+    rel_l2: float
+    added: float
+    nonfinite: bool
+    departs: bool
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "node_b": self.node_b, "op": self.op, "rel_l2": _finite(self.rel_l2),
+                "added": _finite(self.added), "nonfinite": self.nonfinite, "departs": self.departs}
+
+
+def _finite(v: float) -> float | None:
+    return v if v == v and abs(v) != float("inf") else None
 
 
 @dataclass
@@ -60,6 +85,7 @@ class NumericDiff:
     tensors: list[TensorResult] = field(default_factory=list)
     first_divergence: TensorResult | None = None
     runs: int = 0
+    nodes: list[NodeError] = field(default_factory=list)
 
     @property
     def differs(self) -> bool:
@@ -69,7 +95,7 @@ class NumericDiff:
         return {"inputs": self.inputs, "tolerance": self.tolerance.to_dict(),
                 "outputs": [o.to_dict() for o in self.outputs], "tensors": [t.to_dict() for t in self.tensors],
                 "first_divergence": self.first_divergence.to_dict() if self.first_divergence else None,
-                "runs": self.runs}
+                "nodes": [n.to_dict() for n in self.nodes], "runs": self.runs}
 
 
 def numeric_diff(a: ModelSide, b: ModelSide, structure: StructureDiff, inputs: FeedsLike = None,
@@ -97,6 +123,7 @@ def numeric_diff(a: ModelSide, b: ModelSide, structure: StructureDiff, inputs: F
         runner_a.close()
         runner_b.close()
     result.first_divergence = first_divergence(m, result.outputs + result.tensors)
+    result.nodes = node_errors(m, result.outputs + result.tensors)
     return result
 
 
@@ -212,8 +239,10 @@ def _result(m: Matching, pair: tuple[str, str], stats: DiffStats, tol: Tolerance
     ta, tb = pair
     made = m.a.producer.get(ta)
     node, op = (m.a.label(made[0]), m.a.ops[made[0]]) if made else ("", "")
-    return TensorResult(ta, tb, node, op, stats, stats.count > 0 and tol.departs(stats)
-                        or stats.shape_differs)
+    made_b = m.b.producer.get(tb)
+    node_b = m.b.label(made_b[0]) if made_b else ""
+    return TensorResult(ta, tb, node, op, stats, stats.count > 0 and tol.departs(stats) or stats.shape_differs,
+                        node_b)
 
 
 def first_divergence(m: Matching, results: list[TensorResult]) -> TensorResult | None:
@@ -229,3 +258,27 @@ def first_divergence(m: Matching, results: list[TensorResult]) -> TensorResult |
         if not any(r is not None and r.departs for r in ins):
             return max(departing, key=lambda r: r.stats.rel_l2 if r.stats.rel_l2 == r.stats.rel_l2 else 0.0)
     return None
+
+
+def _rel(r: TensorResult) -> float:
+    v = r.stats.rel_l2
+    return float("inf") if r.stats.nonfinite or r.stats.shape_differs or v != v else v
+
+
+def node_errors(m: Matching, results: list[TensorResult]) -> list[NodeError]:
+    """One `NodeError` per node of A with a compared output, in A's topological order."""
+    by_name = {r.name: r for r in results}
+    a = m.a
+    found = []
+    for ia in a.order:
+        outs = [by_name[t] for t in a.outputs[ia] if t in by_name]
+        if not outs:
+            continue
+        ins = [r for t in a.inputs[ia] if t and (r := by_name.get(t) or by_name.get(a.root(t))) is not None]
+        worst_out = max(_rel(r) for r in outs)
+        worst_in = max((_rel(r) for r in ins), default=0.0)
+        nonfinite = worst_out == float("inf") and worst_in != float("inf")
+        added = 1.0 if nonfinite else 0.0 if worst_in == float("inf") else max(worst_out - worst_in, 0.0)
+        found.append(NodeError(a.label(ia), outs[0].node_b, a.ops[ia], worst_out, added, nonfinite,
+                               any(r.departs for r in outs)))
+    return found

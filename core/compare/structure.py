@@ -136,7 +136,7 @@ def _graph_diff(diff: StructureDiff, m: Matching, ga: onnx.GraphProto, gb: onnx.
     va, vb = m.a, m.b
     diff.nodes_added += [{"name": prefix + vb.label(i), "op": vb.ops[i]} for i in range(len(vb)) if i not in m.back]
     diff.nodes_removed += [{"name": prefix + va.label(i), "op": va.ops[i]} for i in range(len(va)) if i not in m.nodes]
-    changes, renamed = _node_changes(m, ga.node, gb.node, prefix)
+    changes, renamed = _node_changes(m, va.nodes, vb.nodes, prefix)
     diff.renamed += renamed
     report(None, "comparing weights")
     _weight_changes(diff, m, wa, wb, prefix, report)
@@ -144,8 +144,9 @@ def _graph_diff(diff: StructureDiff, m: Matching, ga: onnx.GraphProto, gb: onnx.
         diff.nodes_changed.append(change)
     for ia in va.order:
         ib = m.nodes.get(ia)
-        if ib is not None and (has_bodies(ga.node[ia]) or has_bodies(gb.node[ib])):
-            _body_diffs(diff, m, ga.node[ia], gb.node[ib], f"{prefix}{va.label(ia)}/", report)
+        if ib is not None and (va.may_hold_bodies(ia) or vb.may_hold_bodies(ib)) and (
+                has_bodies(va.nodes[ia]) or has_bodies(vb.nodes[ib])):
+            _body_diffs(diff, m, va.nodes[ia], vb.nodes[ib], f"{prefix}{va.label(ia)}/", report)
 
 
 def _body_diffs(diff: StructureDiff, outer: Matching, na: onnx.NodeProto, nb: onnx.NodeProto, prefix: str,
@@ -200,6 +201,10 @@ def _node_changes(m: Matching, nodes_a, nodes_b, prefix: str) -> tuple[list[Node
 
 def _input_changes(m: Matching, ia: int, ib: int) -> list[str]:
     ins_a, ins_b = m.a.inputs[ia], m.b.inputs[ib]
+    get = m.tensors.get
+    if len(ins_a) == len(ins_b) and all(get(ta) == tb for ta, tb in zip(ins_a, ins_b) if ta):
+        if all(tb == "" for ta, tb in zip(ins_a, ins_b) if not ta):
+            return []
     found = []
     for slot in range(max(len(ins_a), len(ins_b))):
         ta = ins_a[slot] if slot < len(ins_a) else ""
@@ -262,9 +267,10 @@ def _weight_changes(diff: StructureDiff, m: Matching, wa: dict[str, WeightRef], 
 
 def _weight_stats(w: WeightRef, v: WeightRef) -> DiffStats:
     ta, tb = w.tensor, v.tensor
-    if (ta is not None and tb is not None and ta.HasField("raw_data") and tb.HasField("raw_data")
-            and ta.data_type == tb.data_type and list(ta.dims) == list(tb.dims) and ta.raw_data == tb.raw_data):
-        return DiffStats(count=w.numel, shape_a=w.dims, shape_b=v.dims)
+    if ta is not None and tb is not None and w.elem_type == v.elem_type and w.dims == v.dims:
+        raw = ta.raw_data
+        if raw and raw == tb.raw_data:  # the same bytes, in one comparison
+            return DiffStats(count=w.numel, shape_a=w.dims, shape_b=v.dims)
     return diff_stats(w.values(), v.values(), w.dims, v.dims)
 
 

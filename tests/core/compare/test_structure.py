@@ -92,6 +92,8 @@ def test_a_changed_constant_weight_is_a_weight_change_not_a_node_change(tmp_path
     assert not s.nodes_changed and not s.nodes_added and not s.nodes_removed
     first = report.numeric.first_divergence
     assert first is not None and first.node == "right" and first.name == "y2"
+    added = {n.node: n.added for n in report.numeric.nodes}  # what the app paints
+    assert added["left"] == 0.0 and added["right"] > 0.01 and added["sum"] < added["right"]
 
 
 def _qdq(model: onnx.ModelProto) -> onnx.ModelProto:
