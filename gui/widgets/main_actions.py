@@ -30,10 +30,13 @@ def build_actions(window: QMainWindow) -> None:
     w.cancel_action = action("&Cancel", w.cancel_job, "Esc", "Stop the running job")
     w.import_action = action("&Import from PyTorch…", w.import_flow.choose, "Ctrl+I",
                              "TorchScript .pt, torch.export .pt2 or a Hugging Face folder")
+    w.compare_action = action("Compare &with…", w.compare_dialog, "Ctrl+Shift+C",
+                              "Compare the open model (or checkpoint) with another, or two files")
     w.quit_action = action("&Quit", w.close, QKeySequence.Quit)
     menu = w.menuBar().addMenu("&File")
     menu.addAction(w.open_action)
     menu.addAction(w.import_action)
+    menu.addAction(w.compare_action)
     w.recent_menu = menu.addMenu("Open &Recent")
     w.state.fill_recent_menu(w.recent_menu, w.open_paths)
     menu.addSeparator()
