@@ -145,7 +145,7 @@ class MainWindow(QMainWindow):
         """A compare window (gui/preview/compare_window.py): the open model (with its checkpoints)
         or checkpoint against `paths[0]`, or two files when nothing is open."""
         paths = [Path(p) for p in paths]
-        s = self.sources
+        s = self.session
         if s is not None and (s.model_path or s.param_paths) and len(paths) == 1:
             a, ckpts = (s.model_path, s.param_paths) if s.model_path else (s.param_paths[0], [])
             b = paths[0]

@@ -21,7 +21,6 @@ from onnxport.core.compare.stats import DEFAULT_TOLERANCE, Tolerance
 from onnxport.core.compare.structure import StructureDiff, structure_diff
 from onnxport.core.evaluate.feeds import FeedsLike
 from onnxport.core.graph.preview import preview_bytes
-from onnxport.core.io.readers import read_parameters
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
@@ -34,6 +33,7 @@ class CompareReport:
     structure: StructureDiff | None = None
     numeric: NumericDiff | None = None
     parameters: list[ParamChange] | None = None
+    sides: tuple = ()  # the two opened sides (sides.py), for callers that show more of them
 
     @property
     def differs(self) -> bool:
@@ -70,7 +70,7 @@ def compare(a: str | Path, b: str | Path, *, checkpoints_a: Sequence[str | Path]
     report(0.02, f"opening {Path(b).name}")
     side_b = open_side(b, checkpoints_b)
     report.check()
-    result = CompareReport(str(a), str(b), tolerance)
+    result = CompareReport(str(a), str(b), tolerance, sides=(side_a, side_b))
     if isinstance(side_a, ParamSide) and isinstance(side_b, ParamSide):
         result.parameters = parameter_diff(side_a.params, side_b.params, tolerance, report.sub(0.05, 1.0))
         return result
@@ -96,7 +96,6 @@ def compare_for_app(a: str, b: str, *, progress: ProgressFn | None = None, cance
     report = compare(a, b, progress=progress, cancel=cancel, **options)
     graphs = {}
     if report.structure is not None:
-        for side, path, ckpts in (("a", a, options.get("checkpoints_a", ())), ("b", b, options.get("checkpoints_b", ()))):
-            names = [n for c in ckpts for n in read_parameters(c).params] if ckpts else ()
-            graphs[side] = preview_bytes(path, None, names)
+        for key, side in zip("ab", report.sides):
+            graphs[key] = preview_bytes(side.path, None, tuple(side.params or ()), model=side.model)
     return {"report": report.to_dict(), "graphs": graphs}

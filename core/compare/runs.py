@@ -36,9 +36,8 @@ class Runner:
         self.folder = side.folder
         if side.params is not None:
             self.model, self.param_feeds = reference_model(side.path, wanted, side.params, weights=False)
-        else:  # in place: the structure diff is done with this graph
+        else:  # the session's graph, left as it is: each run's model is put in eval semantics
             self.model, self.param_feeds = side.model, {}
-            eval_semantics(self.model.graph)
         graph = self.model.graph
         self.nodes = list(graph.node)
         self.uses = [node_uses(n) for n in self.nodes]
@@ -72,6 +71,7 @@ class Runner:
         g.initializer.extend(t for t in src.graph.initializer if t.name in seen)
         g.sparse_initializer.extend(t for t in src.graph.sparse_initializer if t.values.name in seen)
         g.output.extend(onnx.ValueInfoProto(name=n) for n in names)
+        eval_semantics(g)  # a no-op on an eval graph's reference (reference_model did it)
         return out
 
     def run(self, names: list[str], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
