@@ -22,6 +22,7 @@ from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from onnxport.core.evaluate.report import keepable_nodes
+from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.open_refusal import nothing_to_open
 from onnxport.core.workflow.session import ModelSession

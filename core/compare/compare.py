@@ -10,6 +10,7 @@ departs beyond tolerance, or a graph output one side lacks. Nothing is written.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,14 +89,17 @@ def compare(a: str | Path, b: str | Path, *, checkpoints_a: Sequence[str | Path]
     return result
 
 
-def compare_for_app(a: str, b: str, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-                    **options) -> dict:
-    """What the app's child process hands back (plain data): `{"report": compare(...).to_dict(),
-    "graphs": {"a": bytes, "b": bytes}}`, the graphs weight-free for the preview (none for two
-    parameter files)."""
-    report = compare(a, b, progress=progress, cancel=cancel, **options)
+def compare_in_child(request: dict, data: bytes, channel) -> dict:
+    """The app's comparison, run in a child (util/child_call.py's JSON protocol: nothing pickled
+    crosses back, the answer is about strangers' files): `request` holds `a`, `b`,
+    `checkpoints_a`, `checkpoints_b`; the answer is `{"report": compare(...).to_dict(), "graphs":
+    {"a": base64, "b": base64}}`, the graphs weight-free for the preview (none for parameter files)."""
+    report = compare(request["a"], request["b"], checkpoints_a=request.get("checkpoints_a", ()),
+                     checkpoints_b=request.get("checkpoints_b", ()), progress=channel.progress,
+                     cancel=channel.cancel)
     graphs = {}
     if report.structure is not None:
         for key, side in zip("ab", report.sides):
-            graphs[key] = preview_bytes(side.path, None, tuple(side.params or ()), model=side.model)
+            graph = preview_bytes(side.path, None, tuple(side.params or ()), model=side.model)
+            graphs[key] = base64.b64encode(graph).decode("ascii")
     return {"report": report.to_dict(), "graphs": graphs}
