@@ -17,12 +17,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import shiboken6
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from onnxport.core.evaluate.report import keepable_nodes
-from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size
 from onnxport.core.workflow.open_refusal import nothing_to_open
 from onnxport.core.workflow.session import ModelSession
@@ -37,7 +35,7 @@ from .jobs import core_calls
 from .jobs.runner import JobRunner
 from .jobs.worker import Job
 from .preview import make_preview
-from .preview.compare_window import CompareWindow
+from .preview.compare_window import CompareWindow, open_compare
 from .preview.error_overlay import ErrorOverlay
 from .widgets.app_state import AppState
 from .widgets.export_gate import gate_export
@@ -137,29 +135,12 @@ class MainWindow(QMainWindow):
                 self.open_paths(paths)
 
     def compare_dialog(self) -> None:
-        files, _ = QFileDialog.getOpenFileNames(self, "Compare with", str(self.state.open_folder),
-                                                "Models and checkpoints (*)")
+        files, _ = QFileDialog.getOpenFileNames(self, "Compare with", str(self.state.open_folder), "Models and checkpoints (*)")
         if files:
             self.compare_with(files)
 
     def compare_with(self, paths) -> CompareWindow | None:
-        """A compare window (gui/preview/compare_window.py): the open model (with its checkpoints)
-        or checkpoint against `paths[0]`, or two files when nothing is open."""
-        paths = [Path(p) for p in paths]
-        s = self.session
-        if s is not None and (s.model_path or s.param_paths) and len(paths) == 1:
-            a, ckpts = (s.model_path, s.param_paths) if s.model_path else (s.param_paths[0], [])
-            b = paths[0]
-        elif len(paths) == 2:
-            (a, b), ckpts = paths, []
-        else:
-            show_error(self, "Compare", OnnxportError("open a model first, or pick two files to compare"))
-            return None
-        win = CompareWindow(a, b, ckpts)
-        self._compare_windows = [w for w in getattr(self, "_compare_windows", []) if shiboken6.isValid(w)] + [win]
-        win.show()
-        win.start()
-        return win
+        return open_compare(self, self.session, paths)  # gui/preview/compare_window.py
 
     def open_paths(self, paths) -> None:
         paths = [Path(p) for p in paths]

@@ -8,6 +8,7 @@
   with a thick border and centred; below, a sortable table of every difference, where a click
   shows its node (switching graphs when the node lives in the other one);
 - for two parameter files, a sortable table of parameters by change.
+`open_compare(parent, session, paths)` is the File menu's and the Shift-drop's way in.
 Signals: `shown(dict)` once a report is on screen, `painted(int)` after each paint (nodes
 painted), `failed(str)`. Nothing here blocks the GUI thread: the page is polled with timers.
 """
@@ -30,7 +31,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..dialogs.error_dialog import error_text
+from onnxport.core.util.errors import OnnxportError
+
+from ..dialogs.error_dialog import error_text, show_error
 from ..jobs.compare_call import compare_job
 from ..jobs.runner import JobRunner
 from ..widgets.elided_label import ElidedLabel
@@ -238,6 +241,25 @@ class CompareWindow(QWidget):
         self.runner.cancel()
         self.server.stop()
         super().closeEvent(event)
+
+
+def open_compare(parent: QWidget, session, paths) -> CompareWindow | None:
+    """A compare window, started: the open session's model (with its checkpoints) or checkpoint
+    against `paths[0]`, or two files when nothing is open (else an error dialog, None)."""
+    paths = [Path(p) for p in paths]
+    s = session
+    if s is not None and (s.model_path or s.param_paths) and len(paths) == 1:
+        a, ckpts = (s.model_path, list(s.param_paths)) if s.model_path else (s.param_paths[0], [])
+        b = paths[0]
+    elif len(paths) == 2:
+        (a, b), ckpts = paths, []
+    else:
+        show_error(parent, "Compare", OnnxportError("open a model first, or pick two files to compare"))
+        return None
+    win = CompareWindow(a, b, ckpts, parent=parent)  # a window of its own, closed with its parent
+    win.show()
+    win.start()
+    return win
 
 
 def _b_names(report: dict, node: str) -> dict[str, str]:
