@@ -8,14 +8,17 @@ error map's summary (core/evaluate/tensor_errors.py, via `report.accuracy_map`) 
 - `AccuracyPanel.set_report(report)`: shows what the report has (each part hides when absent);
   `show_node(name)`: the figures of one node (a click on the preview, gui/preview/error_overlay.py).
 - `DiffTable` (a QTableWidget): one row per diff row, columns section, name, before, after, change;
-  `rows()` gives the texts shown (tests, screenshots).
+  `rows()` gives the texts shown (tests, screenshots). A name shows whole up to `NAME_CHARS`
+  characters (the table asks for that much room: the window widens the panel to fit it, else the
+  tab scrolls sideways); a longer tensor name elides in the middle. An accuracy change is red
+  only for an output that failed its check (a cosine of 0.999999 is not a loss to flag).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -38,6 +41,8 @@ from .wrapped_label import WrappedLabel
 GOOD = QColor("#3a9a4a")
 BAD = QColor("#c8423b")
 SMALLER_IS_BETTER = {"size", "latency"}  # per-dtype bytes move between dtypes: no colour
+NAME_CHARS = 24  # shown whole before a name elides ("DynamicQuantizeLinear", "file (with external data)")
+CELL_PAD = 12  # a cell's margins around its text
 
 
 class DiffTable(QTableWidget):
@@ -57,16 +62,28 @@ class DiffTable(QTableWidget):
         self.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
-    def set_diff(self, diff: dict | None) -> None:
-        """Fill the table. The columns are sized to their contents once, after the fill: with the
+    def set_diff(self, diff: dict | None, failed: frozenset[str] | set[str] = frozenset()) -> None:
+        """Fill the table; `failed`: the accuracy rows (`<output> (cosine)`) of outputs that failed
+        their check. The columns are sized to their contents once, after the fill: with the
         header sizing them as it goes, cells set in a shown table measured their whole column
         again and again (a quantize report shown over one: 67 ms of GUI CPU, two thirds of it
         measuring text; 24 ms with this)."""
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         try:
-            self._fill(diff)
+            self._fill(diff, failed)
         finally:
             self._size_columns()
+        metrics = self.fontMetrics()
+        longest = max((metrics.horizontalAdvance(r[1]) for r in self.rows()), default=0)
+        self._name_width = min(longest, metrics.horizontalAdvance("x" * NAME_CHARS)) + CELL_PAD
+        self.updateGeometry()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """Room for the figures and each name up to NAME_CHARS characters (see the module docstring)."""
+        hint = super().minimumSizeHint()
+        figures = sum(self.columnWidth(c) for c in (0, 2, 3, 4)) if self.rowCount() else 0
+        return QSize(max(hint.width(), figures + getattr(self, "_name_width", 0) + 2 * self.frameWidth()),
+                     hint.height())
 
     def _size_columns(self) -> None:
         """The figures fit their text; the name column takes the room left (elided in the middle
@@ -75,7 +92,7 @@ class DiffTable(QTableWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
 
-    def _fill(self, diff: dict | None) -> None:
+    def _fill(self, diff: dict | None, failed) -> None:
         rows = [DiffRow(**r) for r in (diff or {}).get("rows", [])]
         self.setHorizontalHeaderLabels(["", "", "before", "after", "change"])
         for column, key in ((2, "before"), (3, "after")):
@@ -96,7 +113,7 @@ class DiffTable(QTableWidget):
                 if j >= 2:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if j == 4:
-                    colour = _change_colour(row)
+                    colour = _change_colour(row, row.name in failed)
                     if colour is not None:
                         item.setForeground(colour)
                 self.setItem(i, j, item)
@@ -106,15 +123,20 @@ class DiffTable(QTableWidget):
                 for i in range(self.rowCount())]
 
 
-def _change_colour(row: DiffRow) -> QColor | None:
+def _change_colour(row: DiffRow, failed: bool) -> QColor | None:
     if row.before is None or row.after is None or row.after == row.before:
         return None
     if row.section in SMALLER_IS_BETTER:
         return GOOD if row.after < row.before else BAD
-    if row.section == "accuracy":
-        delta = accuracy_delta(row)
-        return None if delta == 0 else BAD if delta < 0 else GOOD
+    if row.section == "accuracy":  # a loss within the output's check is expected: red only past it
+        return BAD if failed and accuracy_delta(row) < 0 else None
     return None
+
+
+def failed_rows(report: dict) -> frozenset[str]:
+    """The diff's accuracy rows (`<output> (cosine)`) of the outputs whose check failed."""
+    validation = (report.get("quantize") or {}).get("validation") or report.get("validation") or {}
+    return frozenset(f"{o['name']} (cosine)" for o in validation.get("outputs", []) if o.get("passed") is False)
 
 
 class AccuracyPanel(QWidget):
@@ -145,7 +167,7 @@ class AccuracyPanel(QWidget):
         self.jump.setVisible(bool(self._map))
         self.node_info.clear()
         self.node_info.hide()
-        self.diff.set_diff(report.get("diff"))
+        self.diff.set_diff(report.get("diff"), failed_rows(report))
         diff = report.get("diff") or {}
         has_diff = bool(diff.get("rows"))
         if has_diff:

@@ -108,7 +108,29 @@ def test_a_change_below_what_is_shown_is_not_coloured(qtbot):
     table.set_diff({"before": "a.onnx", "after": "b.onnx", "rows": [
         {"section": "accuracy", "name": "y (cosine)", "before": 1.0, "after": 0.99999996},
         {"section": "accuracy", "name": "z (cosine)", "before": 1.0, "after": 0.99},
-    ]})
+        {"section": "accuracy", "name": "w (cosine)", "before": 1.0, "after": 0.999999},
+    ]}, failed={"z (cosine)"})
     assert table.rows()[0][2:] == ["1.000000", "1.000000", ""]
     assert table.item(0, 4).foreground().style() == Qt.BrushStyle.NoBrush  # no red for "no change"
     assert table.item(1, 4).text() == "-0.010000" and table.item(1, 4).foreground().color().name() == "#c8423b"
+    # issue 35: -0.000001 on an output that passed its check is no loss to flag
+    assert table.item(2, 4).text() == "-0.000001" and table.item(2, 4).foreground().style() == Qt.BrushStyle.NoBrush
+
+
+def test_the_report_at_the_default_window_shows_every_short_name_whole(qtbot, window, report):
+    """Issue 35: at 1400x860 the table showed "f...2", "D...r", "M...r": the name column got what the
+    figures left of a 270 px panel. Names up to NAME_CHARS now show whole; the panel widens to fit."""
+    from onnxport.gui.widgets.accuracy_panel import NAME_CHARS
+
+    window.resize(1400, 860)
+    window.report_view.set_report(report)
+    window._show_report_tab()
+    table = window.report_view.accuracy.diff
+    qtbot.waitUntil(lambda: table.isVisible() and table.rowCount() > 0)
+    metrics = table.fontMetrics()
+    names = [row[1] for row in table.rows()]
+    assert "DynamicQuantizeLinear" in names and "float32" in names
+    short = [n for n in names if len(n) <= NAME_CHARS]
+    needed = max(metrics.horizontalAdvance(n) for n in short)
+    side = window.report_tab.horizontalScrollBar()
+    qtbot.waitUntil(lambda: table.columnWidth(1) >= needed and side.maximum() == 0)  # and no side scroll
