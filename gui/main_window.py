@@ -40,7 +40,7 @@ from .preview.error_overlay import ErrorOverlay
 from .widgets.app_state import AppState
 from .widgets.export_gate import gate_export
 from .widgets.job_status import JobStatus
-from .widgets.log_dock import LogDock
+from .widgets.log_dock import LogDock, without_table
 from .widgets.main_actions import build_actions
 from .widgets.main_layout import add_view_menu, fit_width, lay_out
 from .widgets.outputs_pane import OutputsPane
@@ -298,7 +298,7 @@ class MainWindow(QMainWindow):
         self.last_quantized = post.quantize.path if post is not None and post.quantize is not None else None
         self.log_lines([f"wrote {export.path} ({human_size(export.size_bytes)}, {export.nodes} nodes, "
                         f"{export.folded} folded, {export.seconds:.2f} s)",
-                        *(post.summary_lines if post is not None else ())])
+                        *(without_table(post.summary_lines) if post is not None else ())])
         self._update_actions()
         later(self, lambda: self._show_export(result))
 
