@@ -8,7 +8,8 @@ The page side of the overlay, shipped as Python (no package data). `INSTALL_JS` 
   title, draw the border of the first jump thick, and show the legend (`div#onnxport-legend`, from
   `payload.legend`) in a strip below the graph area; while nodes are painted, Netron's category
   colours are neutral (`OVERLAY_CSS`); returns how many nodes it painted (0: the legend is hidden);
-- `clear()`: the page as Netron drew it;
+- `clear()`: the page as Netron drew it, but for the categories it colours like an error (Relu's
+  dark red: `PALETTE_CSS`, installed with the first apply or clear of a page, after each drawing);
 - `take()`: the nodes clicked since the last call, as JSON text (TAKE_CLICKS_JS: a capture-phase
   listener, since Netron's handlers stop bubbling), for the Python side to poll.
 Everything stays in the page: no request is made.
@@ -119,10 +120,16 @@ INSTALL_JS = r"""
 """
 
 LEGEND_PX = 52  # the strip below the graph the legend lives in
-# While the map is on: Netron's category colours (Relu, Softmax dark red...) go neutral and its red
-# selection blue, so the only warm colours are the error's; the graph area ends above the legend's
-# strip (no node under it).
-OVERLAY_CSS = f"""
+# Always: Netron's category colours that read as an error before anything was measured (Relu,
+# Softmax dark red; QuantizeLinear and Attention dark orange) are calm ones, so warm colours on the
+# graph are the error map's alone (hovered, Netron's own white).
+CALM_CATEGORIES = {"activation": "rgb(52, 104, 112)", "quantization": "rgb(96, 96, 112)",
+                   "attention": "rgb(104, 84, 140)"}
+PALETTE_CSS = "".join(f"g.graph-node .node-item-type-{kind}:not(:hover) path {{ fill: {fill}; }}\n"
+                      for kind, fill in CALM_CATEGORIES.items())
+# While the map is on: every category colour goes neutral and Netron's red selection blue; the
+# graph area ends above the legend's strip (no node under it).
+OVERLAY_CSS = PALETTE_CSS + f"""
 body.onnxport-overlay .target {{ height: calc(100% - {LEGEND_PX}px) !important; }}
 body.onnxport-overlay .toolbar {{ bottom: {LEGEND_PX + 10}px !important; }}
 body.onnxport-overlay g.graph-node [class*="node-item-type"] path {{ fill: #e4e4e4 !important; }}
@@ -136,6 +143,6 @@ body.onnxport-overlay .select.node-argument > rect {{ stroke: #1f6fd0 !important
 """
 
 APPLY_JS = INSTALL_JS.replace("OVERLAY_CSS", json.dumps(OVERLAY_CSS).replace("%", "%%")) + "\nwindow.__onnxport_overlay.apply(%s);"
-CLEAR_JS = "window.__onnxport_overlay ? window.__onnxport_overlay.clear() : 0;"
+CLEAR_JS = INSTALL_JS.replace("OVERLAY_CSS", json.dumps(OVERLAY_CSS)) + "\nwindow.__onnxport_overlay.clear();"
 # as JSON text: runJavaScript hands arrays and objects back as '' in some Qt versions
 TAKE_CLICKS_JS = "JSON.stringify(window.__onnxport_overlay ? window.__onnxport_overlay.take() : [])"

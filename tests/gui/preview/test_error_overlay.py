@@ -183,16 +183,21 @@ GEOMETRY_JS = """(function () {
 
 
 def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay, quantized):
-    """While the map is on, Netron's own category colours (Relu's dark red...) are neutral, and the
-    legend sits in a strip below the graph area: no drawn node, as seen, lies under it."""
+    """While the map is on, Netron's own category colours are neutral, and the legend sits in a
+    strip below the graph area: no drawn node, as seen, lies under it. Before any map (issue 35)
+    and after it, Relu is never Netron's dark red, which read as "error" before anything was
+    quantized."""
+    from onnxport.gui.preview.overlay_script import CALM_CATEGORIES
+
     fp32, report = quantized
     panel = overlay.preview
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(overlay.painted, timeout=60_000) as cleared:  # drawn, and no map to paint
         panel.set_model(str(fp32), ["logits"])
+    assert cleared.args == [0]
     before = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
     relu = next(n for n in onnx.load(fp32).graph.node if n.op_type == "Relu").name
-    netron_red = before["nodes"][relu]["fill"]  # Netron's activation colour (dark red), before
-    assert netron_red not in (None, "rgb(228, 228, 228)")
+    calm = before["nodes"][relu]["fill"]
+    assert calm == CALM_CATEGORIES["activation"] and calm != "rgb(112, 41, 33)"  # not Netron's dark red
     payload, _ = paint_and_read(qtbot, overlay, report)
     state = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
     assert state["overlay"] and state["legend"]
@@ -218,7 +223,7 @@ def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay,
         overlay.report_view.set_report(build_report(export={"path": str(fp32)}))
     after = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
     assert not after["overlay"] and after["legend"] is None
-    assert after["nodes"][relu]["fill"] == netron_red  # Netron's colours back with the map off
+    assert after["nodes"][relu]["fill"] == calm  # the calm colours back with the map off, never red
 
 
 
