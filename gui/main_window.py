@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from onnxport.core.evaluate.report import keepable_nodes
 from onnxport.core.util.text import human_size
+from onnxport.core.util.written_files import WrittenFiles
 from onnxport.core.workflow.open_refusal import nothing_to_open
 from onnxport.core.workflow.session import ModelSession
 
@@ -71,6 +72,7 @@ class MainWindow(QMainWindow):
         self.last_export: Path | None = None
         self.last_quantized: Path | None = None
         self._last_choices: tuple[Path, object] | None = None  # (model, ExportChoices) of the last export
+        self._export_watch: WrittenFiles | None = None
         self.runner = JobRunner(self)
         self.log_dock = LogDock(self)  # the log (gui/widgets/log_dock.py); first: everything logs
         self.log, self.log_line, self.log_lines = self.log_dock.view, self.log_dock.log_line, self.log_dock.log_lines
@@ -111,6 +113,7 @@ class MainWindow(QMainWindow):
         self.runner.progress.connect(self.job_status.show_progress)
         self.runner.message.connect(self.log_line)
         self.runner.failed.connect(self._job_failed)
+        self.runner.ended.connect(self._kept_after_cancel)  # before `jobEnded`: its listeners see the state
         self.runner.ended.connect(self.jobEnded)
         self.runner.finished.connect(lambda _name: (self.job_status.idle(), self._update_actions()))
 
@@ -285,7 +288,18 @@ class MainWindow(QMainWindow):
         self._export_asked = (choices, allowed)
         self._last_choices = (self.session.model_path, choices)  # shown again by the next Export dialog
         self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
+        self._export_watch = WrittenFiles(choices.path)  # what a Cancel leaves in place (README: Cancel)
         self.runner.run("export", core_calls.export_job(self.session, outputs, choices, allowed), self._exported)
+
+    def _kept_after_cancel(self, name: str, how: str) -> None:
+        """A Cancel after the float model was put in place (during the quantization, say) keeps it,
+        complete: the log names it (the job's line), and it is the last export Validate and Deploy use."""
+        watch = self._export_watch
+        if name != "export" or how != "cancelled" or watch is None or watch.out not in watch.written():
+            return
+        self.last_export, self.last_quantized = watch.out, None
+        self.log_line(f"{watch.out.name} (float32) is kept, complete: Validate and Deploy use it")
+        self._update_actions()
 
     def _exported(self, result) -> None:
         """Take the export's result and show it in stages, each in an event-loop turn of its own

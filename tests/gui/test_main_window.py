@@ -232,3 +232,24 @@ def test_window_state_and_recent_files_survive_a_restart(qtbot, window, example,
     assert again.restoreGeometry(settings.value("window/geometry"))
     assert again.restoreState(settings.value("window/state"), LAYOUT_VERSION)
     assert again.recent_menu.isEnabled() and len(again.recent_menu.actions()) == 1
+
+
+def test_a_cancel_during_the_quantization_keeps_the_float_model_and_says_so(qtbot, window, example, tmp_path,
+                                                                             monkeypatch):
+    """Issue 35 / README "Cancel": the float model, complete and validated, is kept (removing it would
+    lose a correct file the user may have replaced an older one with); the log names it, nothing
+    quantized or partial is left, and it is the export Validate and Deploy use."""
+    open_example(qtbot, window, example)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "model.onnx"
+    clicking_cancel_when(monkeypatch, lambda message, token: "quantizing" in message)
+    with qtbot.waitSignal(window.jobEnded, timeout=120_000) as ended:
+        window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
+    assert ended.args == ["export", "cancelled"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["model.onnx"]  # no int8 model, no report, no temp
+    ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])  # complete
+    log = window.log.toPlainText()
+    assert f"export cancelled; already written: {out} (complete)" in log
+    assert "model.onnx (float32) is kept, complete: Validate and Deploy use it" in log
+    assert window.last_export == out and window.last_quantized is None
