@@ -29,7 +29,7 @@ from onnxport.core.workflow.session import ModelSession
 from .dialogs.allow_question import allowable, ask_to_allow
 from .dialogs.deploy_flow import DeployFlow
 from .dialogs.error_dialog import error_text, show_error
-from .dialogs.export_dialog import ExportDialog, after_export_failure
+from .dialogs.export_dialog import export_dialog_for, say_after_export_failure
 from .dialogs.help_menu import add_help_menu
 from .dialogs.import_flow import ImportFlow
 from .jobs import core_calls
@@ -259,25 +259,13 @@ class MainWindow(QMainWindow):
 
     # --- export / validate ---------------------------------------------------------------------
     def export_dialog(self, quantize: str | None = None) -> None:
-        """The Export dialog for the checked outputs; `quantize`: the mode to start with ("int8": the
-        one that can help this model, core/quantize/mode_choice.py). The choices of this model's last
-        export come back, failed or not."""
+        """The Export dialog (`quantize`: the mode to start with, "int8": the one that can help);
+        this model's last choices come back, failed or not."""
         if self.session is None or self.model is None or self.busy:
             return
-        from onnxport.core.quantize.mode_choice import int8_choice
-
-        outputs = self.model.checked_outputs()
-        session = self.session
-        name = session.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
-        mode, why = int8_choice(session.table.ops)
-        reference = ("the eval graph + checkpoint" if session.params is not None
-                     else f"the source model ({session.model_path.name})")
         last = self._last_choices
-        dialog = ExportDialog(self, outputs, name, quantize=mode if quantize == "int8" else
-                              quantize if isinstance(quantize, str) else None,
-                              settings=self.settings, folder=session.model_path.parent,  # beside the model
-                              reference=reference, mode_notes={"dynamic": why} if why else None,
-                              remembered=last[1] if last and last[0] == session.model_path else None)
+        dialog = export_dialog_for(self, self.session, self.model.checked_outputs(), quantize, self.settings,
+                                   last[1] if last and last[0] == self.session.model_path else None)
         dialog.accepted.connect(lambda: self.start_export(dialog.choices()))
         dialog.open()
 
@@ -372,11 +360,8 @@ class MainWindow(QMainWindow):
         text = error_text(exc)
         written = getattr(exc, "written", None)  # (ExportResult, PostExportResult): the float model stays
         if written is not None:
-            self._exported(written)  # shown as the export, with its validation
-            step, kept = after_export_failure(written, self._last_choices)
-            self.log_line(f"{step} failed: {text}; {kept}")
-            box = show_error(self, f"{step[0].upper()}{step[1:]} failed", exc, details)
-            box.setText(f"{box.text()}\n\n{kept[0].upper()}{kept[1:]}.")
+            self._exported(written)  # shown as the export, with its validation; what failed is said
+            self.log_line(say_after_export_failure(self, exc, details, written, self._last_choices))
         elif name == "export" and allowable(exc) is not None:  # a choice lifts it: asked, not just said
             self.log_line(f"{name} failed: {text}")
             choices, allowed = self._export_asked

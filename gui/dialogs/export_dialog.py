@@ -39,6 +39,7 @@ from onnxport.core.workflow.written_names import quantized_path, report_path_for
 
 from ..widgets import plain_text
 from ..widgets.plain_text import plain_label
+from .error_dialog import error_text, show_error
 from .quantize_box import QuantizeBox
 
 EXTERNAL = [("Automatic (above 2 GB)", "auto"), ("Always (.onnx + .onnx.data)", "always"),
@@ -84,15 +85,34 @@ def input_sizes(shapes_text: str, dims_text: str) -> tuple[dict[str, tuple[int, 
     return dict(request.shapes), dict(request.dims)
 
 
-def after_export_failure(written: tuple, last: tuple | None) -> tuple[str, str]:
-    """(the step that failed, what stays written) when a step after the export failed: e.g.
-    ("dynamic int8 quantization", "the float32 model /x/m.onnx is written and validated")."""
+def say_after_export_failure(parent, exc: Exception, details: str, written: tuple, last: tuple | None) -> str:
+    """A step after the export failed, the float model written: the error box says what failed and
+    what stays written (e.g. "Dynamic int8 quantization failed" ... "The float32 model /x/m.onnx is
+    written and validated."); returns the log's line. `last`: (model, ExportChoices) of the run."""
     export, post = written
-    choices = last[1] if last else None
-    mode = getattr(choices, "quantize", None)
+    mode = getattr(last[1], "quantize", None) if last else None
     step = f"{MODE_NAMES.get(mode, mode)} quantization" if mode else "the report"
     checked = " and validated" if post is not None and post.validation is not None else ""
-    return step, f"the float32 model {export.path} is written{checked}"
+    kept = f"the float32 model {export.path} is written{checked}"
+    box = show_error(parent, f"{step[0].upper()}{step[1:]} failed", exc, details)
+    box.setText(f"{box.text()}\n\n{kept[0].upper()}{kept[1:]}.")
+    return f"{step} failed: {error_text(exc)}; {kept}"
+
+
+def export_dialog_for(parent, session, outputs: list[str], quantize: str | None, settings: QSettings,
+                      remembered: ExportChoices | None) -> ExportDialog:
+    """The Export dialog for `session`'s `outputs`: the destination beside the model, validation
+    against what the session holds, `quantize` "int8" for the int8 mode that can help it
+    (core/quantize/mode_choice.py: its reason under Dynamic when that cannot)."""
+    from onnxport.core.quantize.mode_choice import int8_choice
+
+    mode, why = int8_choice(session.table.ops)
+    reference = ("the eval graph + checkpoint" if session.params is not None
+                 else f"the source model ({session.model_path.name})")
+    name = session.model_path.stem.replace("eval_model", "model") + "_inference.onnx"
+    start = mode if quantize == "int8" else quantize if isinstance(quantize, str) else None
+    return ExportDialog(parent, outputs, name, quantize=start, settings=settings, folder=session.model_path.parent,
+                        reference=reference, mode_notes={"dynamic": why} if why else None, remembered=remembered)
 
 
 class ExportDialog(QDialog):

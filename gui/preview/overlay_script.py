@@ -8,8 +8,7 @@ The page side of the overlay, shipped as Python (no package data). `INSTALL_JS` 
   title, draw the border of the first jump thick, and show the legend (`div#onnxport-legend`, from
   `payload.legend`) in a strip below the graph area; while nodes are painted, Netron's category
   colours are neutral (`OVERLAY_CSS`); returns how many nodes it painted (0: the legend is hidden);
-- `clear()`: the page as Netron drew it, but for the categories it colours like an error (Relu's
-  dark red: `PALETTE_CSS`, installed with the first apply or clear of a page, after each drawing);
+- `clear()`: the page as Netron drew it, but for categories it colours like an error (`PALETTE_CSS`);
 - `take()`: the nodes clicked since the last call, as JSON text (TAKE_CLICKS_JS: a capture-phase
   listener, since Netron's handlers stop bubbling), for the Python side to poll.
 Everything stays in the page: no request is made.
