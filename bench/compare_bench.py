@@ -1,6 +1,6 @@
 """`onnxport compare`: bounded memory against keeping every tensor, and the structure diff at scale.
 
-    python -m bench compare_bench [--skip-big] [--page 736]
+    python -m bench compare_bench [--skip-big] [--page 736] [--only memory|structure|big]
 
 Measured in one run, each comparison in a process of its own (peak RSS = its VmHWM):
 - memory: the PP-OCRv4 detector against a copy with noise in one mid Conv weight, on a page of
@@ -142,15 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page", type=int, default=736)
     parser.add_argument("--nodes", type=int, default=103_000)  # the decoder-like builder lands a little under
     parser.add_argument("--skip-big", action="store_true")
+    parser.add_argument("--only", choices=["memory", "structure", "big"], help="one part only")
     args = parser.parse_args(argv)
     from tests.real.corpus import ocr_detector
 
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="compare-bench-") as tmp:
         folder = Path(tmp)
-        results["memory"] = memory(folder, args.page, ocr_detector())
-        results["structure"] = structure(folder, args.nodes)
-        if not args.skip_big:
+        if args.only in (None, "memory"):
+            results["memory"] = memory(folder, args.page, ocr_detector())
+        if args.only in (None, "structure"):
+            results["structure"] = structure(folder, args.nodes)
+        if args.only == "big" or (args.only is None and not args.skip_big):
             results["big"] = big(folder)
     _print(results)
     OUT.mkdir(parents=True, exist_ok=True)

@@ -196,6 +196,9 @@ def take_shots(app) -> int:
     from accuracy_shots import accuracy_shots
 
     accuracy_shots(window, tmp, shot, until)
+    from compare_shots import compare_shots  # File > Compare with: two models, two checkpoints
+
+    compare_shots(window, tmp, shot, until)
     window.close()
     pump(0.5)
     shutil.rmtree(tmp, ignore_errors=True)

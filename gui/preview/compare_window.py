@@ -177,6 +177,7 @@ class CompareWindow(QWidget):
                 if c == 0 and targets is not None:
                     item.setData(Qt.ItemDataRole.UserRole, targets[r])
                 table.setItem(r, c, item)
+        table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)  # the core's order first
         table.setSortingEnabled(True)
         table.resizeColumnsToContents()
         table.horizontalHeader().setStretchLastSection(True)
