@@ -1,14 +1,14 @@
 """What a Hugging Face folder may make transformers read and allocate, checked before it does.
 
-Why: transformers follows a folder's files where they lead. `model.safetensors.index.json` maps
-tensors to shard files by name, and a `weight_map` entry `../x` (or a shard that is a symlink
-out) made the exported model hold an outside file's bytes. And a tiny folder whose config.json
-asks for a 4M-word vocabulary made transformers allocate 16 GB of weights it does not have.
+Why: transformers follows a folder's files where they lead: a `weight_map` entry `../x` in an
+index (or a shard symlinked out) made the export hold an outside file's bytes; a tiny folder whose
+config.json asks for a 4M-word vocabulary made it allocate 16 GB of weights it does not have.
 
 Contract:
-- `weight_files(folder)`: the weight files (`*.safetensors`, `pytorch_model*.bin`), each a regular
-  file inside the folder (`confined`), and every file a `*.index.json` in the folder names as
-  well; `OnnxportError` naming the file otherwise (or when there are none).
+- `weight_files(folder)`: the weight files (`*.safetensors`, `pytorch_model*.bin`) and every file a
+  `*.index.json` names, each a regular file inside the folder (`confined`); else one line.
+- `check_json_files(folder)`: every `*.json` of the folder (transformers parses them) inside it,
+  bounded in size and nesting (util/json_files.py);
 - `check_requested_size(folder, model_bytes, weights)`: the model the config describes may take
   at most max(HF_SIZE_FLOOR, HF_SIZE_RATIO x the weight files' bytes) (fp16/bf16 weights load as
   float32: 2x; a task head initialised at random is small); else one line refusing it.
@@ -16,14 +16,14 @@ Contract:
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from onnxport.core.io.confined import ConfinementError, confined_file
 from onnxport.core.io.regular_files import regular_file
-from onnxport.core.util.budgets import MiB, human_bytes
+from onnxport.core.util.budgets import JSON_FILE_MAX, MiB, human_bytes
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.json_files import check_json_file, read_json
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 INDEX_PATTERN = "*.index.json"
@@ -46,11 +46,7 @@ def _indexed(index: Path, folder: Path) -> list[Path]:
     if st.st_size > INDEX_MAX_BYTES:
         raise OnnxportError(f"{index}: {human_bytes(st.st_size)}, too big for a weight index "
                             f"(at most {human_bytes(INDEX_MAX_BYTES)})")
-    try:
-        with open(index, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError) as exc:
-        raise OnnxportError(f"{index}: not readable JSON ({type(exc).__name__})") from None
+    data = read_json(index, INDEX_MAX_BYTES)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise OnnxportError(f"{index}: no weight_map of tensor names to file names")
@@ -69,6 +65,13 @@ def weight_files(folder: str | os.PathLike) -> list[Path]:
         _confined(index.name, folder, "weight index")
         _indexed(index, folder)
     return found
+
+
+def check_json_files(folder: str | os.PathLike) -> None:
+    """See the module docstring."""
+    folder = Path(folder)
+    for path in sorted(folder.glob("*.json")):
+        check_json_file(_confined(path.name, folder, "JSON file"), JSON_FILE_MAX)
 
 
 def check_requested_size(folder: str | os.PathLike, model_bytes: int, weights: list[Path]) -> None:

@@ -21,7 +21,7 @@ import pickle
 from pathlib import Path
 
 from onnxport.core.io.kinds import SourceKind
-from onnxport.core.pytorch.hf_files import check_requested_size, weight_files
+from onnxport.core.pytorch.hf_files import check_json_files, check_requested_size, weight_files
 from onnxport.core.pytorch.presets import TASKS, TEXT_INPUTS, default_task, get_preset, wrap_for_task
 from onnxport.core.pytorch.program import (
     LoadedProgram,
@@ -51,6 +51,7 @@ def import_transformers():
 
 def _config(folder: Path):
     transformers = import_transformers()
+    check_json_files(folder)  # transformers parses them itself: bounded before it does
     raw = read_json(folder / "config.json")
     if raw.get("auto_map"):
         raise OnnxportError(f"{folder}: the model needs its own Python code (auto_map in config.json); "

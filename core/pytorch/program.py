@@ -5,12 +5,13 @@ program, and the guarded ways torch and its files are opened. Shared by `sources
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from onnxport.core.io.kinds import SourceKind
 from onnxport.core.pytorch.presets import TEXT_INPUTS, TaskPreset
+from onnxport.core.util import json_files
+from onnxport.core.util.budgets import JSON_FILE_MAX
 from onnxport.core.util.errors import OnnxportError, UnavailableError
 
 TORCH_HINT = "needs torch: pip install 'onnxport[torch]'"
@@ -118,11 +119,8 @@ def text_input_specs(names: list[str], vocab_size: int | None, type_vocab_size: 
 
 
 def read_json(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise OnnxportError(f"{path}: not readable JSON ({exc})") from None
+    """A JSON object from a model folder's file, its size and nesting bounded (util/json_files.py)."""
+    data = json_files.read_json(path, JSON_FILE_MAX)
     if not isinstance(data, dict):
         raise OnnxportError(f"{path}: expected a JSON object")
     return data

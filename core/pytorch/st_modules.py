@@ -13,12 +13,12 @@ folder (confined.py), at most `MAX_BYTES`, as plain JSON (no code, no class look
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from onnxport.core.io.confined import confined_file
 from onnxport.core.util.errors import OnnxportError
+from onnxport.core.util.json_files import load_json
 
 FILE = "modules.json"
 MAX_BYTES = 64 << 10  # a real one is a few hundred bytes
@@ -41,10 +41,7 @@ def _read_json(folder: Path, name: str):
     if stat.st_size > MAX_BYTES:
         raise OnnxportError(f"{name} is over {MAX_BYTES >> 10} KiB")
     with open(path, "rb") as f:
-        try:
-            return json.loads(f.read(MAX_BYTES + 1).decode("utf-8"))
-        except ValueError:  # bad UTF-8 or JSON
-            raise OnnxportError(f"{name} is not readable JSON") from None
+        return load_json(f.read(MAX_BYTES + 1), name)  # nesting bounded before parsing
 
 
 def sentence_steps(folder: str | Path) -> SentenceSteps:

@@ -16,7 +16,6 @@ Anything else is returned unchanged. Errors are one line naming the file."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from onnxport.core.io.npz_reader import list_npz, read_member
-from onnxport.core.util.budgets import TEXT_LINE_MAX, TEXT_READ_MAX
+from onnxport.core.util.budgets import JSON_FILE_MAX, TEXT_LINE_MAX, TEXT_READ_MAX
 from onnxport.core.util.errors import OnnxportError, cannot_read
+from onnxport.core.util.json_files import read_json
 
 BATCH_LINES = 8
 MAX_TOKENS = 128
@@ -89,8 +89,8 @@ def find_tokenizer(given: str | Path | None, model_path: str | Path | None, text
 def _tokenizer_config(tokenizer_json: Path) -> dict:
     config = tokenizer_json.parent / "tokenizer_config.json"
     try:
-        return json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
-    except (OSError, ValueError):
+        return read_json(config, JSON_FILE_MAX) if config.is_file() else {}  # nesting bounded
+    except OnnxportError:
         return {}
 
 

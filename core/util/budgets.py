@@ -79,6 +79,7 @@ TEXT_READ_MAX = 64 * MiB  # characters read of one text file in all
 # --- JSON from a file (config.json, tokenizer files, modules.json): Python's parser recurses per
 # level and raises RecursionError near 1,000; real files nest under 20 levels.
 JSON_DEPTH_MAX = 100
+JSON_FILE_MAX = 256 * MiB  # a tokenizer.json of a large vocabulary is ~35 MB
 
 
 def archive_member_limit(compressed_bytes: int) -> int:
