@@ -23,7 +23,16 @@ TRAINING_DEPS := $(TRAINING_STAMP)
 TEST_ENV := ONNXPORT_REQUIRE_TRAINING=1
 endif
 
-.PHONY: install training-env run test test-latest lock lint bench bench-peers fuzz screenshots example clean corpus onnx-backend-data
+# Other ONNX Runtime builds (core/runtimes/): each installs the `onnxruntime` package, so each has an
+# environment of its own beside .venv (`make runtime-openvino` -> .venv-openvino), installed exactly
+# from its lock requirements/runtime-NAME.txt; `onnxport runtimes` finds them. openvino runs on any
+# x86-64 CPU (OpenVINO comes in the wheel) and `make test` builds it and requires its tests; gpu
+# (CUDA, TensorRT) needs NVIDIA's driver, CUDA 12 and cuDNN 9 libraries; qnn a Snapdragon with
+# Qualcomm's QNN libraries; directml is Windows-only (its wheel has no other platform).
+RUNTIMES := openvino gpu directml qnn
+OPENVINO_STAMP := .venv-openvino/.installed
+
+.PHONY: install training-env $(RUNTIMES:%=runtime-%) run test test-latest lock lint bench bench-peers fuzz screenshots example clean corpus onnx-backend-data
 
 # What the app needs from a bare Debian/Ubuntu (README "System packages"): Qt's xcb platform and
 # Qt WebEngine's libraries (the pip wheels bring Qt itself). `make screenshots` also needs Xvfb
@@ -84,6 +93,14 @@ $(TRAINING_STAMP): Makefile
 
 training-env: $(TRAINING_STAMP)
 
+$(RUNTIMES:%=.venv-%/.installed): .venv-%/.installed: requirements/runtime-%.txt
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q --upgrade pip
+	.venv-$*/bin/python -m pip install -q -r requirements/runtime-$*.txt
+	touch $@
+
+$(RUNTIMES:%=runtime-%): runtime-%: .venv-%/.installed
+
 run: $(STAMP)
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
 		$(BIN)/onnxport-gui $(EXAMPLE)/eval_model.onnx $(EXAMPLE)/checkpoint; \
@@ -96,10 +113,10 @@ run: $(STAMP)
 		echo "Wrote build/example_inference.onnx"; \
 	fi
 
-test: $(STAMP) $(TRAINING_DEPS) $(BACKEND_STAMP)
+test: $(STAMP) $(TRAINING_DEPS) $(OPENVINO_STAMP) $(BACKEND_STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench
 	$(BIN)/lint-imports
-	ONNXPORT_REQUIRE_REAL_MODELS=1 $(TEST_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider
+	ONNXPORT_REQUIRE_REAL_MODELS=1 ONNXPORT_REQUIRE_OPENVINO=1 $(TEST_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The suite against the newest releases of everything (no lock; torch stays the local wheel), so
 # drift is seen here before users meet it. Passing, `make lock` can then record the new versions.

@@ -2,6 +2,7 @@
 
     python scripts/lock.py write requirements/lock.txt   # `make lock`: freeze this environment
     python scripts/lock.py stale requirements/lock.txt   # installed, unlocked, in a locked folder
+    .venv-openvino/bin/python scripts/lock.py write requirements/runtime-openvino.txt  # a runtime's
 
 `write` records every distribution installed in the running environment except onnxport itself,
 pip/setuptools/wheel and the real-model packages (tests/real/models.txt pins those), torch without
@@ -57,7 +58,16 @@ def write(lock: Path) -> None:
         version = dist.version.split("+")[0] if name == "torch" else dist.version
         lines.append(f"{dist.metadata['Name']}=={version}")
     lock.parent.mkdir(parents=True, exist_ok=True)
-    lock.write_text(HEADER + "\n".join(lines) + "\n")
+    lock.write_text(_header(lock) + "\n".join(lines) + "\n")
+
+
+def _header(lock: Path) -> str:
+    """The lock's header: .venv's, or a runtime environment's (requirements/runtime-NAME.txt)."""
+    if not lock.stem.startswith("runtime-"):
+        return HEADER
+    name = lock.stem.removeprefix("runtime-")
+    return (f"# The versions of .venv-{name} (`make runtime-{name}` installs exactly these; core/runtimes/).\n"
+            f"# Refresh: .venv-{name}/bin/python scripts/lock.py write {lock.parent.name}/{lock.name}\n")
 
 
 def _folders(dist: metadata.Distribution) -> set[str]:

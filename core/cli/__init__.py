@@ -44,6 +44,7 @@ COMMAND_MODULES = [
     "quantize_cmd",
     "validate_cmd",
     "bench_cmd",
+    "runtimes_cmd",
     "torch_cmd",
     "deploy_cmd",
     "compare_cmd",

@@ -26,8 +26,10 @@ REPORT_KIND = "onnxport.report"
 REPORT_VERSION = 1
 
 
-def build_report(*, export: dict | None = None, validation=None, quantize=None, bench=None) -> dict:
-    """`validation` (of an export), `quantize` (a QuantizeResult) and `bench` (a BenchReport) may be None."""
+def build_report(*, export: dict | None = None, validation=None, quantize=None, bench=None, providers=None) -> dict:
+    """`validation` (of an export), `quantize` (a QuantizeResult), `bench` (a BenchReport) and
+    `providers` (a runtimes ProvidersReport: its list under "providers", the rest under
+    "providers_run") may be None."""
     report: dict = {"kind": REPORT_KIND, "version": REPORT_VERSION,
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     if export is not None:
@@ -38,6 +40,10 @@ def build_report(*, export: dict | None = None, validation=None, quantize=None, 
         report["quantize"] = quantize.to_dict()
     if bench is not None:
         report["bench"] = bench.to_dict()
+    if providers is not None:
+        run = providers.to_dict()
+        report["providers"] = run.pop("providers")
+        report["providers_run"] = run
     report["chart"] = _chart(report)
     diff = report_diff(report)
     if diff is not None:
@@ -87,8 +93,8 @@ def keepable_nodes(report: dict | None, names: list[str]) -> list[str]:
 
 
 def _passed(report: dict) -> bool | None:
-    verdicts = [v["passed"] for v in (report.get("validation"), (report.get("quantize") or {}).get("validation"))
-                if v]
+    verdicts = [v["passed"] for v in (report.get("validation"), (report.get("quantize") or {}).get("validation"),
+                                      report.get("providers_run")) if v]
     return all(verdicts) if verdicts else None
 
 
