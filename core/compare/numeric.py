@@ -1,9 +1,8 @@
 """Both models on the same inputs: every matched tensor compared, and where they first part.
 
 Contract: `numeric_diff(a, b, structure, inputs, tolerance, ...)` returns a `NumericDiff`:
-- inputs: given (a file, a folder, arrays) or the held-out ones validation generates (fitted to
-  the model without a checkpoint, probed in a child first); the other side's inputs are the
-  matched graph inputs (by name, else position);
+- inputs: given, or generated as validation does (fitted to the side without a checkpoint);
+  the other side gets them under its matched input names (by name, else position);
 - `outputs`: every matched pair where either tensor is a graph output (an export's outputs are
   found among its eval graph's tensors), over every batch;
 - `tensors`: every other matched node output, on the first batch, in A's topological order; run
@@ -11,7 +10,8 @@ Contract: `numeric_diff(a, b, structure, inputs, tolerance, ...)` returns a `Num
   B's runs, then compared piece by piece and dropped: memory is one pass of each model plus two
   batches, never every tensor of both runs (`budget=None` exposes all at once, for measuring);
 - `first_divergence`: the earliest node of A (topological order) with an output that departs
-  beyond tolerance while none of its compared inputs does; None when nothing departs.
+  beyond tolerance while none of its compared inputs does; None when nothing departs. A tensor no
+  run can expose (a sequence's) is left out and listed in `skipped`.
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ class NumericDiff:
     first_divergence: TensorResult | None = None
     runs: int = 0
     nodes: list[NodeError] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # tensors no run could expose, and why
 
     @property
     def differs(self) -> bool:
@@ -95,7 +96,7 @@ class NumericDiff:
         return {"inputs": self.inputs, "tolerance": self.tolerance.to_dict(),
                 "outputs": [o.to_dict() for o in self.outputs], "tensors": [t.to_dict() for t in self.tensors],
                 "first_divergence": self.first_divergence.to_dict() if self.first_divergence else None,
-                "nodes": [n.to_dict() for n in self.nodes], "runs": self.runs}
+                "nodes": [n.to_dict() for n in self.nodes], "skipped": self.skipped, "runs": self.runs}
 
 
 def numeric_diff(a: ModelSide, b: ModelSide, structure: StructureDiff, inputs: FeedsLike = None,
@@ -200,17 +201,33 @@ def _compare_tensors(ra: Runner, rb: Runner, m: Matching, pairs, feeds: tuple[di
         report.check()
         report(done / len(pairs), f"comparing tensors ({done}/{len(pairs)})")
         batch = _next_batch(pairs, done, sizes, measured, budget)
-        got_a = ra.run([p[0] for p in batch], fa)
-        got_b = rb.run([p[1] for p in batch], fb)
-        result.runs += 1
-        for p in batch:
+        for p, va, vb in _run_batch(ra, rb, batch, fa, fb, result):
             acc = Accumulator()
-            _add(acc, got_a[p[0]], got_b[p[1]])
-            measured.append(getattr(got_a[p[0]], "nbytes", 0))
+            _add(acc, va, vb)
+            measured.append(getattr(va, "nbytes", 0))
             results.append(_result(m, p, acc.stats(), tol))
-        del got_a, got_b
         done += len(batch)
     return results
+
+
+def _run_batch(ra: Runner, rb: Runner, batch: list, fa: dict, fb: dict, result: NumericDiff):
+    """(pair, A's value, B's value) for each pair of `batch` both runs could expose. A tensor
+    ONNX Runtime cannot expose (a sequence's, an optional's) fails its batch: the batch is run
+    again in halves, and that tensor alone is left out (`result.skipped`)."""
+    try:
+        got_a = ra.run([p[0] for p in batch], fa)
+        got_b = rb.run([p[1] for p in batch], fb)
+    except OnnxportError as exc:
+        if len(batch) == 1:
+            result.skipped.append({"name": batch[0][0], "reason": exc.one_line()})
+            return
+        half = len(batch) // 2
+        yield from _run_batch(ra, rb, batch[:half], fa, fb, result)
+        yield from _run_batch(ra, rb, batch[half:], fa, fb, result)
+        return
+    result.runs += 1
+    for p in batch:
+        yield p, got_a[p[0]], got_b[p[1]]
 
 
 def _next_batch(pairs, start: int, sizes: dict, measured: list[int], budget: int | None) -> list:

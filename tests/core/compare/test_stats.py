@@ -58,3 +58,37 @@ def test_tensor_batches_stay_within_the_budget():
     one_big = numeric._next_batch([("x", "y"), ("z", "w")], 0, {"x": 10_000, "z": 1}, [], budget=700)
     assert one_big == [("x", "y")]  # a tensor bigger than the budget goes alone
     assert numeric._next_batch(pairs, 0, sizes, [], budget=None) == pairs  # unbounded: everything at once
+
+
+def test_a_tensor_no_run_can_expose_is_left_out_and_the_rest_compared(tmp_path):
+    """ORT refuses to expose some tensors (a sequence's, an optional's): its batch is split until
+    that tensor stands alone, which is skipped with the reason; every other tensor is compared."""
+    import onnx
+
+    from onnxport.core.compare.numeric import NumericDiff, _run_batch
+    from onnxport.core.compare.runs import Runner
+    from onnxport.core.compare.sides import open_side
+    from onnxport.core.util.errors import OnnxportError
+
+    from ..model_builders import forward_mlp
+
+    path = tmp_path / "m.onnx"
+    onnx.save(forward_mlp(), str(path))
+    side = open_side(path)
+
+    class Refusing(Runner):
+        def run(self, names, feed):
+            if "fc1.out" in names:
+                raise OnnxportError("cannot expose fc1.out")
+            return super().run(names, feed)
+
+    names = ["fc1.mm", "fc1.out", "hidden", "logits"]
+    ra, rb = Refusing(side, names), Runner(side, names)
+    feed = {"input": np.ones((2, 8), np.float32)}
+    result = NumericDiff("test", Tolerance())
+    got = list(_run_batch(ra, rb, [(n, n) for n in names], feed, feed, result))
+    assert [p[0] for p, _, _ in got] == ["fc1.mm", "hidden", "logits"]
+    assert result.skipped == [{"name": "fc1.out", "reason": "cannot expose fc1.out"}]
+    assert all(np.array_equal(va, vb) for _, va, vb in got)
+    ra.close()
+    rb.close()
