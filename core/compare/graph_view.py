@@ -119,7 +119,11 @@ def _order(nodes: list[onnx.NodeProto], view: GraphView) -> list[int]:
     """Graph order when it is topological already (the usual case, checked on the plain tables),
     else `topological_order` (which also counts what bodies capture)."""
     producer = view.producer
-    if not any(view.may_hold_bodies(i) for i in range(len(view.ops))):
-        if all(producer.get(t, (-1, 0))[0] < i for i, ins in enumerate(view.inputs) for t in ins):
-            return list(range(len(nodes)))
-    return topological_order(nodes)
+    if any(view.may_hold_bodies(i) for i in range(len(view.ops))):
+        return topological_order(nodes)
+    none = (-1, 0)
+    for i, ins in enumerate(view.inputs):
+        for t in ins:
+            if producer.get(t, none)[0] >= i:
+                return topological_order(nodes)
+    return list(range(len(nodes)))

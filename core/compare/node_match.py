@@ -1,7 +1,8 @@
 """Which node of graph B is which node of graph A, when names cannot be trusted (quantizers rename
 and insert, optimisers fuse): nodes match by their place in the graph and their op:
 - anchors: graph inputs (by name, then by position), weights (by name, then by content where the
-  content is unique on both sides) and graph outputs (by name, then by position);
+  content is unique on both sides) and graph outputs; then nodes of one name and op reading the
+  very same matched inputs;
 - forward, in A's topological order: a node matches the unmatched node of B with the same op that
   reads the most of the same (matched) tensors, seen through pass-through copies (Q/DQ, Cast,
   Identity: `graph_view.root`); a tie is left for later unless the name settles it;
@@ -35,7 +36,7 @@ class Matching:
     tensors_back: dict[str, str] = field(default_factory=dict)
     anchors: list[tuple[str, str]] = field(default_factory=list)  # pairs known before any node matched
     walked: set[int] = field(default_factory=set)  # matched nodes of A whose inputs `_backward` paired
-    b_reach: dict[str, list[int]] = field(default_factory=dict)
+    same: set[int] = field(default_factory=set)  # nodes of A `_same_names` matched (inputs known equal)
 
     def pair_tensors(self, ta: str, tb: str) -> bool:
         if not ta or not tb or ta in self.tensors or tb in self.tensors_back:
@@ -65,13 +66,14 @@ def match_graphs(a: GraphView, b: GraphView, weight_pairs: Callable[[Matching], 
     """See the module docstring. `weight_pairs(m)` pairs the weights (by name, then content) into
     `m`; `is_weight(ta, tb)` says whether two unmatched tensors are both weights; `outer`: the
     pairs already known for the names a body reads from the graphs around it."""
-    m = Matching(a, b, b_reach=b.reach)
+    m = Matching(a, b)
     for ta, tb in (outer or {}).items():
         m.pair_tensors(ta, tb)
     _anchor_names(m, a.graph_inputs, b.graph_inputs)
     weight_pairs(m)
     _anchor_outputs(m)
     m.anchors = list(m.tensors.items())
+    _same_names(m)
     for _ in range(ROUNDS):
         changed = _forward(m, STRICT) + _backward(m, is_weight)
         if not changed:
@@ -115,6 +117,28 @@ def _anchor_outputs(m: Matching) -> None:
             m.pair_tensors(ta, tb)
 
 
+def _same_names(m: Matching) -> None:
+    """The cheap first pass, in A's order: a node whose (name, op) is unique in B and whose every
+    input is already matched to the very input B's node reads is that node (nothing left for
+    `_backward` to pair either)."""
+    a, b, tensors = m.a, m.b, m.tensors
+    named: dict[tuple[str, str], int] = {}
+    for ib, name in enumerate(b.names):
+        if name:
+            key = (name, b.ops[ib])
+            named[key] = -1 if key in named else ib
+    for ia in a.order:
+        name = a.names[ia]
+        ib = named.get((name, a.ops[ia]), -1) if name else -1
+        if ib < 0 or ib in m.back:
+            continue
+        ins_a, ins_b = a.inputs[ia], b.inputs[ib]
+        if len(ins_a) == len(ins_b) and all(tensors.get(ta) == tb if ta else not tb for ta, tb in zip(ins_a, ins_b)):
+            m.pair_nodes(ia, ib)
+            m.walked.add(ia)
+            m.same.add(ia)
+
+
 def _forward(m: Matching, mode: str) -> int:
     a, nodes, mapped_root = m.a, m.nodes, m.mapped_root
     found = 0
@@ -150,7 +174,7 @@ def _skipped_roots(m: Matching, ia: int) -> set[str]:
 
 
 def _candidates(m: Matching, ia: int, roots: set[str], mode: str) -> list[int]:
-    b, op, back, reach = m.b, m.a.ops[ia], m.back, m.b_reach
+    b, op, back, reach = m.b, m.a.ops[ia], m.back, m.b.reach
     lists = [reach.get(r, ()) for r in roots]
     first = min(lists, key=len)
     pool = list(first[:CANDIDATES])
