@@ -15,6 +15,7 @@ import json
 import sys
 
 from onnxport.core.cli.progress_line import add_verbosity
+from onnxport.core.util.out_paths import file_destination
 from onnxport.core.util.text import shown_lines
 
 TARGET_HELP = ("ort-mobile (an .ort file + the operator config of a reduced build) or ort-X.Y (the opset and "
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="ONNX model")
     add_target_options(p, required=True)
-    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT",
+    p.add_argument("-o", "--output", dest="out", required=True, type=file_destination, metavar="OUT",
                    help="file to write: OUT.onnx for ort-X.Y, OUT.ort for ort-mobile")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=AxBx...",
                    help="fix an input's whole shape (e.g. x=1x3x224x224); repeatable")

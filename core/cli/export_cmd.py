@@ -16,6 +16,7 @@ from onnxport.core.cli.deploy_cmd import add_target_options
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES
+from onnxport.core.util.out_paths import file_destination
 from onnxport.core.util.text import human_size, shown
 
 
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--outputs", action="append", metavar="A[,B...]",
                    help="tensors to keep as outputs, in order (graph outputs or any intermediate tensor); "
                         "default: the suggested outputs 'onnxport inspect' prints")
-    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx", help="file to write")
+    p.add_argument("-o", "--output", dest="out", required=True, type=file_destination, metavar="OUT.onnx", help="file to write")
     p.add_argument("--external-data", choices=EXTERNAL_DATA_CHOICES, default="auto",
                    help="store weights in OUT.onnx.<run id>.data, beside OUT.onnx: auto (above 2 GB), always, never")
     p.add_argument("--no-fold", action="store_true",

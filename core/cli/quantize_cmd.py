@@ -20,6 +20,7 @@ from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.cli.report_option import check_report
 from onnxport.core.quantize import MODES
+from onnxport.core.util.out_paths import file_destination
 from onnxport.core.util.text import shown_lines
 
 
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("quantize", help="quantize (int8 dynamic/static, int4 weights) or convert (fp16) a model",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="float32 ONNX model")
-    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx", help="file to write")
+    p.add_argument("-o", "--output", dest="out", required=True, type=file_destination, metavar="OUT.onnx", help="file to write")
     p.add_argument("--mode", required=True, choices=MODES)
     p.add_argument("--calibration", metavar="DATA",
                    help="static: calibration inputs (.npz with arrays named like the inputs or unnamed in their "

@@ -19,6 +19,7 @@ from onnxport.core.cli.interrupts import call_token
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
 from onnxport.core.pytorch.presets import POOLING_MODES, TASKS
 from onnxport.core.training.choices import LOSSES, OPTIMIZERS
+from onnxport.core.util.out_paths import file_destination
 from onnxport.core.util.text import shown
 
 TRUST_HINT = "pass --trust-model-code if you trust where it came from"
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("torch-export", help="export a TorchScript .pt, .pt2 or Hugging Face folder to ONNX",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", help="TorchScript .pt, torch.export .pt2, or Hugging Face model folder")
-    p.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx")
+    p.add_argument("-o", "--output", dest="out", required=True, type=file_destination, metavar="OUT.onnx")
     p.add_argument("--mode", choices=("training", "inference"), required=True,
                    help="training: forward graph for on-device training; inference: deployable model")
     p.add_argument("--task", choices=TASKS, help="Hugging Face task preset (inputs/outputs/dynamic axes)")
@@ -70,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser("embed", help="embed a state_dict/safetensors/npz into a graph (e.g. ORTModule's)")
     e.add_argument("graph", help="ONNX graph, or a folder of ORTModule-saved graphs (<prefix>_torch_exported_*.onnx)")
     e.add_argument("state", help="parameters: .pt/.pth state_dict, .safetensors, .npz, checkpoint")
-    e.add_argument("-o", "--output", dest="out", required=True, metavar="OUT.onnx")
+    e.add_argument("-o", "--output", dest="out", required=True, type=file_destination, metavar="OUT.onnx")
     e.add_argument("--outputs", action="append", default=[], metavar="A[,B...]", help="outputs (default: all)")
     e.add_argument("--prefix", help="ORTModule onnx_prefix, when the folder holds several models")
     e.add_argument("--external-data", choices=("auto", "always", "never"), default="auto")

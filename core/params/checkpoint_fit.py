@@ -93,7 +93,7 @@ def fit_checkpoint(model: onnx.ModelProto, params: ParameterSet, match: ParamMat
 def require_fit(fit: CheckpointFit, match: ParamMatch, allow_partial: bool = False, source: str = "the checkpoint"
                 ) -> None:
     """Raise the refusal of the module docstring, or return: the set may be embedded."""
-    if fit.entries and not fit.matched and not match.nominal:
+    if fit.entries and not fit.matched and not match.nominal and not match.mismatched:  # else: name the type
         raise CheckpointFitError(f"{source} fits nothing in the model: {fit.counts()}", fit,
                                  hint="is it the checkpoint of this model? 'onnxport inspect MODEL --checkpoint "
                                       "CKPT' lists the names")

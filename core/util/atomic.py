@@ -27,10 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from onnxport.core.util.errors import cannot_write
+from onnxport.core.util.file_names import companion_prefix, kept
 from onnxport.core.util.out_paths import check_kind
 
 TEMP_SUFFIX = ".onnxport-tmp"
-_NAME_KEEP = 180  # destination name characters kept in a temp name (file names are <= 255 bytes)
+_NAME_KEEP = 180  # bytes of the destination name kept in a temp name (file names are <= 255 bytes)
 LEGACY_AGE = 24 * 3600  # temps of older onnxport versions (no pid in the name) go after a day
 
 _registry_lock = threading.Lock()
@@ -47,7 +48,7 @@ def run_id() -> str:
 
 
 def _temp_re(name: str) -> re.Pattern[str]:
-    return re.compile(r"\." + re.escape(name[:_NAME_KEEP]) + r"\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX))
+    return re.compile(r"\." + re.escape(kept(name, _NAME_KEEP)) + r"\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX))
 
 
 def _legacy_re(name: str) -> re.Pattern[str]:
@@ -221,7 +222,7 @@ class AtomicWrite:
         self.discard()
 
     def _temp_path(self) -> Path:
-        name = self.dest.name[:_NAME_KEEP]
+        name = kept(self.dest.name, _NAME_KEEP)
         return self.folder / f".{name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
 
     def new_file(self) -> tuple[int, Path]:
@@ -272,8 +273,8 @@ class AtomicWrite:
         _unregister(path)
 
     def companion(self, suffix: str = "data") -> Path:
-        """`<dest name>.<run id>.<suffix>` beside dest: a name no other write uses."""
-        return self.folder / f"{self.dest.name}.{self.run}.{suffix}"
+        """`<dest name>.<run id>.<suffix>` beside dest: a name no other write uses (`companion_prefix`)."""
+        return self.folder / f"{companion_prefix(self.dest.name)}.{self.run}.{suffix}"
 
     def commit(self, moves: Iterable[tuple[Path, Path]], *,
                obsolete: Callable[[], Iterable[Path]] | None = None) -> list[Path]:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import onnx
 
+from onnxport.core.util.file_names import companion_prefix
+
 DATA_FILE_RE = r"(\.[0-9a-f]{8}(\.\d+)?)?\.data"  # after the model name: <name>.data, <name>.<run id>[.<i>].data
 _SCAN_LIMIT = 64 << 20  # a model file bigger than this keeps its weights inline: not parsed for locations
 
@@ -25,7 +27,8 @@ def previous_data_files(model_path: Path) -> list[Path]:
     `<name>.<run id>.data`), never one the model shares under another name. A model too big or
     unreadable to check is taken to name none (a stray data file is safer than a lost one)."""
     folder = model_path.parent  # Path('m.onnx').parent is Path('.')
-    pattern = re.compile(re.escape(model_path.name) + DATA_FILE_RE)
+    names = dict.fromkeys([re.escape(model_path.name), re.escape(companion_prefix(model_path.name))])
+    pattern = re.compile(f"({'|'.join(names)}){DATA_FILE_RE}")
     try:
         candidates = {e.name for e in os.scandir(folder) if pattern.fullmatch(e.name) and e.is_file()}
         if not candidates or not model_path.is_file() or model_path.stat().st_size > _SCAN_LIMIT:

@@ -3,11 +3,11 @@
 Why: a write renames a complete temp onto its destination. Onto a device or a named pipe that
 rename replaces the node itself (as root, `-o /dev/null` would replace /dev/null); onto a file the
 run reads (the checkpoint, external data, calibration data) it destroys the input.
-
 Contract:
 - `check_kind(dest, folder_ok=False)`: `dest` does not exist, or is a regular file (a symlink to
-  one counts), or with `folder_ok` a folder; else `cannot write DEST: it is a named pipe ...`. The
-  atomic writer calls it before its temp and its renames; commands call it before any work.
+  one counts), or with `folder_ok` a folder; else `cannot write DEST: it is a named pipe ...`; a
+  trailing '/' names a folder (`file_destination`: the CLI's `type=` for `-o FILE`). The atomic
+  writer calls it before its temp and its renames; commands call it before any work.
 - `check_output(dest, reads)`: `check_kind`, then refuse `dest` when it is the same file (device
   and inode) as one of `reads` (paths, or path -> what it is, named in the message), or when the
   data files the model now at `dest` names (deleted once it is replaced) include one of them; a
@@ -16,6 +16,7 @@ Contract:
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
 from collections.abc import Iterable, Mapping
@@ -33,8 +34,24 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "a special file")
 
 
+def names_a_folder(text: str | os.PathLike) -> bool:
+    """`text` ends in a path separator: it names a folder, whether or not one is there."""
+    return isinstance(text, str) and text.endswith(tuple(s for s in (os.sep, os.altsep, "/") if s))
+
+
+def file_destination(text: str) -> str:
+    """argparse `type=` for an option naming a file to write: `text`, unless it names a folder."""
+    if names_a_folder(text):
+        raise argparse.ArgumentTypeError(f"'{text}' names a folder (it ends in '/'): give a file name, "
+                                         f"e.g. {text.rstrip(os.sep + '/')}/model.onnx")
+    return text
+
+
 def check_kind(dest: str | os.PathLike, folder_ok: bool = False) -> None:
-    """Refuse a destination that exists and is not a regular file (or a folder, with `folder_ok`)."""
+    """Refuse a destination that exists and is not a regular file (or a folder, with `folder_ok`),
+    or that names a folder (a trailing '/')."""
+    if names_a_folder(dest) and not folder_ok:
+        raise cannot_write(dest, "it names a folder (it ends in '/'); give a file name")
     try:
         st = os.stat(dest)
     except OSError:  # not there (or a dangling link): the write creates it, or says why it cannot
