@@ -93,8 +93,12 @@ def keepable_nodes(report: dict | None, names: list[str]) -> list[str]:
 
 
 def _passed(report: dict) -> bool | None:
-    verdicts = [v["passed"] for v in (report.get("validation"), (report.get("quantize") or {}).get("validation"),
-                                      report.get("providers_run")) if v]
+    """The verdicts asked for: the export's validation, the runs on other providers, and the
+    quantized model's unless it was only measured (no accuracy target: `quantize --no-target`, the
+    app's "No target")."""
+    q = report.get("quantize") or {}
+    judged = q.get("validation") if q.get("target") is not None else None
+    verdicts = [v["passed"] for v in (report.get("validation"), judged, report.get("providers_run")) if v]
     return all(verdicts) if verdicts else None
 
 
@@ -126,7 +130,7 @@ def summary_lines(report: dict) -> list[str]:
             lines.append(f"  kept in float to reach cosine >= {q['target']}: {', '.join(q['kept_float_nodes'])}")
         lines += ["  note: " + n for n in q.get("notes", [])]
         if q.get("validation"):
-            lines += _validation_lines(q["validation"], "quantized")
+            lines += _validation_lines(q["validation"], "quantized", verdict=q.get("target") is not None)
     b = report.get("bench")
     if b:
         for m in b["models"]:
@@ -141,13 +145,15 @@ def summary_lines(report: dict) -> list[str]:
     return lines
 
 
-def _validation_lines(v: dict, what: str) -> list[str]:
-    lines = [f"{what} validation {'PASSED' if v['passed'] else 'FAILED'} against {v['reference_kind']} "
-             f"{Path(v['reference']).name} on {v['inputs']}"]
+def _validation_lines(v: dict, what: str, verdict: bool = True) -> list[str]:
+    """`verdict` False: the figures only (no accuracy target was set), no PASSED/FAILED, ok/BAD."""
+    head = f"validation {'PASSED' if v['passed'] else 'FAILED'}" if verdict else "measured (no accuracy target)"
+    lines = [f"{what} {head} against {v['reference_kind']} {Path(v['reference']).name} on {v['inputs']}"]
     for o in v["outputs"]:
         argmax = "" if o.get("argmax_agreement") is None or o.get("kind") != CLASSES else f", argmax {100 * o['argmax_agreement']:.1f}%"
-        lines.append(f"  {'ok ' if o['passed'] else 'BAD'} {o['name']}: max abs diff {_num(o['max_abs_diff'], '.3g')}, "
-                     f"cosine {_num(o['cosine'], '.6f')}{argmax}" + ("" if o["passed"] else f" ({o['reason']})"))
+        mark = ("ok " if o["passed"] else "BAD") if verdict else "   "
+        lines.append(f"  {mark} {o['name']}: max abs diff {_num(o['max_abs_diff'], '.3g')}, "
+                     f"cosine {_num(o['cosine'], '.6f')}{argmax}" + ("" if o["passed"] or not verdict else f" ({o['reason']})"))
         if o.get("samples") and v.get("precision") != "float32":
             s = o["samples"]
             lines.append(f"      per sample ({s['count']}): min {s['min']:.4f}, p5 {s['p5']:.4f}, mean {s['mean']:.4f}")

@@ -55,8 +55,10 @@ class PostExportResult:
 
     @property
     def passed(self) -> bool | None:
-        """False when a validation failed, None when nothing was validated."""
-        verdicts = [v.passed for v in (self.validation, self.quantize and self.quantize.validation) if v]
+        """False when a validation failed, None when nothing was validated; a quantized model
+        measured with no accuracy target has no verdict."""
+        judged = self.quantize.validation if self.quantize is not None and self.quantize.target is not None else None
+        verdicts = [v.passed for v in (self.validation, judged) if v]
         return all(verdicts) if verdicts else None
 
     def to_dict(self) -> dict:

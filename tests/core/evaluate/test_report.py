@@ -68,3 +68,19 @@ def test_argmax_agreement_is_said_only_of_a_classifier_output():
     text = "\n".join(summary_lines({"validation": {"passed": True, "reference_kind": "model", "reference": "m.onnx",
                                                    "inputs": "2 batches", "outputs": outputs}}))
     assert "argmax 100.0%" in text and "75.0%" not in text
+
+
+def test_a_quantization_measured_without_a_target_has_no_verdict(results):
+    """`--no-target` (the app's "No target"): the figures, never FAILED/BAD nor a failed report; the
+    export's own validation still decides (issue 35: the app showed "Validation FAILED" there)."""
+    import dataclasses
+
+    fp32, q, _ = results
+    missed = [dataclasses.replace(o, passed=False, reason="cosine 0.9 < 0.99") for o in q.validation.outputs]
+    measured = dataclasses.replace(q, target=None, validation=dataclasses.replace(q.validation, outputs=missed))
+    report = build_report(export={"path": str(fp32)}, validation=validate(fp32, fp32), quantize=measured)
+    assert report["passed"] is True  # the export passed; the quantized model was only measured
+    text = "\n".join(summary_lines(report))
+    assert "quantized measured (no accuracy target)" in text and "BAD" not in text and "FAILED" not in text
+    judged = build_report(export={"path": str(fp32)}, quantize=dataclasses.replace(measured, target=0.99))
+    assert judged["passed"] is False and "quantized validation FAILED" in "\n".join(summary_lines(judged))
