@@ -1,9 +1,8 @@
 """The report's "where and what changed" part: the first tensor where the error jumps, the figures of
 a node picked on the graph, and the before/after table of the two models.
 
-Why a widget of its own: gui/widgets/report_view.py shows the verdict and the numbers; this adds the
-error map's summary (core/evaluate/tensor_errors.py, via `report.accuracy_map`) and the diff
-(core/evaluate/model_diff.py, the report's `diff`) without growing it.
+Why a widget of its own: report_view.py shows the verdict and the numbers; this adds the error
+map's summary (evaluate/tensor_errors.py, `report.accuracy_map`) and the diff (the report's `diff`).
 
 - `AccuracyPanel.set_report(report)`: shows what the report has (each part hides when absent);
   `show_node(name)`: the figures of one node (a click on the preview, gui/preview/error_overlay.py).
@@ -11,7 +10,8 @@ error map's summary (core/evaluate/tensor_errors.py, via `report.accuracy_map`) 
   `rows()` gives the texts shown (tests, screenshots). A name shows whole up to `NAME_CHARS`
   characters (the table asks for that much room: the window widens the panel to fit it, else the
   tab scrolls sideways); a longer tensor name elides in the middle. An accuracy change is red
-  only for an output that failed its check (a cosine of 0.999999 is not a loss to flag).
+  only for an output that failed its check (a cosine of 0.999999 is not a loss to flag); latency
+  is coloured by the benchmark's paired verdict, not by two p50s.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ BAD = QColor("#c8423b")
 SMALLER_IS_BETTER = {"size", "latency"}  # per-dtype bytes move between dtypes: no colour
 NAME_CHARS = 24  # shown whole before a name elides ("DynamicQuantizeLinear", "file (with external data)")
 CELL_PAD = 12  # a cell's margins around its text
+PER_P50 = "p50"  # no paired benchmark verdict: the latency row is coloured by its two p50s
 
 
 class DiffTable(QTableWidget):
@@ -62,15 +63,17 @@ class DiffTable(QTableWidget):
         self.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
-    def set_diff(self, diff: dict | None, failed: frozenset[str] | set[str] = frozenset()) -> None:
+    def set_diff(self, diff: dict | None, failed: frozenset[str] | set[str] = frozenset(),
+                 speed: str | None = PER_P50) -> None:
         """Fill the table; `failed`: the accuracy rows (`<output> (cosine)`) of outputs that failed
-        their check. The columns are sized to their contents once, after the fill: with the
+        their check; `speed`: the benchmark's paired verdict ("faster", "slower", None: no
+        measurable difference), which colours the latency row (PER_P50: the two p50s). The columns are sized to their contents once, after the fill: with the
         header sizing them as it goes, cells set in a shown table measured their whole column
         again and again (a quantize report shown over one: 67 ms of GUI CPU, two thirds of it
         measuring text; 24 ms with this)."""
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         try:
-            self._fill(diff, failed)
+            self._fill(diff, failed, speed)
         finally:
             self._size_columns()
         metrics = self.fontMetrics()
@@ -92,7 +95,7 @@ class DiffTable(QTableWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
 
-    def _fill(self, diff: dict | None, failed) -> None:
+    def _fill(self, diff: dict | None, failed, speed) -> None:
         rows = [DiffRow(**r) for r in (diff or {}).get("rows", [])]
         self.setHorizontalHeaderLabels(["", "", "before", "after", "change"])
         for column, key in ((2, "before"), (3, "after")):
@@ -113,7 +116,7 @@ class DiffTable(QTableWidget):
                 if j >= 2:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if j == 4:
-                    colour = _change_colour(row, row.name in failed)
+                    colour = _change_colour(row, row.name in failed, speed)
                     if colour is not None:
                         item.setForeground(colour)
                 self.setItem(i, j, item)
@@ -123,9 +126,11 @@ class DiffTable(QTableWidget):
                 for i in range(self.rowCount())]
 
 
-def _change_colour(row: DiffRow, failed: bool) -> QColor | None:
+def _change_colour(row: DiffRow, failed: bool, speed: str | None) -> QColor | None:
     if row.before is None or row.after is None or row.after == row.before:
         return None
+    if row.section == "latency" and speed != PER_P50:  # p50s differ by noise; the paired verdict decides
+        return GOOD if speed == "faster" else BAD if speed == "slower" else None
     if row.section in SMALLER_IS_BETTER:
         return GOOD if row.after < row.before else BAD
     if row.section == "accuracy":  # a loss within the output's check is expected: red only past it
@@ -134,8 +139,12 @@ def _change_colour(row: DiffRow, failed: bool) -> QColor | None:
 
 
 def failed_rows(report: dict) -> frozenset[str]:
-    """The diff's accuracy rows (`<output> (cosine)`) of the outputs whose check failed."""
-    validation = (report.get("quantize") or {}).get("validation") or report.get("validation") or {}
+    """The diff's accuracy rows (`<output> (cosine)`) of the outputs whose check failed (none when
+    the quantized model was only measured: no accuracy target, no check)."""
+    q = report.get("quantize") or {}
+    if q.get("validation") and q.get("target") is None:
+        return frozenset()
+    validation = q.get("validation") or report.get("validation") or {}
     return frozenset(f"{o['name']} (cosine)" for o in validation.get("outputs", []) if o.get("passed") is False)
 
 
@@ -167,7 +176,8 @@ class AccuracyPanel(QWidget):
         self.jump.setVisible(bool(self._map))
         self.node_info.clear()
         self.node_info.hide()
-        self.diff.set_diff(report.get("diff"), failed_rows(report))
+        paired = (report.get("bench") or {}).get("paired")
+        self.diff.set_diff(report.get("diff"), failed_rows(report), paired["difference"] if paired else PER_P50)
         diff = report.get("diff") or {}
         has_diff = bool(diff.get("rows"))
         if has_diff:

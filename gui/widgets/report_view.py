@@ -66,6 +66,7 @@ class ReportChart(QWidget):
         chart = self._chart
         result = []
         labels = chart.get("labels") or {}
+        judged = not chart.get("measured_only")  # no accuracy target: the errors, neither good nor bad
         for key, title in (("size_bytes", "Size"), ("latency_ms", "Latency p50")):
             pair = chart.get(key)
             if pair:
@@ -74,9 +75,9 @@ class ReportChart(QWidget):
                 result.append((title, bars, None))
         outputs = chart.get("outputs") or []
         if len(outputs) >= 2:  # one output: its error is a line of the text, not a chart
-            target = chart.get("min_cosine")
+            target = chart.get("min_cosine") if judged else None
             bars = [(o["name"], None if o.get("cosine") is None else max(0.0, 1.0 - o["cosine"]),
-                     GOOD if o.get("passed") else BAD) for o in outputs]
+                     AFTER if not judged else GOOD if o.get("passed") else BAD) for o in outputs]
             result.append((ERROR_TITLE, bars, None if target is None else 1.0 - target))
         return [p for p in result if any(v for _, v, _ in p[1])]
 
@@ -272,17 +273,12 @@ class ReportView(QWidget):
         self.report = report
         report = report or {}
         passed = report.get("passed")
-        if not report:
-            self.verdict.setText("No report")
-        elif passed is None:
-            self.verdict.setText("Measured (not validated)")
-        else:
-            self.verdict.setText("Validation passed" if passed else "Validation FAILED")
+        self.verdict.setText(_verdict_text(report))
         color = GOOD if passed else BAD if passed is False else self.palette().text().color()
         palette = self.verdict.palette()  # not a style sheet: parsing one and re-polishing costs ms
         palette.setColor(QPalette.ColorRole.WindowText, color)
         self.verdict.setPalette(palette)
-        self.chart.set_chart(report.get("chart"))
+        self.chart.set_chart({**(report.get("chart") or {}), "measured_only": _measured_only(report)})
         self.chart.setVisible(bool(self.chart.panels()))  # nothing to compare: no empty chart
         self.details.setText(_details_html(report))
         self._fill_nodes(report)
@@ -323,24 +319,46 @@ def _details_html(report: dict) -> str:
             rows.append("kept in float: " + ", ".join(_esc(n) for n in q["kept_float_nodes"]))
         rows += [f"<i>{_esc(n)}</i>" for n in q.get("notes", [])]
     b = report.get("bench")
-    if b and b.get("speedup"):
+    if b and b.get("verdict"):  # the paired ratio's verdict: faster, slower or no measurable difference
         size = "" if q else f", size x{b['size_ratio']:.3f}"  # said once: the quantized size is above
+        phrase, _, rest = b["verdict"].partition(" (")
+        rows.append(f"speed: <b>{_esc(phrase)}</b>" + (f" ({_esc(rest)}" if rest else "") + size)
+    elif b and b.get("speedup"):
+        size = "" if q else f", size x{b['size_ratio']:.3f}"
         pace = f"{b['speedup']:.2f}x</b> faster" if b["speedup"] >= 1 else f"{1 / b['speedup']:.2f}x</b> slower"
         rows.append(f"latency x{b['latency_ratio']:.3f} (<b>{pace}){size}")
     elif b and b.get("models"):
         m = b["models"][0]
         rows.append(f"p50 {m['p50_ms']:.3f} ms, {m['throughput']:.1f} samples/s")
+    measured = _measured_only(report)
     for title, v in (("export", report.get("validation")), ("quantized", (q or {}).get("validation"))):
         if not v:
             continue
-        rows.append(f"{title} vs {_esc(v['reference_kind'])} <i>{_esc(Path(v['reference']).name)}</i>:")
+        how = " (measured, no accuracy target)" if title == "quantized" and measured else ""
+        rows.append(f"{title} vs {_esc(v['reference_kind'])} <i>{_esc(Path(v['reference']).name)}</i>{how}:")
         for o in v["outputs"]:
-            mark = "✔" if o["passed"] else "✘"
+            mark = "·" if title == "quantized" and measured else "✔" if o["passed"] else "✘"
             cos = "n/a" if o.get("cosine") is None else f"{o['cosine']:.6f}"
             mad = "n/a" if o.get("max_abs_diff") is None else f"{o['max_abs_diff']:.3g}"
             arg = "" if o.get("argmax_agreement") is None or o.get("kind") != CLASSES else f", argmax {100 * o['argmax_agreement']:.1f}%"
             rows.append(f"&nbsp;&nbsp;{mark} {_esc(o['name'])}: cosine {cos}, max abs diff {mad}{arg}")
     return "<br>".join(rows)
+
+
+def _measured_only(report: dict) -> bool:
+    """A quantized model measured with no accuracy target (`--no-target`): figures, no verdict."""
+    q = report.get("quantize") or {}
+    return bool(q.get("validation")) and q.get("target") is None
+
+
+def _verdict_text(report: dict) -> str:
+    passed = report.get("passed")
+    if not report:
+        return "No report"
+    measured = " · quantized: measured, no target" if _measured_only(report) else ""
+    if passed is None:
+        return "Measured (no accuracy target)" if measured else "Measured (not validated)"
+    return ("Validation passed" if passed else "Validation FAILED") + measured
 
 
 def _esc(text: str) -> str:

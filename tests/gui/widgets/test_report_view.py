@@ -8,7 +8,7 @@ import pytest
 from onnxport.core.evaluate.benchmark import benchmark
 from onnxport.core.evaluate.report import build_report
 from onnxport.core.export.export import export_model
-from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
 from ...core.model_builders import forward_mlp, mlp_weights
 
@@ -128,3 +128,57 @@ def test_the_size_ratio_is_said_once_and_a_slowdown_is_called_one(qtbot):
     assert "0.26x the float32 size" in text and "x0.261" not in text and "1.31x</b> faster" in text
     view.set_report({"quantize": quantize, "bench": {"speedup": 0.88, "latency_ratio": 1.137, "size_ratio": 0.261}})
     assert "1.14x</b> slower" in view.details.text()
+
+
+def test_speed_is_the_benchmarks_paired_verdict_never_a_ratio_of_noise(qtbot):
+    """Issue 35 / bench interleaving: a ratio whose interval holds 1.0 is "no measurable difference",
+    in the text and in the before/after table's colour (it said "11.33x slower" over a busy machine)."""
+    from PySide6.QtCore import Qt
+
+    from onnxport.core.evaluate.timing import RatioEstimate
+    from onnxport.gui.widgets.report_view import ReportView
+
+    view = ReportView()
+    qtbot.addWidget(view)
+    noise = RatioEstimate(11.324, 0.775, 18.646, 22, 0.98)
+    diff = {"before": "a.onnx", "after": "b.onnx",
+            "rows": [{"section": "latency", "name": "p50 (ms)", "before": 0.048, "after": 0.49}]}
+    bench = {"speedup": 1 / 11.324, "latency_ratio": 11.324, "size_ratio": 0.26, "verdict": noise.verdict(),
+             "paired": noise.to_dict()}
+    view.set_report({"quantize": {"mode": "dynamic", "size_bytes": 208_000, "size_ratio": 0.261}, "bench": bench,
+                     "diff": diff})
+    text = view.details.text()
+    assert "speed: <b>no measurable difference</b> (latency x11.324, 98% interval x0.775-18.646" in text
+    assert "slower" not in text
+    assert view.accuracy.diff.item(0, 4).foreground().style() == Qt.BrushStyle.NoBrush  # neither red nor green
+    slower = RatioEstimate(1.5, 1.3, 1.7, 22, 0.95)
+    view.set_report({"bench": {**bench, "verdict": slower.verdict(), "paired": slower.to_dict()}, "diff": diff})
+    assert "speed: <b>1.50x slower</b>" in view.details.text()
+    assert view.accuracy.diff.item(0, 4).foreground().color().name() == "#c8423b"
+
+
+def test_a_quantization_measured_without_a_target_is_not_called_failed(qtbot, tmp_path):
+    """The dialog's "No target" (`--no-target`): the figures, no FAILED, no red bars, no target line."""
+    import dataclasses
+
+    from onnxport.core.evaluate.validate import validate
+    from onnxport.gui.widgets.report_view import BAD, ReportView
+
+    forward = tmp_path / "forward.onnx"
+    onnx.save(forward_mlp(mlp_weights(d_hidden=256)), forward)
+    fp32 = tmp_path / "fp32.onnx"
+    export_model(forward, fp32, ["logits", "probabilities"])
+    result = quantize(fp32, tmp_path / "int8.onnx", "dynamic", QuantizeOptions(int8_path="avx2", accuracy_target=None))
+    missed = [dataclasses.replace(o, passed=False, reason="argmax agreement 0.9 < 0.99") for o in result.validation.outputs]
+    result = dataclasses.replace(result, validation=dataclasses.replace(result.validation, outputs=missed))
+    report = build_report(export={"path": str(fp32)}, validation=validate(fp32, fp32), quantize=result)
+    view = ReportView()
+    qtbot.addWidget(view)
+    view.set_report(report)
+    assert view.verdict.text() == "Validation passed · quantized: measured, no target"
+    assert "✘" not in view.details.text() and "(measured, no accuracy target)" in view.details.text()
+    error = [p for p in view.chart.panels() if p[0].startswith("Error")]
+    assert error and error[0][2] is None and all(colour != BAD for _, _, colour in error[0][1])
+    table = view.accuracy.diff
+    accuracy = [i for i, row in enumerate(table.rows()) if row[0] == "accuracy" or row[1].endswith("(cosine)")]
+    assert accuracy and all(table.item(i, 4).foreground().color().name() != BAD.name() for i in accuracy)
