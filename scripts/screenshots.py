@@ -151,6 +151,11 @@ def take_shots(app) -> int:
     dialog.quantize.setCurrentIndex(dialog.quantize.findData("dynamic"))  # the example gains from int8
     dialog.move(window.x() + 400, window.y() + 250)
     shot("04-export-dialog", window)
+    dialog.quantize.setCurrentIndex(dialog.quantize.findData("static"))  # every choice of `onnxport quantize`
+    dialog.options_box.more.setChecked(True)
+    shot("04b-export-static-options", window)
+    dialog.options_box.more.setChecked(False)
+    dialog.quantize.setCurrentIndex(dialog.quantize.findData("dynamic"))
     finished = []
     window.exportFinished.connect(lambda r: finished.append(r))
     dialog._accept()

@@ -66,18 +66,19 @@ class QuantizeBox(QWidget):
                                "must also pick the same class)")
         self.no_target = QCheckBox("No target: write what is asked, report the figures")
         self.no_target.toggled.connect(lambda on: self.target.setEnabled(not on))
-        self.calibration = QLineEdit(placeholderText="inputs like the real ones: .npz, a folder of .npy/.npz, "
-                                                     "or a .txt with a tokenizer")
+        self.calibration = QLineEdit(placeholderText="real inputs: .npz, .npy/.npz folder, .txt")
         self.generated = QCheckBox("random inputs")
         self.generated.setToolTip("Calibrate on generated inputs anyway (ranges from random inputs rarely fit "
                                   "real data)")
         self.generated.toggled.connect(lambda on: self.calibration.setEnabled(not on))
-        self.validation = QLineEdit(placeholderText="default: bundled sentences for a text model, else generated")
+        self.calibration.setToolTip("Inputs like the real ones: an .npz named like the inputs, a folder of "
+                                    ".npy/.npz, or a .txt of lines for a Hugging Face model's tokenizer")
+        self.validation = QLineEdit(placeholderText="default: generated (a text model: bundled sentences)")
         self.int8_path = QComboBox()
         self.int8_path.addItem(f"Auto: this CPU ({detect().label})", "auto")
         for name, path in PATHS.items():
             self.int8_path.addItem(f"{path.label} ({name}, {path.weight_bits}-bit weights)", name)
-        self.tokenizer = QLineEdit(placeholderText="Hugging Face tokenizer folder (default: beside the model or the text)")
+        self.tokenizer = QLineEdit(placeholderText="Hugging Face tokenizer folder (default: beside the model)")
         self.per_channel, self.weight_bits = self._combo(PER_CHANNEL), self._combo(WEIGHT_BITS)
         self.op_types = QLineEdit()
         self.exclude = QLineEdit(placeholderText="node names, comma-separated")
