@@ -89,15 +89,27 @@ def test_the_slowdown_is_the_work_units_cost_in_a_gap_over_their_usual_cost():
     assert ref.slowdown(30.0, 30.1) is None  # no unit then: not known
 
 
+def _collect_until(ref: ReferenceBeat, enough, what: str) -> None:
+    """Read the references' files until `enough()` holds: waiting for what they write, with a
+    bound against a hang (not a measurement)."""
+    give_up = time.monotonic() + 60
+    while True:
+        ref._collect(time.perf_counter())
+        if enough():
+            return
+        assert time.monotonic() < give_up, f"no {what} within a minute"
+
+
 def test_references_beat_on_every_cpu_with_the_twin_and_steal_is_read():
     ref = ReferenceBeat()
     try:
         assert len(ref.procs) == 2 * len(ref.cpus) + 1 and all(path.exists() for path in ref.files)  # all beating
-        time.sleep(0.3)
+        _collect_until(ref, lambda: set(ref.units) == set(ref.cpus) and all(len(u) >= 3 for u in ref.units.values()),
+                       "three work units on every CPU")
         assert all(p.poll() is None for p in ref.procs) and ref.procs
-        assert ref.worst_ms(time.perf_counter() - 0.3, time.perf_counter()) >= 0.0
-        ref.slowdown(0.0, time.perf_counter())  # reads the files
-        assert set(ref.units) == set(ref.cpus) and all(len(u) >= 3 and all(c > 0 for _e, c in u) for u in ref.units.values())
+        assert all(c > 0 for u in ref.units.values() for _e, c in u)
+        assert ref.worst_ms(0.0, time.perf_counter()) >= 0.0
+        assert ref.slowdown(0.0, time.perf_counter()) > 0  # from the units read
     finally:
         ref.close()
     assert all(p.poll() is not None for p in ref.procs)
@@ -105,24 +117,30 @@ def test_references_beat_on_every_cpu_with_the_twin_and_steal_is_read():
 
 
 def test_a_held_up_reference_reports_its_gap_without_a_thread_in_this_process():
+    """References held up (SIGSTOP) for at least 150 ms report a gap about that long (the last
+    beat may come just before the stop), ending after they went on; how much longer the machine
+    made it is not asserted."""
     threads = threading.active_count()
     ref = ReferenceBeat()
     try:
         assert threading.active_count() == threads  # nothing here takes the measured process's GIL
-        time.sleep(0.2)
-        t0 = time.perf_counter()
         twin = ref.procs[ref.sources.index(TWIN)]
+        t0 = time.perf_counter()
         for proc in (ref.procs[0], twin):  # the reference on the first CPU and the twin held up 150 ms
             os.kill(proc.pid, signal.SIGSTOP)
-        time.sleep(0.15)
+        time.sleep(0.15)  # the stall made (not a wait for an outcome)
+        going_on = time.perf_counter()
         for proc in (ref.procs[0], twin):
             os.kill(proc.pid, signal.SIGCONT)
-        time.sleep(0.05)
+
+        def reported(source) -> bool:
+            return any(s == source and end >= going_on and gap >= 0.14 for s, end, gap in ref.gaps)
+
+        _collect_until(ref, lambda: reported(ref.cpus[0]) and reported(TWIN), "gap reported by both")
         worst = ref.worst_ms(t0, time.perf_counter())
-        assert 140 - BEAT_MS <= worst <= 1000
-        assert 140 - BEAT_MS <= ref.worst_ms(t0, time.perf_counter(), [TWIN]) <= 1000
+        assert worst >= 140 - BEAT_MS
+        assert ref.worst_ms(t0, time.perf_counter(), [TWIN]) >= 140 - BEAT_MS
         assert {ref.cpus[0], TWIN} <= {source for source, end, _gap in ref.gaps if end >= t0}
-        assert ref.worst_ms(t0, time.perf_counter()) == worst  # read once, kept
     finally:
         ref.close()
 

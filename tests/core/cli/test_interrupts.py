@@ -103,7 +103,9 @@ def core_call(dest, cancel):
             (marks / "cleaning").touch()
             time.sleep(600)  # a cleanup that takes long
         else:
-            while not (marks / "release").exists():  # never looks at the token
+            while not (marks / "release").exists():  # never acts on the token; marks its cancel
+                if cancel.cancelled and not (marks / "signalled").exists():
+                    (marks / "signalled").touch()
                 time.sleep(0.005)
         cancel.check()
 
@@ -168,8 +170,8 @@ def test_a_step_that_cannot_check_ends_at_the_check_after_it(tmp_path, sig, code
     child, out, marks = start_driver(tmp_path, "blocking")
     wait_for(lambda: (marks / "writing").exists() or child.poll() is not None, "the write to start")
     child.send_signal(sig)
-    time.sleep(0.2)  # time for the signal to arrive; nothing below depends on how long
-    assert child.poll() is None  # still in the blocking step: a signal raises nothing there
+    wait_for(lambda: (marks / "signalled").exists() or child.poll() is not None, "the signal to arrive")
+    assert child.poll() is None  # it arrived (the token is cancelled), and raised nothing in the blocking step
     (marks / "release").touch()
     returncode, stderr = finish(child)
     assert returncode == code, stderr

@@ -126,3 +126,15 @@ def nested_call(request, data, channel):
 
     inner = run_in_child(f"{__name__}:where_and_how")
     return {"outer": os.getpid(), "inner": inner["pid"]}
+
+
+def sleep_a_minute_marked(request, data, channel):
+    """`sleep_a_minute` that writes its pid to the file $ONNXPORT_TEST_CHILD_MARK names when it
+    starts, and " finished" after its minute: a cancel that kills it leaves no " finished"."""
+    mark = os.environ["ONNXPORT_TEST_CHILD_MARK"]
+    with open(mark + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(mark + ".tmp", mark)
+    time.sleep(60)
+    with open(mark, "a") as f:
+        f.write(" finished")

@@ -121,7 +121,11 @@ def test_the_map_is_built_after_the_report_s_turn_and_only_the_newest_report_ans
     assert overlay.payload is payload  # not built in the report's own turn
     with qtbot.waitSignal(overlay.painted, timeout=10_000):
         overlay.report_view.set_report(report)  # the newest, in the same turn
-    qtbot.wait(300)  # a stale answer (the clear) would come by now
+    # a stale answer (the clear's) needs a page call made before now: the page answers in order,
+    # so once a call made now has answered, every earlier one has
+    assert not overlay._build_timer.isActive() and not overlay._apply_timer.isActive()  # nothing left to send
+    with qtbot.waitCallback(timeout=10_000) as flushed:
+        panel.view.run("0", flushed)
     assert answers == [state["painted"]]
     assert page_state(qtbot, panel.view, list(payload["nodes"]))["painted"] == state["painted"]
 

@@ -107,17 +107,36 @@ def test_the_window_warms_the_preview_up_once_shown(qtbot, window):
     assert window.preview.reloads == 1
 
 
+class PanelClock:
+    """The preview panel's `time`, moved by the test: its render timeout is judged on this clock,
+    so "long past the timeout" is a jump, not a wait; `reads` counts the panel's looks at it."""
+
+    def __init__(self) -> None:
+        self.now, self.reads = 1000.0, 0
+
+    def perf_counter(self) -> float:
+        self.reads += 1
+        return self.now
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        raise AssertionError("the panel slept")
+
+
 def test_a_preview_nobody_sees_waits_instead_of_failing(qtbot, panel, eval_model, monkeypatch):
     """Chromium lays out no hidden page: the render timeout runs only while the preview is seen."""
     from onnxport.gui.preview import preview_panel
 
-    monkeypatch.setattr(preview_panel, "RENDER_TIMEOUT_S", 0.3)
+    clock = PanelClock()
+    monkeypatch.setattr(preview_panel, "time", clock)
     failures = []
     panel.failed.connect(failures.append)
     panel.hide()
     panel.set_model(str(eval_model), ["logits"], PARAMS)
     qtbot.waitUntil(lambda: panel._poll.isActive(), timeout=30_000)
-    qtbot.wait(800)  # well past the timeout
+    clock.now += 10 * preview_panel.RENDER_TIMEOUT_S  # long past the timeout, as far as the panel knows
+    seen = clock.reads
+    qtbot.waitUntil(lambda: clock.reads >= seen + 3, timeout=30_000)  # the poll looked at the clock again
     assert not failures and panel._poll.isActive()
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
         panel.show()

@@ -68,13 +68,14 @@ def test_a_shown_diff_table_measures_its_columns_once_per_fill(qtbot):
     qtbot.waitExposed(table)
     rows = [{"section": "ops", "name": f"MatMul_{i}_" + "x" * (i % 7), "before": i, "after": i + 1} for i in range(40)]
     diff = {"before": "a.onnx", "after": "b.onnx", "rows": rows}
+    longest = max(range(40), key=lambda i: len(rows[i]["name"]))
+    fits = table.fontMetrics().horizontalAdvance(rows[longest]["name"])
     for _ in range(2):  # the second fill: the same table, shown and full
         measured.clear()
         table.set_diff(diff)
-        qtbot.wait(50)  # the header's one resize pass
+        qtbot.waitUntil(lambda: {0, 2, 3, 4} <= set(measured), timeout=5000)  # the header's resize pass
         assert len(measured) <= 3 * table.columnCount()
-    longest = max(range(40), key=lambda i: len(rows[i]["name"]))
-    assert table.columnWidth(1) >= table.fontMetrics().horizontalAdvance(rows[longest]["name"])  # sized to fit
+    assert table.columnWidth(1) >= fits  # the name column (stretched) shows the longest name
     assert table.rows()[0][1] == "MatMul_0_" and len(table.rows()) == 40
 
 
@@ -90,10 +91,12 @@ def test_a_narrow_table_keeps_the_figures_whole_and_elides_the_names(qtbot):
     name = "/model/layers.1/self_attn/o_proj/MatMul_output_0 (cosine)"
     table.set_diff({"before": "a.onnx", "after": "b.onnx",
                     "rows": [{"section": "accuracy", "name": name, "before": 1.0, "after": 0.995688}]})
-    qtbot.wait(50)  # the header's resize pass
     metrics = table.fontMetrics()
-    for column in (2, 3, 4):
-        assert table.columnWidth(column) >= metrics.horizontalAdvance(table.item(0, column).text())
+
+    def figures_whole() -> bool:
+        return all(table.columnWidth(c) >= metrics.horizontalAdvance(table.item(0, c).text()) for c in (2, 3, 4))
+
+    qtbot.waitUntil(figures_whole, timeout=5000)  # the header's resize pass
     assert table.columnWidth(1) < metrics.horizontalAdvance(name)  # elided ...
     assert table.item(0, 1).toolTip() == plain_tip(name)  # ... and whole in its tooltip, as plain text
 

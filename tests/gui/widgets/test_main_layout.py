@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from onnxport.gui.widgets.elided_label import ElidedLabel
 
@@ -21,9 +22,8 @@ def test_the_graph_view_covers_half_the_window(qtbot, window, example):
     qtbot.waitUntil(view.isVisible, timeout=30_000)  # the first preview: seen without picking a tab
     assert not window.preview.hint.isVisible()
     qtbot.waitUntil(lambda: window.size().width() == 1400 and window.size().height() == 860)
-    qtbot.wait(100)
-    area = view.width() * view.height()
-    assert area >= 0.5 * 1400 * 860, (view.size(), window.size())
+    # the layout gives the view its room in a pass after the resize: wait for it (or time out)
+    qtbot.waitUntil(lambda: view.width() * view.height() >= 0.5 * 1400 * 860, timeout=5000)
     left, right = window.outputs_dock.geometry(), window.details_dock.geometry()
     centre = window.preview.geometry()
     assert left.right() < centre.left() and centre.right() < right.left()
@@ -36,7 +36,7 @@ def test_the_docks_sizes_come_back(qtbot, window, settings):
     window.resize(780, 560)  # inside the offscreen screen (800x800): its geometry comes back as it was
     qtbot.waitUntil(lambda: window.size().width() == 780)
     window.details_dock.close()  # put away by the user
-    qtbot.wait(50)
+    QApplication.sendPostedEvents()  # its layout requests
     # a width the 780 px window always has room for beside the graph's minimum (340 was cut to 325 once)
     window.resizeDocks([window.outputs_dock, window.log_dock], [310, 120], Qt.Orientation.Horizontal)
     qtbot.waitUntil(lambda: abs(window.outputs_dock.width() - 310) <= 8, timeout=5000)
@@ -58,7 +58,7 @@ def test_the_preview_status_is_one_line_with_all_of_it_on_hover(qtbot, window):
     one_line = status.sizeHint().height()
     long = "pruned graph, 55.0 KB without weights: showing 357 of 656 nodes around <b>embeddings</b>; " * 6
     status.setText(long + "\nsecond line")
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: super(ElidedLabel, status).text().endswith("…"), timeout=5000)  # elided to its width
     assert status.text() == long + "\nsecond line"  # the whole text for whoever asks
     assert status.height() <= one_line + 2 and status.sizeHint().height() == one_line
     shown = super(ElidedLabel, status).text()
