@@ -54,22 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-COPY_SWITCH_INTERVAL_S = 0.0005  # for the export's copying thread (measured on the 1B decoder)
-
-
 def run(args: argparse.Namespace) -> int:
-    # the export's copying thread (export/early_copy.py) takes the GIL between kernel copies while
-    # this thread runs the graph passes; at Python's default switch interval (5 ms) it waited long
-    # enough to leave the disk idle: the 1B decoder's export took 3.6-4.5 s, 3.3-3.6 s at 0.5 ms
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(COPY_SWITCH_INTERVAL_S)
-    try:
-        return _run(args)
-    finally:
-        sys.setswitchinterval(interval)
-
-
-def _run(args: argparse.Namespace) -> int:
     from onnxport.core.cli.deploy_cmd import deploy_exported, export_deploy_request
     from onnxport.core.cli.export_review import dangling_error
     from onnxport.core.cli.export_review import notes as review_notes

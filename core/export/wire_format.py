@@ -9,7 +9,6 @@ import onnx
 from onnxport.core.graph.const_tensors import ConstTensor
 
 PAGE = 4096
-_DOC_STRING_TAG = bytes([(12 << 3) | 2])  # TensorProto.doc_string, length-delimited
 MODEL_GRAPH_TAG = bytes([(7 << 3) | 2])
 GRAPH_INITIALIZER_TAG = bytes([(5 << 3) | 2])
 _TENSOR_RAW_DATA_TAG = bytes([(9 << 3) | 2])
@@ -65,25 +64,3 @@ def inline_prefix(header: bytes, length: int) -> bytes:
     length, the tensor's other fields (`header`), raw_data's tag and length."""
     body_len = len(header) + len(_TENSOR_RAW_DATA_TAG) + len(varint(length)) + length
     return GRAPH_INITIALIZER_TAG + varint(body_len) + header + _TENSOR_RAW_DATA_TAG + varint(length)
-
-
-def alignment_padding(pos: int, header: bytes, length: int, source_offset: int) -> bytes:
-    """A `doc_string` of spaces that puts the tensor's raw bytes at the same offset modulo the page
-    size as in the source file. Why: the kernel copies page-aligned runs between page caches
-    whole; with mismatched offsets every page is split (measured here: 1.6 GB copy_file_range +
-    fsync 1.1 s matched vs 1.8 s mismatched). Readers ignore a tensor's doc_string."""
-    want = source_offset % PAGE
-
-    def pad_of(size: int) -> bytes:
-        return _DOC_STRING_TAG + varint(size) + b" " * size
-
-    def start(size: int) -> int:
-        return pos + len(inline_prefix(header + pad_of(size), length))
-
-    # The start grows by one per padding byte, except where a varint gains a byte: so the size is
-    # the gap itself or a few bytes less (checked exactly, a handful of candidates, not a scan).
-    gap = (want - start(0)) % PAGE
-    for size in [*range(gap, max(gap - 8, -1), -1), *range(gap + PAGE, gap + PAGE - 8, -1)]:
-        if start(size) % PAGE == want:
-            return pad_of(size)
-    return b""

@@ -31,7 +31,6 @@ from onnxport.core.export.wire_format import (
     GRAPH_INITIALIZER_TAG,
     MODEL_GRAPH_TAG,
     PAGE,
-    alignment_padding,
     inline_prefix,
     padded_varint,
     tensor_header,
@@ -50,7 +49,6 @@ from onnxport.core.util.progress import Reporter
 PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_THRESHOLD = 1024  # with external data, tensors smaller than this stay inline
 EXTERNAL_ALIGN = PAGE  # external tensors start page-aligned so runtimes can map them
-ALIGN_MIN_BYTES = 1 << 20  # tensors this big are copied page-aligned (see wire_format.alignment_padding)
 COPY_CHUNK = 64 << 20  # check for cancel and report progress every 64 MiB
 
 
@@ -286,10 +284,7 @@ def _write_const(const: ConstTensor, sink: _FdSink, data_sink: _FdSink | None, d
         _write_external_header(const, elem_type, dims, sink, data_name, data_sink.pos, length)
         target = data_sink
     else:
-        header = tensor_header(const.name, elem_type, dims)
-        if payload is None and length >= ALIGN_MIN_BYTES:
-            header += alignment_padding(sink.pos, header, length, const.span.offset)
-        sink.write(inline_prefix(header, length))
+        sink.write(inline_prefix(tensor_header(const.name, elem_type, dims), length))
         target = sink
     if payload is None:
         src = sources.get(const.span.path)

@@ -43,9 +43,9 @@ def test_export_validate_quantize_progress_is_monotonic_and_named(tmp_path, caps
     check_reports(reports, ["exporting", "validating", "quantizing", "benchmarking", "writing the report"])
 
 
-def test_export_hands_the_gil_over_often_while_it_copies_and_puts_it_back(tmp_path, monkeypatch):
-    """The copying thread waits for the GIL between kernel copies: the export runs at the app's
-    short switch interval, and the interval is the caller's again afterwards."""
+def test_export_leaves_the_interpreter_s_switch_interval_alone(tmp_path, monkeypatch):
+    """A machine's tuning is the app's start-up's to set, not a command's: the export's copies
+    (the early copy's thread, then the writer's) run at the caller's switch interval."""
     import sys
 
     from onnxport.core.export import early_copy, writer
@@ -58,5 +58,5 @@ def test_export_hands_the_gil_over_often_while_it_copies_and_puts_it_back(tmp_pa
     before = sys.getswitchinterval()
     code = main([str(a) for a in ("export", model, "--checkpoint", ckpt, "--outputs", "logits", "-q",
                                   "--external-data", "always", "-o", tmp_path / "m.onnx")])
-    assert code == 0 and seen and all(s == export_cmd.COPY_SWITCH_INTERVAL_S for s in seen)
+    assert code == 0 and seen and all(s == before for s in seen)
     assert sys.getswitchinterval() == before

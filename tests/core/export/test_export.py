@@ -210,9 +210,10 @@ def test_a_cancel_arriving_after_the_rename_does_not_report_cancelled(tmp_path):
     assert result.path == out and out.exists() and token.cancelled
 
 
-def test_big_tensors_land_page_aligned_like_their_source(tmp_path):
-    """Raw bytes start at the checkpoint's offset modulo 4096 (whole-page kernel copies); the
-    padding is a doc_string readers ignore, and the values are exact."""
+def test_big_tensors_are_copied_as_they_are_with_nothing_added(tmp_path):
+    """A big tensor copied from the checkpoint (by the kernel) gets no padding in its doc_string
+    (it was 4 KB of spaces, to page-align the copy): the user's tensor carries what the source
+    gave it, nothing more, and its values exactly."""
     from onnxport.core.io.readers import read_parameters
     from tests.support.checkpoint_writer import write_checkpoint
 
@@ -230,11 +231,10 @@ def test_big_tensors_land_page_aligned_like_their_source(tmp_path):
     out = tmp_path / "out.onnx"
     export_model(tmp_path / "eval_model.onnx", out, ["logits"], params, options=ExportOptions(fold=False))
     data = out.read_bytes()
-    raw = weights["fc1.weight"].tobytes()
-    at = data.find(raw[:4096])
-    assert at > 0 and at % 4096 == src_offset % 4096
+    assert src_offset > 0 and data.find(weights["fc1.weight"].tobytes()) > 0  # copied whole
     loaded = onnx.load(out)
     init = {t.name: t for t in loaded.graph.initializer}
+    assert all(t.doc_string == "" for t in loaded.graph.initializer)
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(init["fc1.weight"]), weights["fc1.weight"])
     ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
 
