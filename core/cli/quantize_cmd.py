@@ -23,6 +23,8 @@ from onnxport.core.quantize import MODES
 from onnxport.core.util.out_paths import file_destination
 from onnxport.core.util.text import shown_lines
 
+BENCH_SECONDS = 1.0  # -v: the float and the quantized model timed for the table's latency row
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("quantize", help="quantize (int8 dynamic/static, int4 weights) or convert (fp16) a model",
@@ -86,9 +88,15 @@ def run(args: argparse.Namespace) -> int:
         preprocess=not args.no_preprocess, tokenizer=args.tokenizer, block_size=args.block_size,
         **input_sizes(args),
     )
-    result = quantize(args.model, args.out, args.mode, options,
-                      progress=StderrProgress(quiet=args.quiet, verbose=args.verbose), cancel=call_token())
-    full = build_report(quantize=result)
+    progress = StderrProgress(quiet=args.quiet, verbose=args.verbose)
+    result = quantize(args.model, args.out, args.mode, options, progress=progress, cancel=call_token())
+    bench = None
+    if args.verbose and not args.json:  # the table's latency row, as `export --quantize -v` shows it
+        from onnxport.core.evaluate.benchmark import benchmark
+
+        bench = benchmark([args.model, result.path], inputs=args.validation_inputs, seconds=BENCH_SECONDS,
+                          progress=progress, cancel=call_token(), **input_sizes(args))
+    full = build_report(quantize=result, bench=bench)
     if args.report:
         write_report(args.report, full)
     if args.json:

@@ -37,3 +37,15 @@ def test_export_quantize_prints_the_diff(tmp_path, capsys):
     assert code == 0, text
     table = text[text.index("before/after:"):]
     assert "model.fp16.onnx" in table and "float16" in table and "p50" in table and "logits (cosine)" in table
+
+
+def test_quantize_v_has_the_latency_row(fp32, tmp_path, capsys):  # noqa: F811
+    """README and the table hint promise latency in `quantize -v`'s before/after table, as `export
+    --quantize -v` has it: both models are timed."""
+    q = tmp_path / "int8.onnx"
+    code = main(["quantize", str(fp32), "-o", str(q), "--mode", "dynamic", "--int8-path", "avx2", "-q", "-v"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    table = text[text.index("before/after:"):]
+    latency = next(line for line in table.splitlines() if line.strip().startswith("latency"))
+    assert "p50 (ms)" in latency and latency.count(" ms") == 2, latency
