@@ -7,7 +7,8 @@ whole graph (the app paints it on the preview, the report names the jump). Contr
   `tensors` maps every float tensor both produce to (relative L2 error, cosine); `nodes` holds one
   `LayerError` per reference node with a compared output; `first_jump` is the first node in
   topological order adding at least `threshold` (or making non-finite values), else None.
-- `from_measured(reference, errors)` does the same from errors already measured.
+- `from_measured(reference, errors)` does the same from errors already measured; `without_kept`
+  drops the nodes a quantize run kept in float (`in_reference` names them in the reference).
 - `to_dict()` is bounded for the report: counts, the first jump, the `TOP_TENSORS` worst tensors,
   per-node figures for at most `NODE_LIMIT` nodes adding a measurable error; no tensor values.
 """
@@ -65,6 +66,26 @@ class TensorErrors:
                                "rel_error": _num(rel), "cosine": _num(cos)} for t, (rel, cos) in worst],
             "nodes": [e.to_dict() for e in self.measurable()[:NODE_LIMIT]],
         }
+
+
+def in_reference(reference: onnx.ModelProto, names: list[str]) -> set[str]:
+    """Reference nodes standing for `names` (nodes of the quantized frame): the same name, or the
+    name ORT's pre-processing gave a fusion of it (`name/<Fusion>`)."""
+    prefixes = {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 2)}
+    return {n.name for n in reference.graph.node if n.name and n.name in prefixes}
+
+
+def without_kept(report, kept: set[str]) -> None:
+    """`report` (a ValidationReport) without per-node figures for the nodes a run kept in float
+    (reference names): they add no error of their own, and the first jump is never one of them."""
+    def blamed(e: LayerError) -> bool:
+        return not (set(e.group) | {e.node}) & kept
+
+    report.layers = [e for e in report.layers if blamed(e)]
+    t = report.tensors
+    if t is not None:
+        t.nodes = [e for e in t.nodes if blamed(e)]
+        t.first_jump = next((e for e in t.nodes if e.nonfinite or e.added >= t.threshold), None)
 
 
 def tensor_errors(model: str | Path | onnx.ModelProto, reference: str | Path | onnx.ModelProto,
