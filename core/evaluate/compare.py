@@ -256,8 +256,8 @@ def vector_dot(a: np.ndarray, b: np.ndarray) -> float:
 
 def _row_cosines(got: np.ndarray, want: np.ndarray) -> list[float]:
     """Cosine of each row along axis 0 (a sample, for batch-first outputs) that has finite values, over them."""
-    if got.dtype.kind not in "fc" or not got.size:
-        return []
+    if got.dtype.kind not in "fc" or not got.size or got.size == got.shape[0]:
+        return []  # one value a row: its cosine is 1 (or -1) whatever the error, no spread to show
     g = got.astype(np.float64, copy=False).reshape(got.shape[0], -1)
     w = want.astype(np.float64, copy=False).reshape(want.shape[0], -1)
     ok = np.isfinite(g) & np.isfinite(w)
