@@ -6,7 +6,8 @@ whose tensors fit `TENSOR_BYTES`), and returns one
 `LayerError` per reference node with a compared output: the relative L2 error of that output and
 how much error the node *added* over the worst of its compared inputs. Nodes the quantizer fused
 away are grouped with the compared node after them (`group`: keeping one in float keeps the group).
-Sorted by added error, worst first. Memory: about 2 x `TENSOR_BYTES` of tensors.
+Sorted by added error, worst first. Memory: about 2 x `TENSOR_BYTES` of tensors. `taken_branches`
+inlines the If branches a feed takes, so the comparison reaches into them.
 
 `added` is always finite: a node whose output turns non-finite where its inputs did not adds 1.0
 (`nonfinite` set); one whose inputs already were adds 0.0. `ranking_lines` prints only the nodes
@@ -28,6 +29,7 @@ from onnxport.core.evaluate.runtime import adapt_feed, load_full, precision_of, 
 from onnxport.core.graph.index import infer_value_info
 
 TENSOR_BYTES = 64 << 20  # the reference's exposed tensors in one run (the model's as many): fewer rows past it
+INLINED_DEPTH = 4  # nested Ifs inlined for the comparison (silero VAD: an If in the main graph, three in each branch)
 MEASURABLE = 5e-5  # added relative error below this prints as +0.0000: not worth naming
 FUSED_ACTIVATIONS = {"Relu", "Clip"}  # what ORT's QDQ quantizer removes into the QuantizeLinear after
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
@@ -198,6 +200,53 @@ def measure_tensors(model: str | Path | onnx.ModelProto, reference: str | Path |
     want = dict(zip(names, ref_sess.run(names, adapt_feed(feed, ref_sess))))
     got = dict(zip(names, cand_sess.run(names, adapt_feed(feed, cand_sess))))
     return {name: _rel_error(got[name], want[name]) for name in names}
+
+
+def taken_branches(model: onnx.ModelProto, reference: onnx.ModelProto, feed: dict[str, np.ndarray], *,
+                   workdir: Path | None = None) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """Copies of both models with each If of the main graph replaced by the branch the reference takes
+    on `feed` (its nodes in the main graph, an Identity per output), again for the Ifs that branch
+    holds, `INLINED_DEPTH` deep: the per-tensor comparison then reaches into the branch and blames
+    the node there that adds the error, not the If or the Identity after it (silero VAD). Models
+    without an If come back as they are (no copy, no run)."""
+    for _ in range(INLINED_DEPTH):
+        ifs = [n for n in reference.graph.node if n.op_type == "If" and n.name and n.input]
+        if not ifs:
+            break
+        names = list(dict.fromkeys(n.input[0] for n in ifs))
+        sess = session(_with_outputs(reference, names), label="reference", workdir=workdir)
+        values = dict(zip(names, sess.run(names, adapt_feed(feed, sess))))
+        taken = {n.name: bool(np.asarray(values[n.input[0]]).reshape(-1)[0]) for n in ifs
+                 if np.asarray(values[n.input[0]]).size == 1}
+        if not taken:
+            break
+        model, reference = _inlined(model, taken), _inlined(reference, taken)
+    return model, reference
+
+
+def _inlined(model: onnx.ModelProto, taken: dict[str, bool]) -> onnx.ModelProto:
+    """A copy of `model`, each If named in `taken` replaced by its then (True) or else branch."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "If" or node.name not in taken:
+            nodes.append(node)
+            continue
+        want = "then_branch" if taken[node.name] else "else_branch"
+        branch = next((a.g for a in node.attribute if a.name == want), None)
+        if branch is None or len(branch.output) != len(node.output):
+            nodes.append(node)
+            continue
+        nodes += list(branch.node)
+        graph.initializer.extend(branch.initializer)
+        graph.value_info.extend(branch.value_info)
+        nodes += [onnx.helper.make_node("Identity", [inner.name], [outer], name=f"{node.name}/{want}/{outer}")
+                  for inner, outer in zip(branch.output, node.output) if outer]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return copy
 
 
 def _bounded_rows(feed: dict[str, np.ndarray], ref_sess, names: list[str]) -> dict[str, np.ndarray]:

@@ -38,6 +38,7 @@ from onnxport.core.evaluate.sensitivity import (
     measure_tensors,
     ranked_nodes,
     ranking_lines,
+    taken_branches,
 )
 from onnxport.core.evaluate.tensor_errors import TensorErrors, from_measured
 from onnxport.core.io.light_read import load_light_graph
@@ -201,6 +202,7 @@ def validate(
         report(0.85, "comparing intermediate tensors")
         cand, first = load_full(model_path), {**feeds.first(), **param_feeds}
         load_weights(ref_model, ref_folder)  # the intermediate tensors are compared in memory
+        cand, ref_model = taken_branches(cand, ref_model, first)  # inside If branches too
         measured = measure_tensors(cand, ref_model, first)  # once, for the ranking and the map
         ranked = layer_errors(cand, ref_model, first, errors=measured)
         tensors = from_measured(ref_model, measured, model=cand)

@@ -9,9 +9,9 @@ anyway, so outputs stay exact; only the activation's range gains) at no run-time
 Contract: `shifted(graph, weights, producer, readers, x, idx, tag)`: when x comes from z through
 a chain of elementwise nodes (`ELEMENTWISE`, other inputs scalar constants, intermediates read
 only inside the chain) that `vanishes` far below 0, and z = Add(., constant 1-D bias) is read
-only by that chain, subtracts SHIFT from b[idx] and returns the name of a new tensor f(z[..., idx])
-computed in float by a copy of the chain over Gather(z, idx) + SHIFT (nodes appended unsorted);
-else None, the graph untouched.
+only by that chain, subtracts SHIFT from b[idx] and returns (a new tensor f(z[..., idx]) computed
+in float by a copy of the chain over Gather(z, idx) + SHIFT, x's new name: z and the chain's
+tensors, shifted, are renamed `rescaled`) (nodes appended unsorted); else None, the graph untouched.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
-from onnxport.core.quantize.weight_edits import add_weight
+from onnxport.core.quantize.weight_edits import add_weight, rescaled
 
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Erf", "Tanh", "Sigmoid", "Relu", "Pow", "Sqrt", "Neg", "Abs"}
 SHIFT = 100.0  # z_j - SHIFT: f(-100 + z_j) == 0 in float32 for the activations above while z_j < ~60
@@ -29,7 +29,7 @@ MAX_CHAIN = 12
 
 
 def shifted(graph: onnx.GraphProto, weights: dict, producer: dict, readers: dict[str, int], x: str,
-            idx: np.ndarray, tag: str) -> str | None:
+            idx: np.ndarray, tag: str) -> tuple[str, str] | None:
     """See the module docstring."""
     found = _chain(weights, producer, readers, x)
     if found is None:
@@ -59,7 +59,9 @@ def shifted(graph: onnx.GraphProto, weights: dict, producer: dict, readers: dict
         del copy.output[:]
         copy.output.append(renamed[node.output[0]])
         graph.node.append(copy)
-    return renamed[x]
+    for tensor in [z] + [n.output[0] for n in chain if n.output[0] != x]:  # shifted: not the float model's
+        rescaled(graph, tensor)
+    return renamed[x], rescaled(graph, x)
 
 
 PROBE = np.linspace(-60.0, 60.0, 121, dtype=np.float32)  # z_j values the shift must still silence

@@ -24,7 +24,13 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.quantize.outlier_shift import shifted
-from onnxport.core.quantize.weight_edits import add_weight, graph_lookups, replace_weight, unique_name
+from onnxport.core.quantize.weight_edits import (
+    add_weight,
+    graph_lookups,
+    replace_weight,
+    rescaled,
+    unique_name,
+)
 
 RATIO = 32.0  # a channel is an outlier when its score passes this many medians of its MatMul
 MAX_CHANNELS = 4  # per MatMul: a few channels in float, never a whole MatMul
@@ -96,9 +102,10 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
         tag = unique_name(weights, activation.strip("/").replace("/", "_"))
         size = numpy_helper.to_array(weights[nodes[0].input[1]]).shape[0]
         alone = readers.get(activation, 0) == len(nodes) and activation not in outputs
-        picked = shifted(graph, weights, producer, readers, activation, idx, tag) if alone else None
-        if picked is not None:  # zeroed by its bias, the float part computed from z (outlier_shift.py)
-            factor, masked = np.ones(len(idx), np.float32), activation
+        found = shifted(graph, weights, producer, readers, activation, idx, tag) if alone else None
+        if found is not None:  # zeroed by its bias, the float part computed from z (outlier_shift.py)
+            picked, masked = found
+            factor = np.ones(len(idx), np.float32)
         else:
             source, factor, masked = _masked(graph, weights, producer, activation, idx, size, tag, alone)
             graph.initializer.append(numpy_helper.from_array(idx, f"{tag}{SUFFIX}_channels"))
@@ -116,6 +123,8 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
             rows_name = add_weight(graph, weights, unique_name(weights, f"{node.name}{SUFFIX}_weight"), rows)
             node.input[0] = masked
             tail = _bias_add(graph, weights, node, outputs) or node  # after the bias: ORT fuses that Add
+            if tail is not node:  # the product without rows j: not the float model's
+                rescaled(graph, node.output[0])
             out = tail.output[0]
             name = f"{node.name}{SUFFIX}"
             tail.output[0] = f"{name}_int8_part"
@@ -150,7 +159,7 @@ def _masked(graph, weights, producer, activation: str, idx: np.ndarray, size: in
         values[idx] = 0.0
         node.input[position] = add_weight(graph, weights, unique_name(weights, f"{tag}{SUFFIX}_factor"),
                                           values.astype(np.float32))
-        return other, factor, activation
+        return other, factor, rescaled(graph, activation)  # its channels j are 0 now
     mask = np.ones(size, np.float32)
     mask[idx] = 0.0
     name = add_weight(graph, weights, unique_name(weights, f"{tag}{SUFFIX}_mask"), mask)

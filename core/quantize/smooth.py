@@ -22,7 +22,13 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.quantize.outlier_split import SUFFIX, constant_factor, weight_matmuls
-from onnxport.core.quantize.weight_edits import add_weight, graph_lookups, replace_weight, unique_name
+from onnxport.core.quantize.weight_edits import (
+    add_weight,
+    graph_lookups,
+    replace_weight,
+    rescaled,
+    unique_name,
+)
 
 ALPHA = 0.5  # 0.4-0.6 measured alike on all-MiniLM-L6-v2
 CLIP = 100.0
@@ -70,6 +76,7 @@ def smooth(model: onnx.ModelProto, maxima: dict[str, np.ndarray], alpha: float =
             name = add_weight(graph, weights, unique_name(weights, f"{activation}{TAG}_factor"),
                               (values / s).astype(np.float32))
             node.input[position] = name
+            rescaled(graph, activation)  # x / s now: not the float model's x
         else:
             name = add_weight(graph, weights, unique_name(weights, f"{activation}{TAG}_inverse"),
                               (1.0 / s).astype(np.float32))

@@ -111,6 +111,9 @@ def test_quantize_reaches_into_the_branches_and_keeps_the_speech_probabilities(t
     result = quantize(silero_vad(), out, mode,
                       QuantizeOptions(int8_path="avx2", validation_inputs=feeds[::3]))
     assert result.target_met and result.kept_float_nodes == []
+    blamed = result.validation.tensors.nodes  # compared inside the branch taken, never the If around it
+    assert blamed and all(e.op_type != "If" and "then_branch" in e.node for e in blamed if e.added > 0)
+    assert result.validation.outputs[0].samples is None  # `output` [batch, 1]: no one-value cosines
     onnx.checker.check_model(str(out))
     ops = _body_ops(out)
     if mode == "dynamic":  # the four LSTMs (two per sample rate) int8; Conv stays float (no ConvInteger)

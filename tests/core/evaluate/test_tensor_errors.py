@@ -153,3 +153,42 @@ def validate_like(errors):
     from types import SimpleNamespace
 
     return SimpleNamespace(layers=list(errors.nodes), tensors=errors)
+
+
+def _if_model(path: Path, w_then: np.ndarray, w_else: np.ndarray) -> Path:
+    """y = If(flag, then: x @ w_then + 1, else: x @ w_else), then an Identity (as silero VAD has)."""
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    def branch(name: str, w: np.ndarray, plus_one: bool) -> onnx.GraphProto:
+        nodes = [helper.make_node("MatMul", ["x", f"{name}_w"], [f"{name}_mm"], name=f"{name}/MatMul")]
+        out = f"{name}_mm"
+        if plus_one:
+            nodes.append(helper.make_node("Add", [out, f"{name}_one"], [f"{name}_y"], name=f"{name}/Add"))
+            out = f"{name}_y"
+        inits = [numpy_helper.from_array(w, f"{name}_w"), numpy_helper.from_array(np.float32(1.0), f"{name}_one")]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(out, T.FLOAT, None)], inits)
+
+    graph = helper.make_graph(
+        [helper.make_node("If", ["flag"], ["branch_y"], name="If_0", then_branch=branch("then", w_then, True),
+                          else_branch=branch("else", w_else, False)),
+         helper.make_node("Identity", ["branch_y"], ["y"], name="out/Identity")],
+        "g", [helper.make_tensor_value_info("x", T.FLOAT, ["n", 16]), helper.make_tensor_value_info("flag", T.BOOL, [])],
+        [helper.make_tensor_value_info("y", T.FLOAT, ["n", 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_the_error_is_blamed_inside_the_if_branch_it_arises_in(tmp_path):
+    """silero VAD's error arises in an LSTM inside an If branch: the map reaches into the branch the
+    inputs take and blames the node there, not the If or the Identity after it."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((16, 16)).astype(np.float32)
+    ref = _if_model(tmp_path / "ref.onnx", w, w)
+    cand = _if_model(tmp_path / "cand.onnx", w + 0.05 * rng.standard_normal(w.shape).astype(np.float32), w)
+    feed = {"x": rng.standard_normal((4, 16)).astype(np.float32), "flag": np.array(True)}
+    report = validate(cand, ref, inputs=[feed], layers=True)
+    assert report.tensors.first_jump is not None and report.tensors.first_jump.node == "then/MatMul"
+    assert {e.op_type for e in report.tensors.nodes} >= {"MatMul"} and "If" not in {e.op_type for e in report.layers}

@@ -9,6 +9,7 @@ from onnx import numpy_helper
 
 from onnxport.core.quantize.outlier_plan import channel_maxima
 from onnxport.core.quantize.smooth import CLIP, TAG, factors, smooth
+from onnxport.core.quantize.weight_edits import RESCALED
 
 from .test_outlier_split import LN_OUTLIER, _run, block_model, feeds
 
@@ -50,4 +51,4 @@ def test_a_mul_is_added_for_shared_or_wide_activations_and_folded_into_a_vector_
     assert [n.input[0] for n in added] == ["h"]  # h: read by two MatMuls (and the residual, left whole)
     assert nodes["q/MatMul"].input[0] == nodes["v/MatMul"].input[0] == added[0].output[0]
     assert list(nodes["residual"].input) == ["h", "q"]
-    assert nodes["scale"].input[1] != "c" and nodes["out/MatMul"].input[0] == "u"  # 1/s went into c: free
+    assert nodes["scale"].input[1] != "c" and nodes["out/MatMul"].input[0] == "u" + RESCALED  # 1/s went into c: free
