@@ -156,42 +156,11 @@ def validate(
     sess = session(model_path, checked=True)  # load_light_graph checked its references
     report.check()
     report(0.05, f"loading reference {reference_path.name}")
-    if reuse is not None and reuse.session is not None:
-        ref_sess = reuse.session
-    else:
-        ref_sess = session(ref_model, label=str(reference_path), external_folder=ref_folder)
-        if reuse is not None:
-            reuse.session = ref_sess
-    given = {s.name for s in feeds.specs} | set(param_feeds)
-    not_tensors = [f"{i.name} ({i.type})" for i in sess.get_inputs() if not i.type.startswith("tensor(")]
-    if not_tensors:  # sequences, optionals: neither generated nor read from .npz
-        raise OnnxportError(f"{model_path.name}: input(s) {', '.join(not_tensors[:5])} are not tensors; "
-                            f"validate feeds tensor inputs only")
-    missing = [i.name for i in ref_sess.get_inputs() if i.name not in given]
-    if missing:
-        hint = "pass the checkpoint (--checkpoint)" if params is None else "the inputs must cover them"
-        raise OnnxportError(f"{reference_path}: the reference needs input(s) {', '.join(missing[:5])} that "
-                            f"{model_path.name} does not take", hint=hint)
-    kinds = output_kinds(graph)
-    stats = {name: OutputStats(name, kinds.get(name, VALUES)) for name in out_names}
-    total = max(len(feeds), 1)
-    batches = 0
-    for i, feed in enumerate(feeds):
-        report.check()
-        report(0.1 + 0.7 * i / total, f"comparing outputs (batch {i + 1}/{total})")
-        got = run(sess, out_names, adapt_feed(feed, sess), label=model_path.name, hint=feeds.hint)
-        want = reuse.outputs.get(i) if reuse is not None else None
-        if want is None:
-            want = run(ref_sess, out_names, {**adapt_feed(feed, ref_sess), **param_feeds},
-                       label=f"reference {reference_path.name}", hint=feeds.hint, shown=feed)
-            if reuse is not None:
-                reuse.runs += 1
-                reuse.keep(i, want)
-        for name, g, w in zip(out_names, got, want):
-            stats[name].update(g, w)
-        batches += 1
-    if batches == 0:
-        raise OnnxportError(f"{feeds.description}: no inputs to validate with")
+    ref_sess = _reference_session(ref_model, reference_path, reuse)
+    _check_inputs(sess, ref_sess, model_path, reference_path, {s.name for s in feeds.specs} | set(param_feeds),
+                  params is not None)
+    pair = _Pair(sess, ref_sess, model_path, reference_path, param_feeds)
+    stats, batches = _compare(pair, out_names, output_kinds(graph), feeds, reuse, report)
     if thresholds is None:
         thresholds = EXACT if precision == "float32" else LOSSY
     outputs = [stats[n].result(thresholds) for n in out_names]
@@ -213,3 +182,62 @@ def validate(
         precision=precision, inputs=feeds.description, batches=batches, thresholds=thresholds,
         outputs=outputs, layers=ranked, seconds=time.perf_counter() - started, tensors=tensors,
     )
+
+
+@dataclass
+class _Pair:
+    """The model's and the reference's sessions, and the parameters the reference is fed."""
+
+    sess: object
+    ref_sess: object
+    model_path: Path
+    reference_path: Path
+    param_feeds: dict
+
+
+def _reference_session(ref_model, reference_path: Path, reuse: ReferenceRuns | None):
+    """The reference's session: the one `reuse` holds, else a new one (kept in `reuse`)."""
+    if reuse is not None and reuse.session is not None:
+        return reuse.session
+    ref_sess = session(ref_model, label=str(reference_path), external_folder=reference_path.parent)
+    if reuse is not None:
+        reuse.session = ref_sess
+    return ref_sess
+
+
+def _check_inputs(sess, ref_sess, model_path: Path, reference_path: Path, given: set[str], with_params: bool) -> None:
+    """Tensor inputs only, and every input the reference needs among those given."""
+    not_tensors = [f"{i.name} ({i.type})" for i in sess.get_inputs() if not i.type.startswith("tensor(")]
+    if not_tensors:  # sequences, optionals: neither generated nor read from .npz
+        raise OnnxportError(f"{model_path.name}: input(s) {', '.join(not_tensors[:5])} are not tensors; "
+                            f"validate feeds tensor inputs only")
+    missing = [i.name for i in ref_sess.get_inputs() if i.name not in given]
+    if missing:
+        hint = "the inputs must cover them" if with_params else "pass the checkpoint (--checkpoint)"
+        raise OnnxportError(f"{reference_path}: the reference needs input(s) {', '.join(missing[:5])} that "
+                            f"{model_path.name} does not take", hint=hint)
+
+
+def _compare(pair: _Pair, out_names: list[str], kinds: dict[str, str], feeds, reuse: ReferenceRuns | None,
+             report: Reporter) -> tuple[dict[str, OutputStats], int]:
+    """Both models on every batch, their outputs folded into one `OutputStats` per output."""
+    stats = {name: OutputStats(name, kinds.get(name, VALUES)) for name in out_names}
+    total = max(len(feeds), 1)
+    batches = 0
+    for i, feed in enumerate(feeds):
+        report.check()
+        report(0.1 + 0.7 * i / total, f"comparing outputs (batch {i + 1}/{total})")
+        got = run(pair.sess, out_names, adapt_feed(feed, pair.sess), label=pair.model_path.name, hint=feeds.hint)
+        want = reuse.outputs.get(i) if reuse is not None else None
+        if want is None:
+            want = run(pair.ref_sess, out_names, {**adapt_feed(feed, pair.ref_sess), **pair.param_feeds},
+                       label=f"reference {pair.reference_path.name}", hint=feeds.hint, shown=feed)
+            if reuse is not None:
+                reuse.runs += 1
+                reuse.keep(i, want)
+        for name, g, w in zip(out_names, got, want):
+            stats[name].update(g, w)
+        batches += 1
+    if batches == 0:
+        raise OnnxportError(f"{feeds.description}: no inputs to validate with")
+    return stats, batches
