@@ -32,6 +32,7 @@ from .dialogs.error_dialog import error_text, show_error
 from .dialogs.export_dialog import export_dialog_for, say_after_export_failure
 from .dialogs.help_menu import add_help_menu
 from .dialogs.import_flow import ImportFlow
+from .dialogs.run_on_flow import RunOnFlow
 from .jobs import core_calls
 from .jobs.runner import JobRunner
 from .jobs.worker import Job
@@ -79,6 +80,7 @@ class MainWindow(QMainWindow):
         self.log_lines(self.state.dropped)  # the settings file's bad entries, said once (app_state.py)
         self.import_flow = ImportFlow(self, self.runner, self.log_line, self.open_paths)
         self.deploy_flow = DeployFlow(self, self.runner, self.log_line, lambda: self.last_export)
+        self.run_on_flow = RunOnFlow(self, self.runner, self.log_line, lambda report: self._validated(report))
         self._build_widgets()
         build_actions(self)  # gui/widgets/main_actions.py
         add_view_menu(self, [self.outputs_dock, self.details_dock, self.log_dock])
@@ -376,6 +378,7 @@ class MainWindow(QMainWindow):
         has_outputs = bool(self.model and self.model.checked_outputs())
         gate_export(self, ready and has_outputs)  # off on a mismatch, the reason in its tooltip
         self.validate_action.setEnabled(ready)
+        self.run_on_action.setEnabled(not self.busy and self.run_on_flow.model() is not None)
         self.open_action.setEnabled(not self.busy)
         self.import_action.setEnabled(not self.busy)
         self.deploy_action.setEnabled(not self.busy)

@@ -109,6 +109,13 @@ def node_count(graph) -> int:
     return len(graph.graph.node) + sum(len(body.node) for *_, body in walk_bodies(graph.graph))
 
 
+def painted_node_names(model: str | Path, limit: int = 100_000) -> list[str]:
+    """The names of the file's nodes a placement can be painted on (its main graph; Constant
+    nodes left out: ONNX Runtime makes them initializers), at most `limit`."""
+    graph = load_light_graph(Path(model)).graph
+    return [n.name for n in graph.node if n.name and n.op_type != "Constant"][:limit]
+
+
 def _packed(feeds: list[dict]) -> tuple[list[str], bytes]:
     names = list(feeds[0])
     buffer = io.BytesIO()

@@ -25,6 +25,7 @@ from PySide6.QtGui import QColor
 from onnxport.core.evaluate.report import accuracy_map
 
 from .overlay_script import APPLY_JS, CLEAR_JS, TAKE_CLICKS_JS
+from .provider_overlay import provider_payload
 
 POLL_MS = 250
 LOW, HIGH = -4.0, -1.0  # log10 of the added relative error at the two ends of the scale
@@ -123,7 +124,8 @@ class ErrorOverlay(QObject):
         self._build_timer.start()
 
     def _build(self) -> None:
-        self.payload = payload(accuracy_map(self._report))
+        error_map = accuracy_map(self._report)  # else a run on providers: painted by provider
+        self.payload = payload(error_map) if error_map else provider_payload(self._report)
         self._mark_list()
         self._apply_timer.start()
 

@@ -27,6 +27,8 @@ def build_actions(window: QMainWindow) -> None:
                                "Validate the last export against the eval graph + checkpoint")
     w.deploy_action = action("&Deploy…", w.deploy_flow.choose, "Ctrl+D",
                              "Make a model ready for an ONNX Runtime release or ORT Mobile, checked")
+    w.run_on_action = action("&Run on…", w.run_on_flow.choose, "Ctrl+Shift+R",
+                             "Run the model on another execution provider (OpenVINO, CUDA, ...) against CPU")
     w.cancel_action = action("&Cancel", w.cancel_job, "Esc", "Stop the running job")
     w.import_action = action("&Import from PyTorch…", w.import_flow.choose, "Ctrl+I",
                              "TorchScript .pt, torch.export .pt2 or a Hugging Face folder")
@@ -42,7 +44,8 @@ def build_actions(window: QMainWindow) -> None:
     menu.addSeparator()
     menu.addAction(w.quit_action)
     w.model_menu = w.menuBar().addMenu("&Model")
-    for act in (w.export_action, w.quantize_action, w.validate_action, w.deploy_action, w.cancel_action):
+    for act in (w.export_action, w.quantize_action, w.validate_action, w.run_on_action, w.deploy_action,
+                w.cancel_action):
         w.model_menu.addAction(act)
     w.toolbar = w.addToolBar("Main")
     w.toolbar.setObjectName("mainToolbar")

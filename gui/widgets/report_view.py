@@ -36,6 +36,7 @@ from .accuracy_panel import AccuracyPanel
 from .chart_labels import LABEL_PAD, fitted_label, short_label_width
 from .layout_pass import one_layout_pass
 from .plain_text import plain_label, plain_tip
+from .provider_rows import provider_rows
 from .wrapped_label import WrappedLabel
 
 BEFORE = QColor("#8a98a8")
@@ -342,7 +343,7 @@ def _details_html(report: dict) -> str:
             mad = "n/a" if o.get("max_abs_diff") is None else f"{o['max_abs_diff']:.3g}"
             arg = "" if o.get("argmax_agreement") is None or o.get("kind") != CLASSES else f", argmax {100 * o['argmax_agreement']:.1f}%"
             rows.append(f"&nbsp;&nbsp;{mark} {_esc(o['name'])}: cosine {cos}, max abs diff {mad}{arg}")
-    return "<br>".join(rows)
+    return "<br>".join(rows + provider_rows(report))
 
 
 def _measured_only(report: dict) -> bool:
