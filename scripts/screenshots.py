@@ -204,6 +204,9 @@ def take_shots(app) -> int:
     from compare_shots import compare_shots  # File > Compare with: two models, two checkpoints
 
     compare_shots(window, tmp, shot, until)
+    from run_on_shots import run_on_shots  # Model > Run on: the graph painted by provider
+
+    run_on_shots(window, tmp, shot, until)
     window.close()
     pump(0.5)
     shutil.rmtree(tmp, ignore_errors=True)

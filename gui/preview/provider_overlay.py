@@ -28,7 +28,7 @@ def provider_payload(report: dict | None) -> dict:
     nodes = {n: dict(fell if n in on_cpu else took, title=f"{n}\n{(fell if n in on_cpu else took)['title']}")
              for n in names}
     legend = {"title": f"Where ONNX Runtime placed the nodes: {name}",
-              "gradient": [ON_PROVIDER, ON_PROVIDER, ON_CPU, ON_CPU], "ticks": [name, "CPU (fell back)"],
+              "gradient": [f"{ON_PROVIDER} 50%", f"{ON_CPU} 50%"], "ticks": [name, "CPU (fell back)"],
               "lines": [{"text": f"{entry['nodes_on_provider']} of {entry.get('nodes_partitioned', '?')} nodes on {name}, "
                                  f"{entry['nodes_on_cpu']} fell back to CPU", "swatch": ON_CPU},
                         {"text": "{count} nodes painted"}]}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 
+from onnxport.core.runtimes.names import CPU
+
 
 def provider_rows(report: dict) -> list[str]:
     rows: list[str] = []
@@ -19,8 +21,10 @@ def provider_rows(report: dict) -> list[str]:
             rows.append(f"✘ <b>{name}</b>: {html.escape(p['error'])}")
             continue
         mark = "✔" if p.get("passed") else "✘"
-        rows.append(f"{mark} <b>{name}</b>: {p['nodes_on_provider']} of {p.get('nodes_partitioned', '?')} nodes, "
-                    f"{p['nodes_on_cpu']} fell back to CPU; {html.escape(str(p.get('precision', '')))}")
+        where = (f"{p['nodes_on_provider']} nodes" if p["provider"] == CPU else
+                 f"{p['nodes_on_provider']} of {p.get('nodes_partitioned', '?')} nodes, {p['nodes_on_cpu']} fell back to CPU")
+        rows.append(f"{mark} <b>{name}</b>: {where} ({p.get('nodes_in_file', '?')} in the file); "
+                    f"{html.escape(str(p.get('precision', '')))}")
         if p.get("options"):
             rows.append("&nbsp;&nbsp;options: " + html.escape(", ".join(f"{k}={v}" for k, v in p["options"].items())))
         for o in p.get("outputs") or []:
