@@ -57,6 +57,7 @@ def test_run_on_openvino_from_the_window_paints_the_graph_by_provider(qtbot, win
     qtbot.waitUntil(lambda: window.report_view.report is report, timeout=10_000)
     details = window.report_view.details.text()
     assert "4 of 5 nodes, 1 fell back to CPU" in details and "against CPU" in details
+    qtbot.waitUntil(lambda: "hm" in window.error_overlay.payload["nodes"], timeout=10_000)  # built in a turn of its own
     payload = window.error_overlay.payload
     assert payload["nodes"]["hm"]["fill"] == ON_CPU and payload["nodes"]["mm"]["fill"] == ON_PROVIDER
     preview = window.preview
