@@ -18,6 +18,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnxport.core.graph.passes import REWRITTEN, NodeChange, PassResult, node_label
+from onnxport.core.quantize.passes import checked
+
+NOT_A_ROW = "a Gemm bias that is not a row remains"
+
 
 def _columns(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> int | None:
     """N, the output's column count, from the weight B's shape (None if B is no 2-D initializer)."""
@@ -33,14 +38,17 @@ def _row_bias(dims: list[int], columns: int) -> bool:
     return size in (1, columns) and all(d == 1 for d in dims[:-1]) and (not dims or dims[-1] in (1, columns))
 
 
-def flatten_gemm_biases(model: onnx.ModelProto) -> tuple[int, bool]:
-    """Rewrite the main graph's row-shaped Gemm biases as [N] (in place). Returns how many were
-    rewritten, and whether a Gemm bias that is not a row remains."""
+@checked
+def flatten_gemm_biases(model: onnx.ModelProto) -> PassResult:
+    """Rewrite the main graph's row-shaped Gemm biases as [N] (in place); a checked pass
+    (passes.py): the Gemms rewritten, and a note (`NOT_A_ROW`) when a Gemm bias that is not a
+    row remains."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     readers = Counter(name for node in graph.node for name in node.input)
     declared = {v.name for v in (*graph.input, *graph.output)}  # a declared shape stays as declared
     rewritten, other = 0, False
+    changes: list[NodeChange] = []
     for node in graph.node:
         if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] not in inits:
             continue
@@ -58,5 +66,6 @@ def flatten_gemm_biases(model: onnx.ModelProto) -> tuple[int, bool]:
             graph.initializer.append(numpy_helper.from_array(values, name))
             node.input[2] = name
         rewritten += 1
-    return rewritten, other
+        changes.append(NodeChange(node_label(node), REWRITTEN, "bias written as [N]"))
+    return PassResult(model, changed=bool(changes), changes=changes, notes=[NOT_A_ROW] if other else [])
 

@@ -116,7 +116,7 @@ def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, 
     if per_channel and _opset(model) < AXIS_OPSET:
         raise OnnxportError(f"{src.name}: per-channel static quantization needs opset {AXIS_OPSET} "
                             f"(this model has {_opset(model)}): convert it first (modes.with_axis_opset)")
-    _, other_biases = flatten_gemm_biases(model)  # ORT 1.32's int32-bias check reads biases as 1-D
+    other_biases = bool(flatten_gemm_biases(model).notes)  # ORT 1.32's int32-bias check reads biases as 1-D
     options = {**STATIC_OPTIONS, **({"QDQDisableWeightAdjustForInt32Bias": True} if other_biases else {})}
     quantizer = QDQQuantizer(model, per_channel, reduce_range, QuantType.QInt8, QuantType.QUInt8, tensors_range,
                              [], list(exclude), static_op_types(op_types), options)

@@ -21,8 +21,8 @@ import onnx
 
 from onnxport.core.evaluate.runtime import adapt_feed, session
 from onnxport.core.io.external_data import has_external
-from onnxport.core.quantize.outlier_split import chosen_channels, split_outliers, weight_matmuls
-from onnxport.core.quantize.smooth import smooth
+from onnxport.core.quantize.outlier_split import chosen_channels, float_parts, split_outliers, weight_matmuls
+from onnxport.core.quantize.smooth import rescaled_count, smooth
 
 MAX_FEEDS = 8
 GATHER_LAST_AXIS_OPSET = 11  # Gather(axis=-1): negative axes from opset 11 (older models: smoothing only)
@@ -75,8 +75,8 @@ def split_for_dynamic(src: Path, dst: Path, feeds, *, workdir: Path | None = Non
     maxima = channel_maxima(model, feeds, workdir, first_outputs=expected)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     groups = chosen_channels(model, maxima) if opset >= GATHER_LAST_AXIS_OPSET else {}
-    added = split_outliers(model, groups, maxima) if groups else []  # maxima: + the masked activations
-    smoothed = smooth(model, maxima)
+    added = float_parts(split_outliers(model, groups, maxima)) if groups else []  # maxima: + the masked ones
+    smoothed = rescaled_count(smooth(model, maxima))
     if not added and not smoothed:
         return Split(src)
     onnx.save_model(model, str(dst))

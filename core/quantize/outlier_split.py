@@ -10,8 +10,8 @@ with a constant 2-D float weight (main graph), the top channels scoring over `ra
 MatMul's median (x N/K for a widening [K, N] weight: the float part's Add spans N columns).
 `split_outliers(model, groups)` rewrites `model` in place: rows j of each weight zeroed; x_j zeroed
 (by its pre-activation bias, outlier_shift.py, its constant vector Mul, or one shared 0/1 Mul);
-y = x' @ W' (+ bias Add) + x_j @ W[j] in float. Returns the float MatMuls' names (all end in
-`SUFFIX`: the quantizer leaves them float). Outputs equal the original within float32 rounding.
+y = x' @ W' (+ bias Add) + x_j @ W[j] in float, equal within float32 rounding; a checked pass:
+`float_parts(result)`, the float MatMuls (names ending in `SUFFIX`: the quantizer leaves them float).
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnxport.core.graph.passes import ADDED, REWRITTEN, NodeChange, PassResult
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.quantize.outlier_shift import shifted
+from onnxport.core.quantize.passes import checked
 from onnxport.core.quantize.weight_edits import (
     add_weight,
     graph_lookups,
@@ -32,6 +34,7 @@ from onnxport.core.quantize.weight_edits import (
     unique_name,
 )
 
+FLOAT_PART = "outlier channels computed in float"
 RATIO = 32.0  # a channel is an outlier when its score passes this many medians of its MatMul
 MAX_CHANNELS = 4  # per MatMul: a few channels in float, never a whole MatMul
 SUFFIX = "/outlier_float"
@@ -86,14 +89,17 @@ def chosen_channels(model: onnx.ModelProto, maxima: dict[str, np.ndarray], *, ra
     return groups
 
 
+@checked
 def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
-                   maxima: dict[str, np.ndarray] | None = None) -> list[str]:
-    """See the module docstring; the names of the float MatMuls added. `maxima` (max|x_j| per
-    activation), if given, gets the int8 MatMuls' new inputs: the same with the split channels 0."""
+                   maxima: dict[str, np.ndarray] | None = None) -> PassResult:
+    """See the module docstring; a checked pass (passes.py): `float_parts(result)` names the float
+    MatMuls added. `maxima` (max|x_j| per activation), if given, gets the int8 MatMuls' new inputs:
+    the same with the split channels 0."""
     graph = model.graph
     weights, producer, readers, outputs = graph_lookups(graph)
     by_name = {n.name: n for n in graph.node}
     added: list[str] = []
+    changes: list[NodeChange] = []
     for activation, group in reversed(groups.items()):  # later first: a shifted bias feeds an earlier split
         if not group.channels or not group.matmuls:
             continue
@@ -120,6 +126,7 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
             rows = (factor[:, None] * w[idx]).astype(np.float32)
             w[idx] = 0.0
             replace_weight(graph, weights, node, w, f"{SUFFIX}_int8_part")  # shared: this node gets its own copy
+            changes.append(NodeChange(node.name, REWRITTEN, "outlier weight rows zeroed"))
             rows_name = add_weight(graph, weights, unique_name(weights, f"{node.name}{SUFFIX}_weight"), rows)
             node.input[0] = masked
             tail = _bias_add(graph, weights, node, outputs) or node  # after the bias: ORT fuses that Add
@@ -131,8 +138,14 @@ def split_outliers(model: onnx.ModelProto, groups: dict[str, Group],
             graph.node.append(helper.make_node("MatMul", [picked, rows_name], [f"{name}_part"], name=name))
             graph.node.append(helper.make_node("Add", [tail.output[0], f"{name}_part"], [out], name=f"{name}_add"))
             added.append(name)
-    topological_sort(graph)
-    return added
+            changes.append(NodeChange(name, ADDED, FLOAT_PART))
+    moved = topological_sort(graph)
+    return PassResult(model, changed=bool(changes) or moved, changes=changes)
+
+
+def float_parts(result: PassResult) -> list[str]:
+    """The float MatMuls `split_outliers` added."""
+    return [c.node for c in result.changes if c.reason == FLOAT_PART]
 
 
 def _bias_add(graph, weights, node: onnx.NodeProto, outputs: set[str]) -> onnx.NodeProto | None:

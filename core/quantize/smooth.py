@@ -10,8 +10,8 @@ read by MatMuls with a constant 2-D float weight (main graph; not the outlier sp
 s (geometric mean 1, within [1/CLIP, CLIP]) multiplies the rows of every such weight, and 1/s goes
 into the constant vector Mul that makes x when only those MatMuls read it (the outlier split's
 masks among them: free), else into a new Mul, added only where it serves several MatMuls or x's
-widest channel passes `SPREAD` x its median one. Returns how many activations were rescaled.
-`maxima[x]`: max|x_j| per channel (outlier_plan.channel_maxima). Outputs equal within float32.
+widest channel passes `SPREAD` x its median one. A checked pass (passes.py); `rescaled_count`:
+how many activations. `maxima[x]`: max|x_j| per channel (outlier_plan.channel_maxima).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnxport.core.graph.passes import ADDED, REWRITTEN, NodeChange, PassResult, node_label
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.quantize.outlier_split import SUFFIX, constant_factor, weight_matmuls
+from onnxport.core.quantize.passes import checked
 from onnxport.core.quantize.weight_edits import (
     add_weight,
     graph_lookups,
@@ -34,6 +36,7 @@ ALPHA = 0.5  # 0.4-0.6 measured alike on all-MiniLM-L6-v2
 CLIP = 100.0
 SPREAD = 8.0
 TAG = "/smooth"
+RESCALED_BY = "activation divided by s"
 
 
 def factors(x_peak: np.ndarray, w_peak: np.ndarray, alpha: float) -> np.ndarray:
@@ -48,11 +51,12 @@ def factors(x_peak: np.ndarray, w_peak: np.ndarray, alpha: float) -> np.ndarray:
     return np.clip(s, 1.0 / CLIP, CLIP).astype(np.float32)
 
 
-def smooth(model: onnx.ModelProto, maxima: dict[str, np.ndarray], alpha: float = ALPHA) -> int:
+@checked
+def smooth(model: onnx.ModelProto, maxima: dict[str, np.ndarray], alpha: float = ALPHA) -> PassResult:
     """See the module docstring."""
     graph = model.graph
     weights, producer, readers, outputs = graph_lookups(graph)
-    done = 0
+    changes: list[NodeChange] = []
     for activation, nodes in weight_matmuls(graph).items():
         nodes = [n for n in nodes if not n.name.endswith(SUFFIX)]
         peak = maxima.get(activation)
@@ -71,19 +75,26 @@ def smooth(model: onnx.ModelProto, maxima: dict[str, np.ndarray], alpha: float =
         s = factors(peak, np.max([np.abs(w).max(axis=1) for w in rows], axis=0), alpha)
         for n, w in zip(nodes, rows):
             replace_weight(graph, weights, n, (w * s[:, None]).astype(np.float32), TAG)
+            changes.append(NodeChange(n.name, REWRITTEN, "weight rows scaled by s"))
         if folded is not None:
             position, values = folded
             name = add_weight(graph, weights, unique_name(weights, f"{activation}{TAG}_factor"),
                               (values / s).astype(np.float32))
             node.input[position] = name
             rescaled(graph, activation)  # x / s now: not the float model's x
+            changes.append(NodeChange(node_label(node), REWRITTEN, RESCALED_BY))
         else:
             name = add_weight(graph, weights, unique_name(weights, f"{activation}{TAG}_inverse"),
                               (1.0 / s).astype(np.float32))
             scaled = f"{activation}{TAG}"
             graph.node.append(helper.make_node("Mul", [activation, name], [scaled], name=f"{activation}{TAG}_mul"))
+            changes.append(NodeChange(f"{activation}{TAG}_mul", ADDED, RESCALED_BY))
             for n in nodes:
                 n.input[0] = scaled
-        done += 1
-    topological_sort(graph)
-    return done
+    moved = topological_sort(graph)
+    return PassResult(model, changed=bool(changes) or moved, changes=changes)
+
+
+def rescaled_count(result: PassResult) -> int:
+    """How many activations `smooth` rescaled."""
+    return sum(c.reason == RESCALED_BY for c in result.changes)

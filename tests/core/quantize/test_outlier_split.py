@@ -11,11 +11,13 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.evaluate.feeds import input_specs, open_feeds
+from onnxport.core.graph.passes import REWRITTEN, NodeChange, PassResult
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.outlier_plan import channel_maxima, split_for_dynamic
 from onnxport.core.quantize.outlier_shift import SHIFT
-from onnxport.core.quantize.outlier_split import SUFFIX, chosen_channels, split_outliers
+from onnxport.core.quantize.outlier_split import SUFFIX, chosen_channels, float_parts, split_outliers
 from onnxport.core.quantize.quantize import quantize
+from onnxport.core.quantize.smooth import RESCALED_BY
 from onnxport.core.quantize.weight_edits import RESCALED
 
 D, HIDDEN = 64, 128
@@ -79,7 +81,7 @@ def _split(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict, list[str]]:
     groups = chosen_channels(model, channel_maxima(model, feeds()))
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(model)
-    return rewritten, groups, split_outliers(rewritten, groups)
+    return rewritten, groups, float_parts(split_outliers(rewritten, groups))
 
 
 def test_the_planted_channels_are_chosen_and_the_rewrite_is_exact_in_float():
@@ -228,7 +230,7 @@ def test_the_rewrite_is_checked_against_the_maxima_run_and_kept_only_if_equal(tm
         for t in model.graph.initializer:
             if t.name == "W2":
                 t.CopyFrom(numpy_helper.from_array(2 * numpy_helper.to_array(t), t.name))
-        return 1
+        return PassResult(model, changed=True, changes=[NodeChange("out/MatMul", REWRITTEN, RESCALED_BY)])
 
     monkeypatch.setattr(outlier_plan, "smooth", wrong_smooth)
     split = split_for_dynamic(tmp_path / "block.onnx", tmp_path / "wrong.onnx", feeds())

@@ -8,7 +8,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxport.core.quantize.outlier_plan import channel_maxima
-from onnxport.core.quantize.smooth import CLIP, TAG, factors, smooth
+from onnxport.core.quantize.smooth import CLIP, TAG, factors, rescaled_count, smooth
 from onnxport.core.quantize.weight_edits import RESCALED
 
 from .test_outlier_split import LN_OUTLIER, _run, block_model, feeds
@@ -17,7 +17,7 @@ from .test_outlier_split import LN_OUTLIER, _run, block_model, feeds
 def _smoothed(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    return copy, smooth(copy, channel_maxima(model, feeds()))
+    return copy, rescaled_count(smooth(copy, channel_maxima(model, feeds())))
 
 
 def test_factors_balance_activation_and_weight_peaks():
