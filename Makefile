@@ -139,11 +139,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check core gui resources tests scripts bench
 	$(BIN)/lint-imports
 
-# A long random run of the reader fuzzing that `make test` runs bounded and derandomized.
+# A long random run of the reader and option fuzzing that `make test` runs bounded and derandomized.
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
 	ONNXPORT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/core/io/test_fuzz_readers.py tests/core/io/test_checkpoint_fuzz.py tests/gui/widgets/test_fuzz_settings.py
+		tests/core/io/test_fuzz_readers.py tests/core/io/test_checkpoint_fuzz.py tests/gui/widgets/test_fuzz_settings.py \
+		tests/core/cli/test_fuzz_options.py
 
 # The peers the benches compare with (Optimum, onnxconverter-common: requirements/peers.txt) in a
 # venv of their own: they pin an older transformers than the product's. torch first, pinned.

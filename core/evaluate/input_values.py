@@ -23,6 +23,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxport.core.evaluate.input_specs import InputSpec
+from onnxport.core.io.shape_limits import shape_problem
 from onnxport.core.util.budgets import GENERATED_INPUT_MAX, GENERATED_TOTAL_MAX, declared_bytes, human_bytes
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.shapes import numel
@@ -50,6 +51,9 @@ def check_generated_size(specs: list[InputSpec], shapes: Mapping[str, tuple[int,
             raise OnnxportError(f"input '{spec.name}': {list(shapes[spec.name])} is too large to generate "
                                 f"({human_bytes(nbytes)}, at most {human_bytes(GENERATED_INPUT_MAX)} per input); "
                                 "give smaller sizes (--shape, --dim) or inputs from a file")
+        problem = shape_problem(shapes[spec.name], spec.dtype.itemsize)  # [0, 2^62]: no bytes, yet no array
+        if problem is not None:
+            raise OnnxportError(f"input '{spec.name}' {problem}; give other sizes (--shape, --dim) or inputs from a file")
         total += nbytes
     if total * max(count, 1) > GENERATED_TOTAL_MAX:
         shown = ", ".join(f"{s.name}{list(shapes[s.name])}" for s in specs[:4]) + (", ..." if len(specs) > 4 else "")

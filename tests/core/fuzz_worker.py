@@ -194,9 +194,62 @@ def _open_sources(path: Path) -> None:
     open_sources([path])  # sniff, classify, read, load, index and match, as the CLI and the app open files
 
 
+SMALL_ENOUGH_TO_GENERATE = 64 * MiB  # accepted inputs up to this are generated and checked here
+
+
+def _options(path: Path) -> None:
+    """Option values (options.json beside the model): the sizes generated inputs would take must
+    pass the budget gate exactly when the independent oracle says so (small ones are generated and
+    checked), and the deploy side (target, fixed shapes, opset fit, target check) ends in a model
+    or OnnxportError."""
+    import copy
+
+    from onnxport.core.cli.input_options import parse_dims, parse_shapes
+    from onnxport.core.deploy.shapes import apply_shapes, parse_shape_options
+    from onnxport.core.deploy.targets import parse_target
+    from onnxport.core.deploy.versions import fit_versions
+    from onnxport.core.evaluate.input_shapes import ShapePlan
+    from onnxport.core.evaluate.input_specs import input_specs
+    from onnxport.core.evaluate.input_values import check_generated_size, generate
+    from onnxport.core.io.model_io import load_graph
+    from onnxport.core.util import budgets
+    from onnxport.core.util.errors import OnnxportError
+    from tests.core.fuzz_options import budget_oracle
+
+    options = json.loads(path.with_name("options.json").read_text())
+    model = load_graph(path)
+    try:  # the deploy side first: its refusals must not hide the generating side's
+        target, request = parse_target(options["target"]), parse_shape_options(options["shapes"], options["dims"])
+        fixed, _ = apply_shapes(copy.deepcopy(model), request)
+        if not target.mobile:
+            fit_versions(fixed, target)
+    except OnnxportError:
+        pass
+    specs = input_specs(model)
+    dims = parse_dims([d for d in options["dims"] if not d.endswith("=dynamic")])
+    plan = ShapePlan(specs, model, dim_sizes=dims, shapes=parse_shapes(options["shapes"]), batch=options["batch"])
+    shapes, count = plan.shapes(), options["count"]
+    within = budget_oracle([(list(shapes[s.name]), s.dtype.itemsize) for s in specs], count,
+                           budgets.GENERATED_INPUT_MAX, budgets.GENERATED_TOTAL_MAX)
+    try:
+        check_generated_size(specs, shapes, count)
+    except OnnxportError:
+        if within:
+            raise AssertionError(f"refused sizes within the budget: {shapes} x {count}") from None
+        raise
+    if not within:
+        raise AssertionError(f"accepted sizes past the budget: {shapes} x {count}")
+    total = sum(budgets.declared_bytes(shapes[s.name], s.dtype.itemsize) for s in specs) * count
+    if total <= SMALL_ENOUGH_TO_GENERATE:
+        for feed in generate(specs, shapes, count):
+            for spec in specs:
+                if tuple(feed[spec.name].shape) != tuple(shapes[spec.name]):
+                    raise AssertionError(f"{spec.name}: planned {shapes[spec.name]}, generated {feed[spec.name].shape}")
+
+
 TARGETS = {"checkpoint": _read_checkpoint, "safetensors": _read_safetensors, "npz": _read_npz,
            "state_dict": _read_state_dict, "pt2": _check_pt2, "onnx": _read_onnx, "sniff": _open_sources,
-           "memory_probe": _memory_probe}
+           "memory_probe": _memory_probe, "options": _options}
 
 
 def _handle(request: dict) -> dict:

@@ -95,3 +95,12 @@ def test_shape_option_past_the_budget_is_one_line(tmp_path, capsys):
     err = one_line_exit_2(capsys, "deploy", str(dynamic), "--target", "ort-1.17", "-o", str(tmp_path / "o.onnx"),
                           "--shape", f"x0={(1 << 63) - 1}x4")
     assert "too large to generate" in err and not (tmp_path / "o.onnx").exists()
+
+
+def test_a_shape_holding_no_bytes_that_numpy_cannot_hold_is_refused():
+    """[0, 2^62] declares no bytes, so no budget stops it; numpy refuses it anyway (found by
+    tests/core/cli/test_fuzz_options.py)."""
+    specs = input_specs(identities([[0, 1 << 62]]))
+    with pytest.raises(OnnxportError, match="too big for any array"):
+        check_generated_size(specs, {"x0": (0, 1 << 62)})
+    check_generated_size(specs, {"x0": (0, 1 << 20)})  # an empty array numpy holds
