@@ -62,10 +62,10 @@ def log_entry(title: str, exc: BaseException, traceback_text: str) -> str:
     return f"=== {when} {log_line(f'{title}: {type(exc).__name__}: {exc}')}\n{body}\n"
 
 
-def log_error(title: str, exc: BaseException, traceback_text: str, path: Path | None = None) -> Path | None:
-    """Append `exc`'s entry to the log (`path`, by default `error_log_path()`); the path, or None
-    when it could not be written (a full disk, a FIFO in its place...)."""
-    path = path or error_log_path()
+def log_error(title: str, exc: BaseException, traceback_text: str) -> Path | None:
+    """Append `exc`'s entry to the log; its path, or None when it could not be written (a full
+    disk, a FIFO in its place...)."""
+    path = error_log_path()
     data = log_entry(title, exc, traceback_text).encode("utf-8", "backslashreplace")
     with _LOCK:
         try:

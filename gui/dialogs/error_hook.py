@@ -58,7 +58,10 @@ class ErrorHook(QObject):
     def _report(self, exc: BaseException, text: str, where: str = "") -> None:
         log = log_error(TITLE + where, exc, text)
         details = f"details in {log}" if log else f"no details: {error_log_path()} could not be written"
-        print(f"onnxport: internal error: {shown(error_text(exc))} ({details})", file=sys.stderr, flush=True)
+        try:
+            print(f"onnxport: internal error: {shown(error_text(exc))} ({details})", file=sys.stderr, flush=True)
+        except (OSError, ValueError, AttributeError):  # no stderr (closed, or none at all): the dialog says it
+            pass
         try:
             self.raised.emit(exc, log)
         except RuntimeError:  # the app is gone (an exception at exit): the line and the log said it
@@ -69,7 +72,10 @@ class ErrorHook(QObject):
             return  # one dialog at a time; this one is in the log
         parent = QApplication.activeWindow() or next((w for w in QApplication.topLevelWidgets()
                                                        if w.isVisible() and not isinstance(w, QMessageBox)), None)
-        self.box = show_logged_error(parent, TITLE, exc, log)
+        try:
+            self.box = show_logged_error(parent, TITLE, exc, log)
+        except Exception as failed:  # noqa: BLE001 - never back into the hook: that would loop
+            log_error(f"{TITLE} (its dialog)", failed, traceback.format_exc())
 
 
 def install_error_hook(app: QApplication) -> ErrorHook:

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
+from PySide6.QtCore import QByteArray, QCoreApplication, QSettings, QStandardPaths
 from PySide6.QtWidgets import QMainWindow, QMenu
 
 from .plain_text import plain_tip
@@ -43,8 +43,6 @@ def default_settings() -> tuple[QSettings, str | None]:
     if sys.platform in ("darwin", "win32"):  # a property list or the registry, not a file we read
         return QSettings(), None
     config = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericConfigLocation))
-    from PySide6.QtCore import QCoreApplication
-
     org, app = QCoreApplication.organizationName(), QCoreApplication.applicationName()
     for path in (config / org / f"{app}.conf", config / f"{org}.conf"):  # what QSettings() reads
         try:
