@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from onnxport.core.cli.input_options import add_input_options, input_sizes
+from onnxport.core.cli.input_options import add_input_options, input_sizes, whole_number
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity
 from onnxport.core.cli.provider_options import add_provider_options, parsed_providers
 from onnxport.core.cli.report_option import check_report
@@ -30,10 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="+", metavar="MODEL", help="one or two ONNX models")
     p.add_argument("--inputs", metavar="DATA", help=".npz named like the inputs, or a folder (default: generated)")
-    p.add_argument("--batch", type=int, default=1, help="samples per run (default 1)")
+    p.add_argument("--batch", type=whole_number(1, 1 << 20, "--batch"), default=1, help="samples per run (default 1)")
     add_input_options(p)
     p.add_argument("--seconds", type=float, default=2.0, help="measuring time per model (default 2)")
-    p.add_argument("--threads", type=int, help="intra-op threads (default: ONNX Runtime's)")
+    p.add_argument("--threads", type=whole_number(1, 1024, "--threads"),
+                   help="intra-op threads (default: ONNX Runtime's)")
     add_provider_options(p)
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -21,6 +21,20 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
                         help="whole shape of a generated input (e.g. x=1x3x48x320); repeatable")
 
 
+def whole_number(low: int, high: int, what: str):
+    """argparse `type=` for a count typed by the user (`--batch`, `--threads`): ASCII digits from
+    `low` to `high`; anything else is argparse's usage error (int() took '²' apart, 2^66 overflowed
+    ONNX Runtime's C++ int)."""
+    def parse(text: str) -> int:
+        value = int(text.strip()) if text.strip().isascii() and text.strip().isdigit() else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"a whole number from {low} to {high} expected, not '{text}'")
+        return value
+
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
 def parse_dims(values: list[str]) -> dict[str, int]:
     from onnxport.core.evaluate.input_shapes import parse_size  # imports onnx: not at parser build
 

@@ -142,6 +142,8 @@ class ShapePlan:
                  batch: int = BATCH) -> None:
         self.specs = specs
         self.batch = int(batch)
+        if self.batch < 1:
+            raise OnnxportError(f"a batch of {batch} samples: give 1 or more")
         self.stride = model_stride(model) if model is not None else (1, 1)
         self._given = _checked_shapes(specs, shapes or {})
         self._dims = _checked_dims(specs, dim_sizes or {})

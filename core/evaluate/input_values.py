@@ -46,6 +46,8 @@ def check_generated_size(specs: list[InputSpec], shapes: Mapping[str, tuple[int,
     """`OnnxportError` when the inputs of `count` feeds of `shapes` are over the budgets (module docstring)."""
     total = 0
     for spec in specs:
+        if any(int(d) < 0 for d in shapes[spec.name]):
+            raise OnnxportError(f"input '{spec.name}': {list(shapes[spec.name])} has a negative size")
         nbytes = declared_bytes(shapes[spec.name], spec.dtype.itemsize)
         if nbytes > GENERATED_INPUT_MAX:
             raise OnnxportError(f"input '{spec.name}': {list(shapes[spec.name])} is too large to generate "

@@ -58,7 +58,7 @@ def option_case(draw) -> tuple[bytes, dict]:
         "shapes": draw(st.lists(shape, max_size=2)),
         "dims": draw(st.lists(dim, max_size=3)),
         "target": draw(TARGETS),
-        "batch": draw(st.one_of(st.integers(1, 8), st.sampled_from([0, 1 << 31, 1 << 62]))),
+        "batch": draw(st.one_of(st.integers(1, 8), st.sampled_from([0, -1, -3, 1 << 31, 1 << 62]))),
         "count": draw(st.sampled_from([1, 2, 16])),
     }
     return data, options

@@ -104,3 +104,25 @@ def test_a_shape_holding_no_bytes_that_numpy_cannot_hold_is_refused():
     with pytest.raises(OnnxportError, match="too big for any array"):
         check_generated_size(specs, {"x0": (0, 1 << 62)})
     check_generated_size(specs, {"x0": (0, 1 << 20)})  # an empty array numpy holds
+
+
+@pytest.mark.parametrize(("option", "value"), [("--batch", "-3"), ("--batch", "0"), ("--batch", "²"),
+                                                ("--threads", str(1 << 66)), ("--threads", "-1")])
+def test_bench_counts_are_bounded_whole_numbers(tmp_path, capsys, option, value):
+    model = tmp_path / "dyn.onnx"
+    onnx.save(identities([["batch", 4]]), model)
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", str(model), option, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument {option}: a whole number from 1 to" in err and "Traceback" not in err
+
+
+def test_negative_sizes_and_batches_are_refused_before_generating():
+    from onnxport.core.evaluate.input_shapes import ShapePlan
+
+    specs = input_specs(identities([["batch", 4]]))
+    with pytest.raises(OnnxportError, match="has a negative size"):
+        check_generated_size(specs, {"x0": (-3, 4)})
+    for batch in (0, -3):
+        with pytest.raises(OnnxportError, match=f"a batch of {batch} samples"):
+            ShapePlan(specs, batch=batch)
