@@ -26,6 +26,8 @@ def test_runtimes_json_lists_this_environment_with_cpu(capsys):
                                   ["validate", "M", "--providers", "coreml"],
                                   ["validate", "M", "--provider-option", "openvino:precision=FP16"],
                                   ["validate", "M", "--providers", "openvino", "--provider-option", "openvino:FP16"],
+                                  ["bench", "M", "M", "--providers", "cpu"],
+                                  ["bench", "M", "--providers", "cpu", "--batch", "2"],
                                   ["validate", "M"]])
 def test_bad_provider_input_is_one_line_exit_2(argv, tmp_path, capsys):
     model = mixed_model(tmp_path / "m.onnx")
@@ -65,3 +67,13 @@ def test_bench_on_providers_shows_latency_against_cpu(tmp_path, capsys):
     assert main(["bench", str(model), "--providers", "openvino", "--seconds", "0.05", "-q"]) == 0
     out = capsys.readouterr().out
     assert "openvino (OpenVINOExecutionProvider" in out and "against CPU:" in out and "fell back to CPU" in out
+
+
+def test_validate_with_a_reference_and_providers_reports_both(tmp_path, capsys):
+    openvino_python()
+    model = mixed_model(tmp_path / "m.onnx")
+    code = main(["validate", str(model), "--reference", str(model), "--providers", "openvino", "--seconds", "0",
+                 "--json", "-q"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["validation"]["passed"] and report["providers_run"]["passed"] and report["passed"]
+    assert [p["provider"] for p in report["providers"]] == ["CPUExecutionProvider", OPENVINO]
