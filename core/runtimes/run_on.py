@@ -38,7 +38,7 @@ from onnxport.core.runtimes.discovery import PROBE, Runtime, find_runtimes, runt
 from onnxport.core.runtimes.names import CPU
 from onnxport.core.runtimes.precision import precision
 from onnxport.core.runtimes.report import ProviderResult, ProvidersReport
-from onnxport.core.util.child_call import Child
+from onnxport.core.util.child_call import Child, in_child
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
@@ -56,6 +56,8 @@ def run_on_providers(model: str | Path, providers: list[str], *, options: Mappin
                      progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> ProvidersReport:
     """See the module docstring. `providers`: full names (names.provider_names); `options`:
     provider options per provider; `seconds`: timing per provider (0: no timing)."""
+    if in_child():  # it starts a child per runtime: children start no process (util/child_call.py)
+        raise OnnxportError("running on providers starts processes of its own: run it from the CLI or the app's worker")
     report = Reporter(progress, cancel)
     model = Path(model).absolute()
     providers = list(dict.fromkeys([CPU, *providers]))

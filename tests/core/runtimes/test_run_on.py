@@ -96,3 +96,10 @@ def test_an_unreadable_model_is_one_line(tmp_path):
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     with pytest.raises(OnnxportError):
         run_on_providers(tmp_path / "bad.onnx", [CPU], runtimes=[describe(sys.executable, "this environment")], seconds=0)
+
+
+def test_never_inside_another_child(tmp_path):
+    from onnxport.core.util.child_call import call_in_child
+
+    with pytest.raises(OnnxportError, match="starts processes of its own"):
+        call_in_child(run_on_providers, mixed_model(tmp_path / "m.onnx"), [CPU], seconds=0)
