@@ -11,8 +11,9 @@ The models:
   30,157 nodes);
 - 100k: bench/scale_models.py's decoder-like graph (97,569 nodes, tiny inline weights).
 A graph Netron would draw more than 300 nodes of is drawn focused on 240 (core/graph/focus.py).
-The real PreviewPanel (offscreen WebEngine, loopback server, Netron's page) is given the model and
-index table the app's open made (as the main window does) and timed to its `rendered` signal
+The real PreviewPanel (offscreen WebEngine, loopback server, Netron's page) is given the model's
+session (as the main window does; opened afresh each round, so each round builds the selections'
+export graphs) and timed to its `rendered` signal
 (debounce included), for: the outputs checked (`logits`: the whole model's cone, the first
 preview of that model), an early layer checked (early exit), a tensor selected in the tree that
 the focused view collapsed (it becomes the focus), and "Show more" (twice the budget); the 300
@@ -219,8 +220,7 @@ def main() -> int:
     import PySide6.QtWebEngineWidgets  # noqa: F401 - before the QApplication
 
     from bench.gui_bench import Heartbeat
-    from onnxport.core.graph.graph_table import GraphTable
-    from onnxport.core.io.model_io import load_graph
+    from onnxport.core.workflow.sources import open_session
     from onnxport.gui.preview.preview_panel import PreviewPanel
 
     sizes = [s for s in os.environ.get("PREVIEW_BENCH_SIZES", ",".join(SIZES)).split(",") if s in SIZES]
@@ -233,9 +233,8 @@ def main() -> int:
             t0 = time.perf_counter()
             nodes = len(onnx.load(m["path"]).graph.node)  # with its weights: the in-run reference
             m["onnx_load_s"] = time.perf_counter() - t0
-            model = load_graph(m["path"])  # what the app's open holds: the graph and its index table
-            m["source"] = (model, GraphTable.read(model.graph))
-            producer, names = m["source"][1].producer, m["source"][1].names
+            table = open_session(m["path"]).table  # the graph as the app's open reads it
+            producer, names = table.producer, table.names
             m["producer_of"] = lambda t, producer=producer, names=names: names[producer[t]] if t in producer else None
             results["sizes"][size] = {"nodes": nodes, "reference_onnx_load_s": round(m["onnx_load_s"], 3), "cases": {}}
         panel = PreviewPanel()
@@ -273,17 +272,17 @@ def main() -> int:
 
         try:
             first = next(iter(models.values()))
-            panel.set_model(str(first["path"]), first["outputs"], source=first["source"])  # warm-up: WebEngine, Netron
+            panel.set_model(open_session(first["path"]), first["outputs"])  # warm-up: WebEngine, Netron
             _wait(app, lambda: drawn)
             for _ in range(ROUNDS):
                 for size, m in models.items():
-                    path, source = str(m["path"]), m["source"]
+                    session = open_session(m["path"])  # opened afresh each round: its selections are built again
                     if panel.mode != "pruned":
                         drawn.clear()
                         panel.set_mode("pruned")
                         _wait(app, lambda: drawn)
                     panel.budget = panel.initial_budget  # "Show more" of the last round starts over
-                    select = partial(panel.set_model, path, producer_of=m["producer_of"], source=source)
+                    select = partial(panel.set_model, session, producer_of=m["producer_of"])
                     timed(size, "outputs", partial(select, m["outputs"]))
                     timed(size, "early layer", partial(select, m["layer"]))
                     if "tensor" in m:

@@ -242,9 +242,7 @@ class MainWindow(QMainWindow):
         self._plan_timer.start()
         if outputs and self.session is not None and hasattr(self.preview, "set_model"):
             tensors = self.session.index.tensors
-            self.preview.set_model(str(self.session.model_path), outputs, tuple(self.session.params or ()),
-                                   lambda name: getattr(tensors.get(name), "producer", None),
-                                   source=(self.session.model, self.session.table, self.session.selections))
+            self.preview.set_model(self.session, outputs, lambda name: getattr(tensors.get(name), "producer", None))
 
     def _plan(self) -> None:
         """Recompute "Export keeps" in a side job; only the newest answer is shown."""

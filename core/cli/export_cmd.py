@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.cli.export_review import notes as review_notes
     from onnxport.core.cli.interrupts import call_token
     from onnxport.core.params.checkpoint_fit import UnfilledParameterInputs
+    from onnxport.core.workflow.companion_names import check_companions
     from onnxport.core.workflow.export_job import ExportRequest, PostExportFailed, export_files
-    from onnxport.core.workflow.written_names import check_companions
 
     deploy_after = export_deploy_request(args)  # a bad --target/--shape/--dim: nothing written
     check_companions(args.out, args.quantize, args.validate, [args.model, *args.checkpoint, args.calibration])

@@ -23,14 +23,13 @@ import onnx
 
 from onnxport.core import __version__
 from onnxport.core.export.early_copy import EarlyCopy, surely_kept
-from onnxport.core.export.inference_graph import InferenceGraph, build_inference_graph, written_bytes
+from onnxport.core.export.inference_graph import InferenceGraph, written_bytes
 from onnxport.core.export.options import EXTERNAL_DATA_CHOICES, ExportOptions
 from onnxport.core.export.output_types import complete_output_types
 from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.export.writer import PROTOBUF_LIMIT, check_destination, write_model
 from onnxport.core.graph.fixed_outputs import fixed_outputs
 from onnxport.core.graph.graph_check import check_graph
-from onnxport.core.graph.graph_table import plan_prune_on
 from onnxport.core.graph.index import TensorIndex
 from onnxport.core.graph.passes import REMOVED, REWRITTEN
 from onnxport.core.graph.prune import PrunePlan
@@ -99,27 +98,20 @@ class ExportResult:
 
 
 PLAN_EXACT_MAX_NODES = 20_000  # above this the plan skips the passes and says "estimate"
-PLAN_TYPED_MAX_NODES = 2_000  # above this the plan does not infer intermediate outputs' types (tens of bytes)
 
 
-def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: ParameterSet | None,
-                outputs: list[str], cancel: CancelToken | None = None, *,
-                model_path: str | Path | None = None, built: InferenceGraph | None = None,
-                plan: PrunePlan | None = None) -> ExportPlan:
+def plan_export(graphs: SelectionGraphs, index: TensorIndex | None, outputs: list[str],
+                cancel: CancelToken | None = None) -> ExportPlan:
     """What the export of `outputs` writes: the nodes and size of the model after pruning,
-    eval-mode and folding (the export's own passes, `build_inference_graph`, on a weight-free copy;
-    `model_path` for external data and provenance), so the plan matches the written model. Given
-    the model's `index`, pruning is planned on the graph as the index read it (`graph_table`: no
-    protobuf walk, cancel checked as it goes); cancel is also checked between passes. Above
-    PLAN_EXACT_MAX_NODES kept nodes the passes are skipped: the counts are the pruned graph's and
-    the size its parameters' bytes (`exact` False); above PLAN_TYPED_MAX_NODES the size leaves out
-    the types of intermediate outputs the index does not know (shape inference holds the GIL: the
-    app would stall). `built`: the selection's inference graph (`selection_graph`, the one the
-    preview draws), read instead of built here (never modified), whatever its size; `plan`: the
-    selection's prune plan (`SelectionGraphs.plan`), when there is no `built`."""
+    eval-mode and folding, counted on the selection's inference graph (`graphs.get`: the graph the
+    preview draws and the export writes), so the plan matches the written model. Planned by
+    `graphs.plan` (the one planner, on the graph's table: cancel checked as it goes). Above
+    PLAN_EXACT_MAX_NODES kept nodes the passes are not run for a summary: the counts are the
+    pruned graph's and the size its parameters' bytes (`exact` False). `index`: the model's
+    index, for the parameters' sizes in that estimate."""
+    model, params = graphs.model, graphs.params
     param_names = set(params) if params else set()
-    plan = built.plan if built is not None else plan if plan is not None else plan_prune_on(
-        model, index.table if index is not None else None, outputs, param_names, cancel)
+    plan = graphs.plan(outputs, cancel)
     report = Reporter(None, cancel)
     report.check()
     kept = set(plan.initializers) | set(plan.parameter_inputs)
@@ -133,18 +125,15 @@ def plan_export(model: onnx.ModelProto, index: TensorIndex | None, params: Param
         dropped_parameters=[n for n in all_params if n not in kept],
         estimated_bytes=_parameter_bytes(index, params, kept), exact=False,
     )
-    if built is None and len(plan.node_indices) > PLAN_EXACT_MAX_NODES:
+    if len(plan.node_indices) > PLAN_EXACT_MAX_NODES:
         return result
-    path = Path(model_path) if model_path is not None else None
-    if built is None:
-        built = build_inference_graph(model, path, outputs, params, plan=plan, check=report.check,
-                                      type_outputs=len(plan.node_indices) <= PLAN_TYPED_MAX_NODES,
-                                      known_types=index.tensor_type if index is not None else None)
+    built = graphs.get(outputs, cancel).built
     result.kept_nodes = len(built.skeleton.graph.node)
     result.folded_nodes = len(built.folded)
     result.eval_mode_changes = len(built.inference.changes)
+    provenance = _provenance(graphs.model_path, params, plan.outputs)
     result.estimated_bytes = written_bytes(built.skeleton, list(built.consts.values()),
-                                           lambda head: _set_metadata(head, _provenance(path, params, plan.outputs)))
+                                           lambda head: _set_metadata(head, provenance))
     result.exact = True
     return result
 

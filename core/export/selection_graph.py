@@ -30,8 +30,8 @@ from onnxport.core.export.inference_graph import (
 )
 from onnxport.core.graph.const_tensors import ConstTensor
 from onnxport.core.graph.graph_table import GraphTable, plan_prune_table
-from onnxport.core.graph.preview import strip_nested
 from onnxport.core.graph.prune import PrunePlan
+from onnxport.core.graph.weightless import strip_nested
 from onnxport.core.io.model_io import copy_model
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.util.progress import CancelToken

@@ -7,8 +7,8 @@ graph whose preview would draw more than `FOCUS_BUDGET` nodes is drawn focused o
    heads becomes one `onnxport`-domain node saying what it stands for), outer runs first;
 2. then, if still over budget, cut after the `hops` whole levels that fit; tensors entering from
    the cut-off part become graph inputs, named as they are.
-The result is the preview (`preview.to_preview`) of that small graph: weight-free, valid ONNX,
-node names as in the source. "Show more" is the same call with twice the budget.
+The result is that small graph made weightless (`weightless.to_weightless`): valid ONNX, node
+names as in the source. "Show more" is the same call with twice the budget.
 `FocusGraph(model)` reads the graph once and answers many `focus` calls (each a `FocusedPreview`);
 it never modifies the model but for naming unnamed nodes as the index does. No Qt; `cancel`
 checked as it goes.
@@ -16,25 +16,21 @@ checked as it goes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import onnx
 
 from onnxport.core.graph.focus_blocks import CollapsedRun, find_runs, placeholder_node, scope_table
 from onnxport.core.graph.focus_units import ContractedCone
 from onnxport.core.graph.graph_table import GraphTable
-from onnxport.core.graph.preview import beyond_header, to_preview
 from onnxport.core.graph.prune import check_outputs
-from onnxport.core.io.model_io import load_graph, tensor_nbytes
+from onnxport.core.graph.weightless import to_weightless
 from onnxport.core.util.progress import CancelToken
 
 FOCUS_BUDGET = 240  # drawn nodes: Netron lays out ~250 in 0.5-1 s here, ~1,000 in 7 s (superlinear)
 FOCUS_DOMAIN = "onnxport"
 CHECK_EVERY = 4096
-HEADER_BYTES = 256  # an initializer declaring more values than this holds data
 
 
 @dataclass
@@ -73,36 +69,16 @@ class FocusedPreview:
 class FocusGraph:
     """One model's graph read for focused previews (see the module docstring)."""
 
-    def __init__(self, model: onnx.ModelProto, table: GraphTable | None = None, cancel: CancelToken | None = None,
-                 source_key: tuple | None = None) -> None:
+    def __init__(self, model: onnx.ModelProto, table: GraphTable | None = None,
+                 cancel: CancelToken | None = None) -> None:
         self.model = model
-        self.table = table if table is not None and table.matches(model.graph) else GraphTable.read(model.graph, cancel)
-        self.source_key = source_key
+        self.table = table if table is not None else GraphTable.read(model.graph, cancel)  # `table`: read from `model`
         # the positions of the nodes each node reads: node i's are flat[starts[i]:starts[i + 1]] (two
         # lists of ints, not a list per node: 100k long-lived lists made gen-2 GC passes of 50-70 ms)
         self._parents: tuple[list[int], list[int]] | None = None
         self._scopes: list[list[tuple[str, int]]] | None = None  # per node: its numbered scopes
         self._initializers: dict[str, onnx.TensorProto] | None = None
         self._value_infos: dict[str, onnx.ValueInfoProto] | None = None
-
-    @classmethod
-    def load(cls, path: str | Path, cancel: CancelToken | None = None,
-             model: onnx.ModelProto | None = None) -> FocusGraph:
-        """Read the model at `path` (or take `model`, just read from it and owned by no one else);
-        weights stay on disk (`load_graph`), and weights held in the file are dropped here (kept
-        as headers: a preview draws none), so keeping the graph for the next focus costs no more
-        than its nodes."""
-        key = file_key(path)
-        model = model if model is not None else load_graph(path)
-        if any(tensor_nbytes(t) > HEADER_BYTES and beyond_header(t) for t in model.graph.initializer):
-            headers = [onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims) for t in model.graph.initializer]
-            del model.graph.initializer[:]
-            model.graph.initializer.extend(headers)
-        return cls(model, cancel=cancel, source_key=key)
-
-    def matches(self, path: str | Path) -> bool:
-        """Whether this was read from the file now at `path` (same size and modification time)."""
-        return self.source_key is not None and self.source_key == file_key(path)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -159,8 +135,9 @@ class FocusGraph:
     # --- focusing -------------------------------------------------------------------------------
     def focus(self, outputs: list[str] | None, parameter_names: Iterable[str] = (), seeds: list[str] | None = None,
               budget: int = FOCUS_BUDGET, cancel: CancelToken | None = None) -> FocusedPreview:
-        """The focused preview of the export to `outputs` (None: of the whole graph) around `seeds`
-        (tensors; default: the outputs, or the graph's outputs) with at most about `budget` nodes."""
+        """The focused drawing of what `outputs` need (None: of the whole graph) around `seeds`
+        (tensors; default: the outputs, or the graph's outputs) with at most about `budget` nodes.
+        `parameter_names`: graph inputs that hold weights (collapsed blocks count them as such)."""
         table = self.table
         cone = self.cone(outputs, cancel)
         ends = self._checked(outputs) if outputs is not None else [o.name for o in self.model.graph.output]
@@ -171,7 +148,7 @@ class FocusGraph:
             seeds = [s for s in seeds or () if table.producer.get(s) in cone] or ends
             up = cone if outputs is not None and seeds == ends else self.upstream(seeds, cancel)
             kept, units, runs, hops = self._choose(seeds, up, budget, params, cancel)
-        model = self._extract(kept, units, seeds, outputs is not None, params)
+        model = self._extract(kept, units, seeds)
         shown = frozenset(n.name for n in model.graph.node if n.domain != FOCUS_DOMAIN)
         graph_inputs = set(table.input_names)
         cut = [i.name for i in model.graph.input if i.name not in graph_inputs]
@@ -229,9 +206,8 @@ class FocusGraph:
                 now += drawn_again * per_block
         return kept
 
-    def _extract(self, kept: list[int], units: ContractedCone | None, seeds: list[str], pruned: bool,
-                 parameter_names: set[str]) -> onnx.ModelProto:
-        """The small model of the kept units, made a preview."""
+    def _extract(self, kept: list[int], units: ContractedCone | None, seeds: list[str]) -> onnx.ModelProto:
+        """The small model of the kept units, weightless."""
         source, table = self.model, self.table
         small = onnx.ModelProto(ir_version=source.ir_version, producer_name=source.producer_name)
         small.opset_import.extend(source.opset_import)
@@ -270,7 +246,7 @@ class FocusGraph:
         graph.output.extend(infos.get(s) or onnx.ValueInfoProto(name=s) for s in seeds)
         ends = set(seeds)
         graph.value_info.extend(infos[n] for n in sorted(produced) if n in infos and n not in ends)
-        to_preview(small, list(seeds) if pruned else None, parameter_names)
+        to_weightless(small)
         for vi in list(graph.input) + list(graph.output):
             if not vi.type.HasField("tensor_type") and vi.type.WhichOneof("value") is None:
                 vi.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED  # unknown here: said so, validly
@@ -285,8 +261,3 @@ class FocusGraph:
                                  if vi.type.WhichOneof("value") is not None}
         return self._initializers, self._value_infos
 
-
-def file_key(path: str | Path) -> tuple:
-    """What tells a file changed: its resolved path, size and modification time."""
-    st = os.stat(path)
-    return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)

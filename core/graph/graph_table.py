@@ -6,11 +6,12 @@ object and a C call; a 100,000-node graph read field by field by the index, then
 `plan_export`). `GraphTable.read(graph)` reads each node once (name, op, what it uses - captures
 of If/Loop/Scan bodies included, see `uses` - and outputs); the index keeps the table, and
 `plan_prune_table` answers the same question as `prune.plan_prune` from it in plain dict/list
-work that checks `cancel` as it goes.
+work that checks `cancel` as it goes. One planner (`prune.plan_from`), two readers of the graph:
+this table, read once by an opened model's session and planned on for every selection, and
+`plan_prune`'s walk of the protobuf for a one-shot query that must leave the model as it is.
 
-Contract: the table describes the graph as it was read; it is only valid for that graph
-(`matches(graph)` compares node counts, the cheap check callers use before trusting it).
-`read` names unnamed nodes `<op>_<position>` in the graph itself (the index's convention).
+Contract: the table describes the graph as it was read (the session holds both); `read` names
+unnamed nodes `<op>_<position>` in the graph itself (the index's convention).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Iterable
 
 import onnx
 
-from onnxport.core.graph.prune import CHECK_EVERY, PrunePlan, check_outputs, plan_from, plan_prune
+from onnxport.core.graph.prune import CHECK_EVERY, PrunePlan, check_outputs, plan_from
 from onnxport.core.graph.uses import BODY_OPS, has_bodies, subgraph_captures
 from onnxport.core.util.progress import CancelToken
 
@@ -76,10 +77,6 @@ class GraphTable:
         table.initializer_names = [t.name for t in graph.initializer]
         return table
 
-    def matches(self, graph: onnx.GraphProto) -> bool:
-        """Cheap check that this table was read from `graph` (same node count)."""
-        return len(graph.node) == len(self.names)
-
 
 def plan_prune_table(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str],
                      parameter_names: Iterable[str] = (), cancel: CancelToken | None = None) -> PrunePlan:
@@ -90,15 +87,6 @@ def plan_prune_table(model: onnx.ModelProto, table: GraphTable, outputs: Iterabl
     uses = table.uses
     return plan_from(wanted, table.producer, uses.__getitem__, table.input_names, table.initializer_names,
                      parameter_names, len(table), cancel)
-
-
-def plan_prune_on(model: onnx.ModelProto, table: GraphTable | None, outputs: Iterable[str],
-                  parameter_names: Iterable[str] = (), cancel: CancelToken | None = None) -> PrunePlan:
-    """`plan_prune_table` when `table` was read from `model.graph`, else `prune.plan_prune`
-    (no table, or one read from another graph)."""
-    if table is not None and table.matches(model.graph):
-        return plan_prune_table(model, table, outputs, parameter_names, cancel)
-    return plan_prune(model, outputs, parameter_names)
 
 
 def _checked_outputs(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str]) -> list[str]:

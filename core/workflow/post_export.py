@@ -30,14 +30,14 @@ from onnxport.core.quantize.quantize import quantize as run_quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Steps, step_token
-from onnxport.core.workflow.export_steps import post_steps, weighted
-from onnxport.core.workflow.sources import read_checkpoints
-from onnxport.core.workflow.written_names import (  # noqa: F401 (re-exported)
+from onnxport.core.workflow.companion_names import (  # noqa: F401 (re-exported)
     SUFFIXES,
     check_companions,
     quantized_path,
     report_path_for,
 )
+from onnxport.core.workflow.export_steps import post_steps, weighted
+from onnxport.core.workflow.sources import read_checkpoints
 
 POST_BENCH_SECONDS = 1.0
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import onnx
 
-from onnxport.core.export.export import PLAN_EXACT_MAX_NODES, ExportPlan, plan_export
+from onnxport.core.export.export import ExportPlan, plan_export
 from onnxport.core.export.selection_graph import SelectionGraph, SelectionGraphs
 from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.index import TensorIndex
@@ -92,9 +92,6 @@ class ModelSession:
 
     def summary(self, outputs: list[str], cancel: CancelToken | None = None) -> ExportPlan:
         """What the export of `outputs` keeps and drops, and its size (the app's "Export keeps"):
-        counted on the selection's inference graph, or estimated from the plan above
-        PLAN_EXACT_MAX_NODES kept nodes (the passes are not run for a summary)."""
-        plan = self.plan(outputs, cancel)
-        built = self.selection(outputs, cancel).built if len(plan.node_indices) <= PLAN_EXACT_MAX_NODES else None
-        return plan_export(self.graph, self.index, self.params, outputs, cancel, model_path=self.model_path,
-                           built=built, plan=plan)
+        counted on the selection's inference graph, or estimated from its plan on a huge one
+        (`export.plan_export`)."""
+        return plan_export(self.selections, self.index, outputs, cancel)

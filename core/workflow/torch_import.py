@@ -32,8 +32,8 @@ from onnxport.core.training.artifacts import (
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.out_paths import check_output
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter, step_token
+from onnxport.core.workflow.companion_names import quantized_path
 from onnxport.core.workflow.torch_int8 import DEFAULT_TARGET, int8_beside
-from onnxport.core.workflow.written_names import quantized_path
 
 
 @dataclass

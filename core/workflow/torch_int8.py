@@ -18,7 +18,7 @@ from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn
-from onnxport.core.workflow.written_names import quantized_path
+from onnxport.core.workflow.companion_names import quantized_path
 
 DEFAULT_TARGET = 0.99
 

@@ -9,7 +9,7 @@ The quantization's own choices (quantize_box.py) follow the mode; `mode_notes` s
 mode, why a mode cannot help this model (core/quantize/mode_choice.py). "Generated inputs" sizes
 (`batch=1`, `x=1x3x224x224`) apply to validation and quantization, as `--dim`/`--shape` do.
 Below the choices, "Writes" names every file the export will write, as plain text (the names are
-the user's), following the destination and the choices (core/workflow/written_names.py).
+the user's), following the destination and the choices (core/workflow/companion_names.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from onnxport.core.deploy.shapes import parse_shape_options
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.util.errors import OnnxportError
-from onnxport.core.workflow.written_names import quantized_path, report_path_for
+from onnxport.core.workflow.companion_names import quantized_path, report_path_for
 
 from ..widgets import plain_text
 from ..widgets.plain_text import plain_label

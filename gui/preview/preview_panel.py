@@ -1,8 +1,8 @@
 """The Preview, in the middle of the window: the graph the export will write, drawn by Netron.
 
-`set_model(path, outputs, parameter_names)` is debounced; the weight-free preview model
-(core/export/selection_preview.py) is built in a side job (newest answer only), published on the
-loopback server (netron_server.py) and opened in the running Netron page. `warm_up()` loads the page with no model while the app idles. After each
+`set_model(session, outputs)` is debounced; the drawing (core/export/drawing.py: the
+selection's export graph from the session, without weights) is made in a side job (newest answer
+only), published on the loopback server (netron_server.py) and opened in the running Netron page. `warm_up()` loads the page with no model while the app idles. After each
 open the panel polls until Netron has drawn (`rendered(node_count)`) and re-focuses the tensor the
 user had selected. "Pruned"/"Original": the export's graph, or the whole one with what the export
 drops dimmed (kept_marks.py). A graph Netron would draw more than `WHOLE_UP_TO` nodes of is drawn
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from onnxport.core.export.selection_preview import preview_answer  # a selection: the export's own graph
+from onnxport.core.export.drawing import WHOLE_UP_TO, Drawing, draw_selection, draw_whole, kept_node_names
 from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
-from onnxport.core.graph.focus_preview import WHOLE_UP_TO, PreviewAnswer
 from onnxport.core.util.text import human_size
 
 from ..dialogs.error_dialog import error_text
@@ -35,8 +35,11 @@ from ..widgets.elided_label import ElidedLabel
 from ..widgets.outputs_pane import EMPTY_HINT
 from ..widgets.plain_text import plain_label
 from .graph_find import CENTRE_OUTPUTS_JS, GraphSearch
-from .kept_marks import MARK_JS, kept_node_names
+from .kept_marks import MARK_JS
 from .netron_server import PreviewServer
+
+if TYPE_CHECKING:
+    from onnxport.core.workflow.session import ModelSession
 
 DEBOUNCE_MS = 250
 POLL_MS = 50
@@ -52,15 +55,14 @@ class PreviewPanel(QWidget):
         super().__init__(parent)
         self.server = PreviewServer()
         self.mode = "pruned"
-        self._request: tuple[str, list[str], tuple[str, ...]] | None = None
+        self._request: tuple[ModelSession, list[str]] | None = None
         self._focus_tensor: str | None = None
         self._seed: str | None = None  # the tensor a focused preview is centred on (None: the outputs)
         self.whole_up_to = WHOLE_UP_TO  # a graph Netron draws more nodes of is drawn focused,
         self.initial_budget = FOCUS_BUDGET  # on this many drawn nodes at first
         self.budget = FOCUS_BUDGET  # the focused preview's budget now ("Show more" doubles it)
-        self._graph: FocusGraph | None = None  # the big graph read by the last focused preview
+        self._graph: FocusGraph | None = None  # the whole graph read by the last focused Original view
         self._retired: list = []  # older previews' graph and result: let go in the next side job, not here
-        self._source = None  # (model, GraphTable) the caller read from the file, if it gave them
         self.focused: FocusedPreview | None = None  # what the drawn preview shows (None: the whole graph)
         self.kept_names: frozenset[str] | None = None  # original view: the nodes the export keeps (kept_marks.py)
         self._producer_of = lambda tensor: None
@@ -127,19 +129,13 @@ class PreviewPanel(QWidget):
         self.reloads += 1
         self.view.load(QUrl(self.server.page_url))
 
-    def set_model(self, model_path: str, outputs: list[str], parameter_names=(), producer_of=None,
-                  source=None) -> None:
-        """Show `outputs` of the model at `model_path` (debounced). `producer_of(tensor)`: the
-        name of the node producing it, to focus tensors in the graph. `source`: (model, GraphTable)
-        already read from that file, if the caller holds them (read in the side job, never changed),
-        and optionally its `SelectionGraphs`: a selection is then drawn from the export's own graph."""
-        new_file = self._request is None or self._request[0] != str(model_path)
-        new_source = source is not None and (self._source is None or source[0] is not self._source[0])
-        if new_file or new_source:  # another model: the budget and the graph read start afresh
+    def set_model(self, session: ModelSession, outputs: list[str], producer_of=None) -> None:
+        """Show `outputs` of the opened model `session` (debounced). `producer_of(tensor)`: the
+        name of the node producing it, to focus tensors in the graph."""
+        if self._request is None or self._request[0] is not session:  # another model: start afresh
             self._retired.append(self._graph)
             self.budget, self._graph = self.initial_budget, None
-        self._source = source
-        self._request = (str(model_path), list(outputs), tuple(parameter_names))
+        self._request = (session, list(outputs))
         self._seed = None  # new outputs: the focus goes back to them
         if producer_of is not None:
             self._producer_of = producer_of
@@ -223,34 +219,37 @@ class PreviewPanel(QWidget):
     def _build(self) -> None:
         if self._request is None:
             return
-        path, outputs, params = self._request
-        chosen = outputs if self.mode == "pruned" else None
+        session, outputs = self._request
+        pruned = self.mode == "pruned"
         self._generation += 1
         generation = self._generation
         self.last_node_count = -1
         self.status.setText("building the preview…")
         budget, seeds, graph, whole = self.budget, [self._seed] if self._seed else None, self._graph, self.whole_up_to
-        source, retired, self._retired = self._source, self._retired, []
+        retired, self._retired = self._retired, []
 
         def job(progress, cancel):
             retired.clear()  # a 100k-node graph's lists and sets take ~20 ms to free: not on the GUI thread
-            answer = preview_answer(path, chosen, params, budget, seeds, graph, cancel, whole, source)
-            answer.kept = None if chosen is not None else kept_node_names(path, outputs, params, source)
-            return answer
+            if pruned:
+                return draw_selection(session.selections, outputs, budget, seeds, cancel, whole)
+            drawing = draw_whole(session.graph, session.table, session.params or (), budget, seeds, graph, cancel,
+                                 whole)
+            drawing.kept = kept_node_names(session.selections, outputs, whole, cancel)
+            return drawing
 
         self.jobs.side("preview", job,
-                       lambda answer: self._publish(generation, answer, path),
+                       lambda answer: self._publish(generation, answer, session, pruned),
                        lambda exc: self._failed(generation, error_text(exc)))
 
-    def _publish(self, generation: int, answer: PreviewAnswer, path: str = "") -> None:
+    def _publish(self, generation: int, answer: Drawing, session: ModelSession, pruned: bool) -> None:
         if generation != self._generation:
             return
-        if answer.graph is not None and self._request is not None and self._request[0] == path:
+        if not pruned and answer.graph is not None and self._request is not None and self._request[0] is session:
             if answer.graph is not self._graph:
                 self._retired.append(self._graph)
-            self._graph = answer.graph
+            self._graph = answer.graph  # the whole graph read: handed back to the next Original drawing
         data, focused = answer.data, answer.focused
-        self.kept_names = getattr(answer, "kept", None)  # the original view: what the export keeps
+        self.kept_names = answer.kept  # the original view: what the export keeps
         self._retired.append(self.focused)
         self.focused = focused
         name = "pruned.onnx" if self.mode == "pruned" else "original.onnx"

@@ -105,3 +105,21 @@ def reference_mlp(x: np.ndarray, w: dict[str, np.ndarray]) -> tuple[np.ndarray, 
     logits = h @ w["fc2.weight"].T + w["fc2.bias"]
     e = np.exp(logits - logits.max(-1, keepdims=True))
     return logits, e / e.sum(-1, keepdims=True)
+
+
+def session_for(path, weights: dict[str, np.ndarray] | None = None):
+    """The session the app holds for the model file at `path`, its parameters `weights` (no checkpoint file)."""
+    from pathlib import Path
+
+    from onnxport.core.io.model_io import load_graph
+    from onnxport.core.workflow.session import ModelSession
+
+    return ModelSession(model_path=Path(path), model=load_graph(path), params=param_set(weights) if weights else None)
+
+
+def selection_preview(model: onnx.ModelProto, outputs: list[str], weights: dict[str, np.ndarray] | None = None,
+                      path=None) -> onnx.ModelProto:
+    """What the Preview draws for `outputs`: the export's graph of that selection without its weights."""
+    from onnxport.core.export.selection_graph import SelectionGraphs
+
+    return SelectionGraphs(model, path, param_set(weights) if weights else None).get(outputs).preview

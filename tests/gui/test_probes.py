@@ -7,6 +7,7 @@ import onnx
 import pytest
 
 from ..core.graph.test_focus import layered_model
+from ..core.model_builders import session_for
 from .preview.test_focused_preview import panel  # noqa: F401 - the fixture
 from .test_main_window import open_example
 
@@ -31,6 +32,6 @@ def test_the_preview_says_how_long_a_drawing_took_after_its_change(qtbot, panel,
     times: list[float] = []
     panel.drawnAfter.connect(times.append)
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(str(path), ["logits"])
+        panel.set_model(session_for(path), ["logits"])
     assert len(times) == 1 and 0 < times[0] < 60
     assert not any(hasattr(panel, name) for name in ("render_seconds", "reuse_page"))

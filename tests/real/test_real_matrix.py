@@ -25,7 +25,6 @@ import onnxruntime as ort
 import pytest
 
 from onnxport.core.cli import main
-from onnxport.core.graph.preview import preview_bytes
 from onnxport.core.workflow.sources import open_sources
 
 from .corpus import ocr_classifier, ocr_detector, ocr_recognizer, silero_vad
@@ -147,7 +146,7 @@ def _check_with_zero_weights(preview: onnx.ModelProto) -> None:
 @pytest.mark.parametrize("name", list(EXPECT))
 def test_preview_keeps_the_nodes(cases, name):
     model = cases[name][0]
-    whole = onnx.load_from_string(preview_bytes(model, _outputs(model)))
+    whole = onnx.load_from_string(open_sources([model]).selection(_outputs(model)).preview.SerializeToString())
     _check_with_zero_weights(whole)
     source_ops = {n.op_type for n in onnx.load(str(model), load_external_data=False).graph.node}
     assert {n.op_type for n in whole.graph.node} >= source_ops - {"Dropout", "Constant", "Identity"}

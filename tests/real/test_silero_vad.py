@@ -15,9 +15,9 @@ import pytest
 
 from onnxport.core.cli import main
 from onnxport.core.export.export import export_model
-from onnxport.core.graph.preview import preview_bytes
 from onnxport.core.quantize.gain import all_graphs
 from onnxport.core.quantize.quantize import QuantizeOptions, quantize
+from onnxport.core.workflow.sources import open_session
 
 from .corpus import silero_vad
 from .speech_audio import SR, speech
@@ -53,7 +53,7 @@ def test_export_runs_and_matches_the_original_exactly(tmp_path, outputs):
 
 
 def test_preview_keeps_the_if_and_carries_no_weights():
-    data = preview_bytes(silero_vad(), ["stateN"])
+    data = open_session(silero_vad()).selection(["stateN"]).preview.SerializeToString()
     preview = onnx.load_from_string(data)
     assert "If" in [n.op_type for n in preview.graph.node] and [o.name for o in preview.graph.output] == ["stateN"]
     assert len(data) < silero_vad().stat().st_size / 5  # the Constant-held weights inside the bodies are stripped

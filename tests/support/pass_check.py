@@ -34,8 +34,8 @@ from onnxport.core.graph.passes import (
     PassResult,
     node_label,
 )
-from onnxport.core.graph.preview import HEADER_FIELDS, beyond_header
 from onnxport.core.graph.uses import bodies
+from onnxport.core.graph.weightless import HEADER_FIELDS, beyond_header
 from onnxport.core.io.parameter_set import np_dtype_for
 
 CHECKER_MAX_BYTES = 64 << 20  # onnx.checker runs on graphs this small (it copies them)

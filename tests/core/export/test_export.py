@@ -15,6 +15,7 @@ import pytest
 
 from onnxport.core.export.export import export_model, plan_export
 from onnxport.core.export.options import ExportOptions
+from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.util.errors import (
     Cancelled,
     CheckpointMismatchError,
@@ -160,7 +161,7 @@ def test_external_data_always(tmp_path):
 
 def test_plan_export_summarises_without_writing(eval_model):
     model = onnx.load(eval_model)
-    plan = plan_export(model, None, param_set(mlp_weights()), ["hidden"])
+    plan = plan_export(SelectionGraphs(model, eval_model, param_set(mlp_weights())), None, ["hidden"])
     assert plan.inputs == ["input"]
     assert "labels" in plan.dropped_inputs
     assert set(plan.kept_parameters) == {"fc1.weight", "fc1.bias"}
@@ -270,14 +271,15 @@ def test_an_intermediate_output_takes_the_type_the_index_knows_instead_of_infere
 
 
 def test_a_plan_too_big_to_infer_still_counts_the_types_the_index_knows(eval_model, monkeypatch):
-    from onnxport.core.export import export as export_module
+    from onnxport.core.export import selection_graph
     from onnxport.core.graph.index import build_index
 
     model, params = onnx.load(eval_model), param_set(mlp_weights())
     index = build_index(model, parameter_names=set(params))
     middle = next(t for t in index.selectable() if not t.is_graph_output and t.dtype is not None)
-    inferred = plan_export(model, None, params, [middle.name]).estimated_bytes  # small: inferred
-    monkeypatch.setattr(export_module, "PLAN_TYPED_MAX_NODES", 0)  # as if too big to infer
-    untyped = plan_export(model, None, params, [middle.name]).estimated_bytes
-    known = plan_export(model, index, params, [middle.name]).estimated_bytes
+    inferred = plan_export(SelectionGraphs(model, None, params), None, [middle.name]).estimated_bytes  # inferred
+    monkeypatch.setattr(selection_graph, "TYPED_MAX_NODES", 0)  # as if too big to infer
+    untyped = plan_export(SelectionGraphs(model, None, params), None, [middle.name]).estimated_bytes
+    with_types = SelectionGraphs(model, None, params, index.table, index.tensor_type)
+    known = plan_export(with_types, index, [middle.name]).estimated_bytes
     assert untyped < inferred == known  # the written output's type, without inference

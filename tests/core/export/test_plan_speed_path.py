@@ -1,14 +1,13 @@
-"""plan_export given the model's index plans on the graph the index read (graph_table) - the same
-plan as without it - and a cancelled plan stops with `Cancelled` (the app cancels a plan a newer
+"""plan_export plans on the graph the index read (graph_table) - the same plan as on a table read
+afresh - and a cancelled plan stops with `Cancelled` (the app cancels a plan a newer
 checked-output change supersedes)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from onnxport.core.export.export import plan_export
+from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.graph.graph_table import CHECK_EVERY
 from onnxport.core.graph.index import build_index
 from onnxport.core.util.errors import Cancelled, UnknownOutputError
@@ -23,10 +22,11 @@ def test_the_plan_is_the_same_with_the_index(outputs):
     params = param_set(mlp_weights())
     index = build_index(model, parameter_names=set(params))
     assert index.table is not None
-    walked = dataclasses.replace(index, table=None)  # plan_prune walks the protobuf graph
-    assert plan_export(model, index, params, outputs) == plan_export(model, walked, params, outputs)
+    with_index = SelectionGraphs(model, None, params, index.table, index.tensor_type)
+    afresh = SelectionGraphs(eval_like_mlp(), None, params)
+    assert plan_export(with_index, index, outputs) == plan_export(afresh, None, outputs)
     with pytest.raises(UnknownOutputError, match="unknown output 'hiden'"):
-        plan_export(model, index, params, ["hiden"])
+        plan_export(with_index, index, ["hiden"])
 
 
 def test_a_cancelled_plan_stops():
@@ -40,8 +40,7 @@ def test_a_cancelled_plan_stops():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     index = build_index(model)
     cancel = CancelToken()
-    assert plan_export(model, index, None, [f"t{n}"], cancel=cancel).kept_nodes == n
+    assert plan_export(SelectionGraphs(model, None, None, index.table), index, [f"t{n}"], cancel).kept_nodes == n
     cancel.cancel()
-    for given in (index, None):  # with the index: stops while planning; without: before returning
-        with pytest.raises(Cancelled):
-            plan_export(model, given, None, [f"t{n}"], cancel=cancel)
+    with pytest.raises(Cancelled):  # stops while planning
+        plan_export(SelectionGraphs(model, None, None, index.table), index, [f"t{n}"], cancel)

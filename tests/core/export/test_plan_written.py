@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.export import export as export_module
 from onnxport.core.export.export import export_model, plan_export
+from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.util.errors import Cancelled
 from onnxport.core.util.progress import CancelToken
 from onnxport.core.workflow.sources import open_sources
@@ -23,7 +24,7 @@ PAGE = 4096  # the writer may pad a tensor over 1 MiB to its source's page offse
 
 def plan_and_write(model_path, params, outputs, out_path, index=None):
     model = onnx.load(model_path, load_external_data=False)
-    plan = plan_export(model, index, params, outputs, model_path=model_path)
+    plan = plan_export(SelectionGraphs(model, model_path, params, index.table if index else None), index, outputs)
     result = export_model(model_path, out_path, outputs, params)
     written = onnx.load(out_path)
     assert plan.exact
@@ -82,9 +83,9 @@ def test_plan_is_cancellable_and_bounded(tmp_path, monkeypatch):
     token = CancelToken()
     token.cancel()
     with pytest.raises(Cancelled):
-        plan_export(model, None, params, ["probabilities"], token, model_path=path)
+        plan_export(SelectionGraphs(model, path, params), None, ["probabilities"], token)
     # above the bound the passes are skipped and the plan says it is an estimate
     monkeypatch.setattr(export_module, "PLAN_EXACT_MAX_NODES", 5)
-    plan = plan_export(model, None, params, ["probabilities"], model_path=path)
+    plan = plan_export(SelectionGraphs(model, path, params), None, ["probabilities"])
     assert not plan.exact and plan.kept_nodes == 9 and plan.folded_nodes == 0
     assert plan.estimated_bytes == sum(v.nbytes for v in mlp_weights().values())

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from onnxport.core.export.drawing import draw_selection
 from onnxport.core.export.export import export_model, export_selection, plan_export
 from onnxport.core.export.output_types import complete_type
-from onnxport.core.export.selection_preview import preview_answer
 from onnxport.core.workflow.session import ModelSession
 
 from ..model_builders import eval_like_mlp, mlp_weights, param_set
@@ -26,10 +26,8 @@ def _nodes(model: onnx.ModelProto) -> list[tuple[str, str]]:
 
 
 def _app_preview(sources: ModelSession, outputs: list[str], **kw) -> onnx.ModelProto:
-    """What the app's preview job draws (gui/preview/preview_panel.py: source = model, table, graphs)."""
-    source = (sources.model, sources.table, sources.selections)
-    answer = preview_answer(sources.model_path, outputs, tuple(sources.params), source=source, **kw)
-    return onnx.load_from_string(answer.data)
+    """What the app's preview job draws for a selection (gui/preview/preview_panel.py)."""
+    return onnx.load_from_string(draw_selection(sources.selections, outputs, **kw).data)
 
 
 def test_the_preview_draws_the_nodes_the_export_writes_folding_included(tmp_path):
@@ -60,8 +58,7 @@ def test_the_focused_preview_starts_from_the_same_graph(tmp_path):
     sources = _opened(tmp_path)
     outputs = ["probabilities"]
     whole = _app_preview(sources, outputs)
-    source = (sources.model, None, sources.selections)
-    answer = preview_answer(sources.model_path, outputs, source=source, budget=2, whole_up_to=2)
+    answer = draw_selection(sources.selections, outputs, budget=2, whole_up_to=2)
     assert answer.focused is not None and not answer.focused.complete
     drawn = {(n.op_type, n.name) for n in onnx.load_from_string(answer.data).graph.node if n.domain != "onnxport"}
     assert drawn and drawn < set(_nodes(whole))  # a part of the export's graph: no Transpose comes back
@@ -75,10 +72,8 @@ def test_one_build_per_selection_read_by_the_plan(tmp_path):
     first = graphs.get(["probabilities"])
     assert graphs.get(["probabilities"]) is first and graphs.get(["logits"]) is not first
     skeleton = first.built.skeleton.SerializeToString()
-    planned = plan_export(sources.model, None, sources.params, ["probabilities"], model_path=sources.model_path,
-                          built=first.built)
-    assert planned == plan_export(sources.model, None, sources.params, ["probabilities"],
-                                  model_path=sources.model_path)
+    planned = plan_export(graphs, None, ["probabilities"])
+    assert planned == _opened(tmp_path).summary(["probabilities"])  # the same counted afresh
     assert planned.kept_nodes == len(first.preview.graph.node) and planned.folded_nodes == 2
     assert first.built.skeleton.SerializeToString() == skeleton  # the plan only read it
 

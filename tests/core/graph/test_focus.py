@@ -8,10 +8,10 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from onnxport.core.export.drawing import draw_selection, draw_whole
+from onnxport.core.export.selection_graph import SelectionGraphs
 from onnxport.core.graph.focus import FOCUS_DOMAIN, FocusGraph
 from onnxport.core.graph.focus_blocks import find_runs, scope_indices, scope_table
-from onnxport.core.graph.focus_preview import preview_answer
-from onnxport.core.graph.preview import preview_bytes
 from onnxport.core.util.errors import UnknownOutputError
 
 HIDDEN = 4
@@ -179,24 +179,21 @@ def test_the_whole_graph_mode_and_bad_outputs():
         graph.focus(["logitz"])
 
 
-def test_small_graphs_are_previewed_whole_exactly_as_before(tmp_path):
-    path = tmp_path / "small.onnx"
-    onnx.save(layered_model(3), path)
-    answer = preview_answer(path, ["logits"])
+def test_small_graphs_are_previewed_whole_exactly_as_before():
+    graphs = SelectionGraphs(layered_model(3), None, None)
+    answer = draw_selection(graphs, ["logits"])
     assert answer.focused is None and answer.graph is None
-    assert answer.data == preview_bytes(path, ["logits"])
+    assert answer.data == graphs.get(["logits"]).preview.SerializeToString()
 
 
-def test_the_graph_read_is_kept_until_the_file_changes(tmp_path):
-    path = tmp_path / "big.onnx"
-    onnx.save(layered_model(12), path)
-    first = preview_answer(path, ["logits"], budget=40, whole_up_to=40)
+def test_the_graph_read_is_kept_with_its_selection():
+    graphs = SelectionGraphs(layered_model(12), None, None)
+    first = draw_selection(graphs, ["logits"], budget=40, whole_up_to=40)
     assert first.focused is not None and first.graph is not None
-    again = preview_answer(path, ["logits"], budget=80, graph=first.graph, whole_up_to=40)
+    again = draw_selection(graphs, ["logits"], budget=80, whole_up_to=40)
     assert again.graph is first.graph and len(again.focused.model.graph.node) > len(first.focused.model.graph.node)
-    onnx.save(layered_model(13), path)
-    changed = preview_answer(path, ["logits"], budget=40, graph=first.graph, whole_up_to=40)
-    assert changed.graph is not first.graph and changed.focused.total_nodes == 67
+    other = draw_selection(SelectionGraphs(layered_model(13), None, None), ["logits"], budget=40, whole_up_to=40)
+    assert other.graph is not first.graph and other.focused.total_nodes == 67
 
 
 def test_runs_need_three_identical_consecutive_blocks():
@@ -208,22 +205,18 @@ def test_runs_need_three_identical_consecutive_blocks():
     assert find_runs(names, ["Relu"] * 10, range(10), protected={4}) == []  # the selection breaks the run
 
 
-def test_a_model_the_caller_already_read_is_not_read_again(tmp_path):
+def test_a_model_the_caller_already_read_is_not_read_again():
     from onnxport.core.graph.graph_table import GraphTable
 
-    path = tmp_path / "big.onnx"
     model = layered_model(12)
-    onnx.save(model, path)
-    path.write_bytes(b"not read")  # only the model given is used
-    source = (model, GraphTable.read(model.graph))
-    first = preview_answer(path, ["logits"], budget=14, whole_up_to=40, source=source)
-    assert first.graph.model is model and first.graph.table is source[1]
+    table = GraphTable.read(model.graph)
+    first = draw_whole(model, table, budget=14, whole_up_to=40)
+    assert first.graph.model is model and first.graph.table is table
     assert first.focused.shown_nodes == 12
-    again = preview_answer(path, ["logits"], budget=80, graph=first.graph, whole_up_to=40, source=source)
+    again = draw_whole(model, table, budget=80, graph=first.graph, whole_up_to=40)
     assert again.graph is first.graph and again.focused.complete
     before = model.SerializeToString()
-    preview_answer(path, ["logits"], seeds=["/model/layers.6/Relu_output_0"], budget=20, graph=first.graph,
-                   whole_up_to=40, source=source)
+    draw_whole(model, table, seeds=["/model/layers.6/Relu_output_0"], budget=20, graph=first.graph, whole_up_to=40)
     assert model.SerializeToString() == before  # the caller's model is only read
 
 

@@ -14,8 +14,8 @@ from onnxport.core.graph.const_tensors import from_array
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.fold import fold_constants
 from onnxport.core.graph.passes import REMOVED, REWRITTEN, NodeChange, PassResult
-from onnxport.core.graph.preview import PREVIEW_CONSTANT_BYTES, to_preview
 from onnxport.core.graph.prune import plan_prune, prune
+from onnxport.core.graph.weightless import KEPT_CONSTANT_BYTES, to_weightless
 from tests.support.pass_check import PassContractError, check_pass
 
 from ..model_builders import eval_like_mlp, forward_mlp, make_model, mlp_weights
@@ -51,7 +51,7 @@ def training_ops() -> onnx.ModelProto:
 
 def with_bodies() -> onnx.ModelProto:
     """An If whose branches hold a Dropout and a Constant too big for a preview to keep its values."""
-    big = np.arange(PREVIEW_CONSTANT_BYTES // 4 + 8, dtype=np.float32)
+    big = np.arange(KEPT_CONSTANT_BYTES // 4 + 8, dtype=np.float32)
 
     def branch(name: str) -> onnx.GraphProto:
         return helper.make_graph([
@@ -114,11 +114,10 @@ CASES = {
     "fold a Constant's Transpose": (lambda model: fold_constants(model, {}), constant_weights, True),
     "fold drops the type of a folded tensor": (lambda model: fold_constants(model, {}), typed_constant_weights, True),
     "fold, nothing to do": (lambda model: fold_constants(model, {}), relu, False),
-    "preview of an eval graph": (lambda model: to_preview(model, ["logits"], PARAMS), eval_like_mlp, True),
-    "preview of a whole mlp": (lambda model: to_preview(model, None), forward_mlp, True),
-    "preview with bodies": (lambda model: to_preview(model, ["y"]), with_bodies, True),
-    "whole preview with bodies": (lambda model: to_preview(model, None), with_bodies, True),
-    "preview, nothing to do": (lambda model: to_preview(model, ["y"]), relu, False),
+    "weightless eval graph": (to_weightless, eval_like_mlp, True),  # its Dropout ratio, a scalar, too
+    "weightless mlp": (to_weightless, forward_mlp, True),
+    "weightless bodies": (to_weightless, with_bodies, True),
+    "weightless, nothing to do": (to_weightless, relu, False),
 }
 
 
@@ -139,8 +138,8 @@ def test_fold_with_the_weights_beside_the_model_keeps_its_contract():
     assert result.names() == ["/fc1/Transpose", "/fc2/Transpose"]
 
 
-def test_the_preview_reports_the_constants_it_strips():
-    result = check_pass(lambda model: to_preview(model, None), with_bodies())
+def test_weightless_reports_the_constants_it_strips():
+    result = check_pass(to_weightless, with_bodies())
     assert sorted((c.node, c.action) for c in result.changes) == [("else/const", REWRITTEN), ("then/const", REWRITTEN)]
 
 

@@ -12,10 +12,10 @@ from onnxport.core.graph.const_tensors import from_array
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.fold import fold_constants
 from onnxport.core.graph.passes import ADDED, FOLDED, REMOVED, REWRITTEN, NodeChange
-from onnxport.core.graph.preview import preview_model, to_preview
 from onnxport.core.graph.prune import plan_prune, prune
+from onnxport.core.graph.weightless import to_weightless, weightless_copy
 
-from ..model_builders import eval_like_mlp, forward_mlp, make_model, mlp_weights
+from ..model_builders import forward_mlp, make_model, mlp_weights
 
 PARAMS = tuple(mlp_weights())
 
@@ -34,13 +34,12 @@ PASSES = {
     "prune": run_prune,
     "inference_form": to_inference_form,
     "fold": run_fold,
-    "preview": lambda model: to_preview(model, ["logits"], PARAMS),
 }
 
 
 @pytest.mark.parametrize("name", list(PASSES))
 def test_a_pass_edits_in_place_returns_the_same_model_and_is_idempotent(name):
-    model = eval_like_mlp() if name == "preview" else forward_mlp()
+    model = forward_mlp()
     before = model.SerializeToString()
     result = PASSES[name](model)
     assert result.model is model
@@ -88,20 +87,17 @@ def test_fold_names_the_folded_nodes():
     assert {"fc1.wT", "fc2.wT"} <= set(result.constants) and "fc1.weight" not in result.constants
 
 
-def test_to_preview_is_in_place_and_preview_model_is_not():
-    model = eval_like_mlp()
-    before = model.SerializeToString()
-    copy = preview_model(model, ["logits"], PARAMS)
-    assert model.SerializeToString() == before
-    result = to_preview(model, ["logits"], PARAMS)
-    assert result.model is model and model.SerializeToString() == copy.SerializeToString()
-    assert "/dropout/Dropout" in result.names(REMOVED) and "/softmax/Softmax" in result.names(REMOVED)
-    assert any("'labels' dropped" in n for n in result.notes)
+def test_to_weightless_is_in_place_and_weightless_copy_is_not():
     whole = forward_mlp()
-    stripped = to_preview(whole, None)
+    before = whole.SerializeToString()
+    copy = weightless_copy(whole)
+    assert whole.SerializeToString() == before
+    stripped = to_weightless(whole)
+    assert stripped.model is whole and whole.SerializeToString() == copy.SerializeToString()
     assert stripped.changed and stripped.changes == [] and len(stripped.notes) == len(whole.graph.initializer)
+    assert [n.op_type for n in whole.graph.node] == [n.op_type for n in forward_mlp().graph.node]  # nothing pruned
     assert all(not t.raw_data for t in whole.graph.initializer)
-    assert not to_preview(whole, None).changed
+    assert not to_weightless(whole).changed
 
 
 def test_a_model_the_pass_has_nothing_to_do_for_is_unchanged():

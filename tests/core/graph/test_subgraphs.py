@@ -16,17 +16,19 @@ from onnx import helper, numpy_helper
 
 from onnxport.core.api import export_for_inference
 from onnxport.core.cli import main
+from onnxport.core.export.drawing import draw_selection
 from onnxport.core.export.export import export_model
 from onnxport.core.export.options import ExportOptions
 from onnxport.core.export.writer import write_model
 from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.index import build_index
-from onnxport.core.graph.preview import preview_bytes, preview_model
 from onnxport.core.graph.runnable import check_runnable, topological_sort
 from onnxport.core.graph.uses import graph_captures, subgraph_captures, used_names
+from onnxport.core.graph.weightless import weightless_copy
 from onnxport.core.util.errors import CorruptFileError, OnnxportError
 from onnxport.core.workflow.post_export import ValidationGate
 
+from ..model_builders import selection_preview, session_for
 from ..subgraph_models import MODELS, OPSET, nested_if
 
 
@@ -101,16 +103,21 @@ def test_uses_count_captures_at_every_depth():
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_preview_keeps_what_bodies_read(name):
+    """The Original view (weightless) draws every node; a selection's (the export's graph) keeps
+    what its bodies read, the If/Loop/Scan included."""
     build, _ = MODELS[name]
     model = build()
     outs = [o.name for o in model.graph.output]
-    for chosen in (outs, outs[:1], None):
-        preview = onnx.load_from_string(preview_model(model, chosen).SerializeToString())
-        assert [n.op_type for n in preview.graph.node] == [n.op_type for n in model.graph.node
-                                                             if chosen != ["y"] or n.name != "add_z"]
-        assert {t.name for t in preview.graph.initializer} == {t.name for t in model.graph.initializer}
-        assert all(not t.raw_data and not t.float_data for t in preview.graph.initializer)
-        check_runnable(preview.graph, "preview")  # nothing a body reads was dropped
+    whole = onnx.load_from_string(weightless_copy(model).SerializeToString())
+    assert [n.op_type for n in whole.graph.node] == [n.op_type for n in model.graph.node]
+    assert {t.name for t in whole.graph.initializer} == {t.name for t in model.graph.initializer}
+    for chosen in (outs, outs[:1]):
+        preview = onnx.load_from_string(selection_preview(model, chosen).SerializeToString())
+        assert {"If", "Loop", "Scan"} & {n.op_type for n in preview.graph.node}
+        assert [o.name for o in preview.graph.output] == chosen
+        for drawn in (preview, whole):
+            assert all(not t.raw_data and not t.float_data for t in drawn.graph.initializer)
+            check_runnable(drawn.graph, "preview")  # nothing a body reads was dropped
 
 
 def test_preview_strips_weights_held_in_constants_inside_bodies(tmp_path):
@@ -124,7 +131,7 @@ def test_preview_strips_weights_held_in_constants_inside_bodies(tmp_path):
                               [helper.make_tensor_value_info("c", T.BOOL, [])],
                               [helper.make_tensor_value_info("y", T.FLOAT, None)])
     path = _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), tmp_path / "m.onnx")
-    data = preview_bytes(path, ["y"])
+    data = draw_selection(session_for(path).selections, ["y"]).data
     assert len(data) < 2000 < big.nbytes
     preview = onnx.load_from_string(data)
     then_g = next(a.g for a in preview.graph.node[0].attribute if a.name == "then_branch")

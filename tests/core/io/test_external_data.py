@@ -17,7 +17,7 @@ import pytest
 
 from onnxport.core.cli import main
 from onnxport.core.evaluate.runtime import session
-from onnxport.core.graph.preview import preview_bytes
+from onnxport.core.graph.weightless import weightless_bytes
 from onnxport.core.io.external_data import check_model_tensors, external_reference, iter_tensors
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.util.errors import CorruptFileError, OnnxportError
@@ -108,7 +108,7 @@ def test_inspect_validate_quantize_bench_refuse_before_any_reader(tmp_path, outs
     with pytest.raises(OnnxportError, match="outside the model's folder|absolute path"):
         session(path)  # ONNX Runtime is never handed the path
     with pytest.raises(OnnxportError, match="outside the model's folder|absolute path"):
-        preview_bytes(path)
+        weightless_bytes(path)
 
 
 @pytest.mark.parametrize("where", WHERE)

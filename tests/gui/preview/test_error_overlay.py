@@ -15,6 +15,7 @@ import pytest
 
 from onnxport.core.evaluate.report import accuracy_map, build_report
 
+from ...core.model_builders import session_for
 from ..quantized_report import quantized_mlp_report
 
 pytestmark = pytest.mark.gui
@@ -75,7 +76,7 @@ def test_nodes_are_painted_with_the_colours_of_the_error_they_add(qtbot, overlay
     fp32, report = quantized
     panel = overlay.preview
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(str(fp32), ["logits"])
+        panel.set_model(session_for(fp32), ["logits"])
     error_map = accuracy_map(report)
     assert error_map["nodes"], "the quantization must add a measurable error somewhere"
     payload, state = paint_and_read(qtbot, overlay, report)
@@ -112,7 +113,7 @@ def test_the_map_is_built_after_the_report_s_turn_and_only_the_newest_report_ans
     fp32, report = quantized
     panel = overlay.preview
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(str(fp32), ["logits"])
+        panel.set_model(session_for(fp32), ["logits"])
     payload, state = paint_and_read(qtbot, overlay, report)
     assert state["painted"] > 0
     answers: list[int] = []
@@ -136,7 +137,7 @@ def test_the_report_list_and_the_graph_pick_each_others_nodes(qtbot, overlay, qu
     fp32, report = quantized
     panel, nodes = overlay.preview, overlay.report_view.nodes
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(str(fp32), ["logits"])
+        panel.set_model(session_for(fp32), ["logits"])
     paint_and_read(qtbot, overlay, report)
     assert nodes.count() >= 1
     listed = [nodes.item(i).data(Qt.ItemDataRole.UserRole) for i in range(nodes.count())]
@@ -196,7 +197,7 @@ def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay,
     fp32, report = quantized
     panel = overlay.preview
     with qtbot.waitSignal(overlay.painted, timeout=60_000) as cleared:  # drawn, and no map to paint
-        panel.set_model(str(fp32), ["logits"])
+        panel.set_model(session_for(fp32), ["logits"])
     assert cleared.args == [0]
     before = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
     relu = next(n for n in onnx.load(fp32).graph.node if n.op_type == "Relu").name

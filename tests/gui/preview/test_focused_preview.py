@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 from ...core.graph.test_focus import layered_model
-from ...core.model_builders import eval_like_mlp
+from ...core.model_builders import eval_like_mlp, session_for
 
 pytestmark = pytest.mark.gui
 INSIDE = "/model/layers.6/Relu_output_0"  # a tensor of a layer the focused view collapses
@@ -30,13 +30,13 @@ def big(tmp_path):
     path = tmp_path / "layered.onnx"
     model = layered_model(12)
     onnx.save(model, path)
-    return path, {o: n.name for n in model.graph.node for o in n.output}.get
+    return session_for(path), {o: n.name for n in model.graph.node for o in n.output}.get
 
 
 def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
-    path, producer_of = big
+    session, producer_of = big
     panel.whole_up_to = panel.initial_budget = 14  # 13 drawn: layers 1-10 collapsed, no room for one more
-    panel.set_model(str(path), ["logits"], producer_of=producer_of)
+    panel.set_model(session, ["logits"], producer_of=producer_of)
     drawn = panel.wait_rendered(60)
     assert drawn == len(panel.focused.model.graph.node) == 13  # 12 source nodes + 1 placeholder
     assert "showing 12 of 62 nodes around logits" in panel.status.text()
@@ -58,9 +58,9 @@ def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
 
 
 def test_selecting_a_tensor_it_does_not_draw_focuses_the_view_on_it(qtbot, panel, big):
-    path, producer_of = big
+    session, producer_of = big
     panel.whole_up_to = panel.initial_budget = 15
-    panel.set_model(str(path), ["logits"], producer_of=producer_of)
+    panel.set_model(session, ["logits"], producer_of=producer_of)
     panel.wait_rendered(60)
     assert "/model/layers.6/Relu" not in panel.focused.shown_names
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
@@ -73,7 +73,7 @@ def test_selecting_a_tensor_it_does_not_draw_focuses_the_view_on_it(qtbot, panel
     panel.focus_node("/model/layers.5/Add_1_output_0")
     assert not panel._debounce.isActive() and panel._generation == generation
     # new outputs bring the focus back to them
-    panel.set_model(str(path), ["logits"], producer_of=producer_of)
+    panel.set_model(session, ["logits"], producer_of=producer_of)
     panel.wait_rendered(60)
     assert panel.focused.seeds == ["logits"]
 
@@ -81,7 +81,7 @@ def test_selecting_a_tensor_it_does_not_draw_focuses_the_view_on_it(qtbot, panel
 def test_small_graphs_are_drawn_whole_without_show_more(qtbot, panel, tmp_path):
     path = tmp_path / "mlp.onnx"
     onnx.save(eval_like_mlp(), path)
-    panel.set_model(str(path), ["logits"])
+    panel.set_model(session_for(path), ["logits"])
     assert panel.wait_rendered(60) == 7
     assert panel.focused is None and not panel.more_button.isVisible()
     assert "showing" not in panel.status.text()

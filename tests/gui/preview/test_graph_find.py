@@ -10,6 +10,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from ...core.model_builders import session_for
+
 pytestmark = pytest.mark.gui
 LAYERS = 30
 
@@ -58,13 +60,13 @@ OUTPUT_IN_VIEW_JS = """(function () {
 
 def test_a_tall_graph_opens_on_its_outputs(qtbot, panel, tmp_path):
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(tall_chain(tmp_path / "tall.onnx"), ["y"])
+        panel.set_model(session_for(tall_chain(tmp_path / "tall.onnx")), ["y"])
     qtbot.waitUntil(lambda: _js(qtbot, panel.view, OUTPUT_IN_VIEW_JS) is True, timeout=10_000)
 
 
 def test_the_search_box_selects_drawn_nodes_and_tensors(qtbot, panel, tmp_path):
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(tall_chain(tmp_path / "tall.onnx"), ["y"])
+        panel.set_model(session_for(tall_chain(tmp_path / "tall.onnx")), ["y"])
     search = panel.search
     search.box.setText("layer7/RELU")  # case does not matter
     with qtbot.waitSignal(search.searched, timeout=10_000) as found:

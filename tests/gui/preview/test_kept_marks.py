@@ -7,10 +7,7 @@ import json
 import onnx
 import pytest
 
-from onnxport.core.graph.preview import preview_model
-
-from ...core.model_builders import eval_like_mlp, mlp_weights, param_set
-from .test_netron_preview import PARAMS
+from ...core.model_builders import eval_like_mlp, mlp_weights, session_for
 
 pytestmark = pytest.mark.gui
 
@@ -24,7 +21,8 @@ def test_the_original_view_dims_what_the_export_drops(qtbot, tmp_path):
 
     path = tmp_path / "eval_model.onnx"
     onnx.save(eval_like_mlp(), path)
-    kept = {n.name for n in preview_model(onnx.load(path), ["logits"], PARAMS).graph.node}
+    session = session_for(path, mlp_weights())
+    kept = {n.name for n in session.selection(["logits"]).preview.graph.node}  # the export's graph, folded
     panel = PreviewPanel()
     qtbot.addWidget(panel)
     panel.resize(900, 700)
@@ -32,7 +30,7 @@ def test_the_original_view_dims_what_the_export_drops(qtbot, tmp_path):
     try:
         panel.set_mode("original")
         with qtbot.waitSignal(panel.rendered, timeout=60_000):
-            panel.set_model(str(path), ["logits"], PARAMS)
+            panel.set_model(session, ["logits"])
         qtbot.waitUntil(lambda: "drops" in panel.status.text(), timeout=10_000)
         with qtbot.waitCallback(timeout=10_000) as got:
             panel.view.run(CLASSES_JS, got)
@@ -49,18 +47,3 @@ def test_the_original_view_dims_what_the_export_drops(qtbot, tmp_path):
         assert not any(is_dropped for _, is_dropped, _ in json.loads(got.args[0]))  # the export's own graph: no marks
     finally:
         panel.shutdown()
-
-
-def test_what_the_export_folds_counts_as_dropped(tmp_path):
-    """A Transpose of a weight is folded by the export: the original view dims it, as the pruned
-    view (the export's own graph) does not draw it."""
-    from onnxport.core.export.selection_graph import SelectionGraphs
-    from onnxport.gui.preview.kept_marks import kept_node_names
-
-    path = tmp_path / "eval_model.onnx"
-    onnx.save(eval_like_mlp(), path)
-    model = onnx.load(path)
-    graphs = SelectionGraphs(model, path, param_set(mlp_weights()))
-    kept = kept_node_names(path, ["logits"], PARAMS, (model, None, graphs))
-    assert kept == {n.name for n in graphs.get(["logits"]).preview.graph.node}
-    assert "/fc1/MatMul" in kept and "/fc1/Transpose" not in kept

@@ -7,13 +7,12 @@ import datetime
 import onnx
 import pytest
 
-from onnxport.core.graph.preview import preview_model
 from onnxport.gui.preview.netron_server import AGE_CHECK, NETRON_DIR, PreviewServer, patched_browser_js
 
-from ...core.model_builders import eval_like_mlp, mlp_weights
+from ...core.model_builders import eval_like_mlp, mlp_weights, selection_preview, session_for
 
 pytestmark = pytest.mark.gui
-PARAMS = tuple(mlp_weights())
+WEIGHTS = mlp_weights()
 
 
 @pytest.fixture
@@ -36,20 +35,20 @@ def panel(qtbot):
 
 
 def expected_nodes(path, outputs) -> int:
-    return len(preview_model(onnx.load(path), outputs, PARAMS).graph.node)
+    return len(selection_preview(onnx.load(path), outputs, WEIGHTS).graph.node)
 
 
 def show(qtbot, panel, path, outputs) -> int:
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
-        panel.set_model(str(path), outputs, PARAMS)
+        panel.set_model(session_for(path, WEIGHTS), outputs)
     return drawn.args[0]
 
 
 def test_netron_draws_the_pruned_graph_and_follows_the_selection(qtbot, panel, eval_model):
     drawn = show(qtbot, panel, eval_model, ["logits"])
-    assert drawn == expected_nodes(eval_model, ["logits"]) == 7  # 2 x (Transpose, MatMul, Add) + Relu; no Dropout
+    assert drawn == expected_nodes(eval_model, ["logits"]) == 5  # 2 x (MatMul, Add) + Relu: as written, folded
     drawn = show(qtbot, panel, eval_model, ["hidden"])
-    assert drawn == expected_nodes(eval_model, ["hidden"]) == 4
+    assert drawn == expected_nodes(eval_model, ["hidden"]) == 3
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as original:
         panel.set_mode("original")
     assert original.args[0] == len(onnx.load(eval_model).graph.node)
@@ -68,8 +67,8 @@ def test_outside_requests_are_blocked(qtbot, panel, eval_model):
 
 
 def test_focus_selects_the_producing_node(qtbot, panel, eval_model):
-    panel.set_model(str(eval_model), ["logits"], PARAMS, producer_of={"fc1.mm": "/fc1/MatMul"}.get)
-    assert panel.wait_rendered(60) == 7
+    panel.set_model(session_for(eval_model, WEIGHTS), ["logits"], producer_of={"fc1.mm": "/fc1/MatMul"}.get)
+    assert panel.wait_rendered(60) == 5
     with qtbot.waitCallback(timeout=10_000) as found:
         panel.view.focus("/fc1/MatMul", found)
     assert found.args[0] is True
@@ -83,21 +82,22 @@ def test_a_warmed_up_page_opens_the_first_preview_in_place(qtbot, panel, eval_mo
     panel.warm_up()
     qtbot.waitUntil(lambda: panel._page_ready, timeout=60_000)
     assert panel.reloads == 1 and not any(r.startswith("/data/") for r in panel.server.requests)
-    assert show(qtbot, panel, eval_model, ["logits"]) == 7
+    assert show(qtbot, panel, eval_model, ["logits"]) == 5
     assert panel.reloads == 1  # no second page load
 
 
 def test_a_preview_ready_before_the_page_opens_once_it_is(qtbot, panel, eval_model):
-    from onnxport.core.graph.focus_preview import preview_answer
+    from onnxport.core.export.drawing import draw_selection
 
     panel.warm_up()
-    panel.set_model(str(eval_model), ["hidden"], PARAMS)
+    session = session_for(eval_model, WEIGHTS)
+    panel.set_model(session, ["hidden"])
     panel._debounce.stop()  # published here, at once: certainly while the page is starting
     panel._generation += 1
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
-        panel._publish(panel._generation, preview_answer(eval_model, ["hidden"], PARAMS), str(eval_model))
+        panel._publish(panel._generation, draw_selection(session.selections, ["hidden"]), session, True)
         assert panel._warming
-    assert drawn.args[0] == 4
+    assert drawn.args[0] == 3
     assert panel.reloads == 1
 
 
@@ -132,7 +132,7 @@ def test_a_preview_nobody_sees_waits_instead_of_failing(qtbot, panel, eval_model
     failures = []
     panel.failed.connect(failures.append)
     panel.hide()
-    panel.set_model(str(eval_model), ["logits"], PARAMS)
+    panel.set_model(session_for(eval_model, WEIGHTS), ["logits"])
     qtbot.waitUntil(lambda: panel._poll.isActive(), timeout=30_000)
     clock.now += 10 * preview_panel.RENDER_TIMEOUT_S  # long past the timeout, as far as the panel knows
     seen = clock.reads
@@ -140,7 +140,7 @@ def test_a_preview_nobody_sees_waits_instead_of_failing(qtbot, panel, eval_model
     assert not failures and panel._poll.isActive()
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
         panel.show()
-    assert drawn.args[0] == 7 and not failures
+    assert drawn.args[0] == 5 and not failures
 
 
 def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
@@ -156,7 +156,7 @@ def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
     panel.view.origin = panel.server.origin
     panel.show()
     try:
-        assert show(qtbot, panel, eval_model, ["logits"]) == 7
+        assert show(qtbot, panel, eval_model, ["logits"]) == 5
         with qtbot.waitCallback(timeout=10_000) as text:
             panel.view.run("document.body.innerText", text)
         assert "Please update" not in (text.args[0] or "")
@@ -169,7 +169,7 @@ def test_the_main_window_previews_what_is_checked(qtbot, window, example):
     with qtbot.waitSignal(window.loaded, timeout=20_000):
         window.open_paths(example)
     assert window.preview.wait_rendered(60) == len(
-        preview_model(onnx.load(example[0]), ["logits", "probabilities"], PARAMS_EXAMPLE).graph.node)
+        window.session.selection(["logits", "probabilities"]).preview.graph.node)
     relu = window.model.index_of("/Relu_output_0")
     window.model.set_checked("logits", False)
     window.model.set_checked("probabilities", False)
@@ -177,8 +177,6 @@ def test_the_main_window_previews_what_is_checked(qtbot, window, example):
         window.model.set_checked(window.model.info(relu).name, True)
     assert drawn.args[0] == 2  # Gemm + Relu
 
-
-PARAMS_EXAMPLE = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
 
 
 def test_without_webengine_the_panel_says_why_and_offers_the_browser(qtbot, monkeypatch, eval_model):
@@ -192,7 +190,7 @@ def test_without_webengine_the_panel_says_why_and_offers_the_browser(qtbot, monk
     try:
         assert panel.view is None and "cannot start" in panel.unavailable.text()
         assert panel.browser_button.isEnabled()
-        panel.set_model(str(eval_model), ["logits"], PARAMS)
+        panel.set_model(session_for(eval_model, WEIGHTS), ["logits"])
         assert panel.wait_rendered(30) == 0  # published, nothing to draw here
         assert panel.last_url.startswith("http://127.0.0.1:")
     finally:

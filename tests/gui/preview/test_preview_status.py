@@ -6,11 +6,11 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from onnxport.core.graph.preview import preview_bytes
+from onnxport.core.export.drawing import draw_selection
 from onnxport.core.util.text import human_size
 
-from ...core.model_builders import eval_like_mlp
-from .test_netron_preview import PARAMS, panel  # noqa: F401 - the fixture
+from ...core.model_builders import eval_like_mlp, session_for
+from .test_netron_preview import WEIGHTS, panel  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.gui
 
@@ -18,13 +18,14 @@ pytestmark = pytest.mark.gui
 def test_status_shows_the_size_of_the_new_selection(qtbot, panel, tmp_path):  # noqa: F811
     path = tmp_path / "eval_model.onnx"
     onnx.save(eval_like_mlp(d_hidden=64), path)
+    session = session_for(path, WEIGHTS)
     sizes = {}
     for outputs in (["logits"], ["hidden"]):
-        sizes[outputs[0]] = human_size(len(preview_bytes(path, outputs, PARAMS)))
+        sizes[outputs[0]] = human_size(len(draw_selection(session.selections, outputs).data))
     assert sizes["logits"] != sizes["hidden"]
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(str(path), ["logits"], PARAMS)
+        panel.set_model(session, ["logits"])
     assert sizes["logits"] in panel.status.text()
-    panel.set_model(str(path), ["hidden"], PARAMS)
+    panel.set_model(session, ["hidden"])
     assert sizes["logits"] not in panel.status.text()  # not the old size while the new one is built
     qtbot.waitUntil(lambda: sizes["hidden"] in panel.status.text(), timeout=60_000)

@@ -13,10 +13,8 @@ import ipaddress
 import socket
 import urllib.parse
 
-import onnx
 import pytest
 
-from onnxport.core.graph.preview import preview_model
 from onnxport.gui.dialogs.export_dialog import ExportChoices
 
 from .net_watch import NetWatch, SocketSeen, off_machine
@@ -86,7 +84,7 @@ def test_open_preview_export_validate_stays_on_this_machine(qtbot, watch, window
         qtbot.waitUntil(page_holds_a_connection, timeout=10_000)
 
     # the flow really ran: Netron drew the pruned graph, the export was written and validated
-    expected = preview_model(onnx.load(example[0]), window.model.checked_outputs(), tuple(window.session.params or ()))
+    expected = window.session.selection(window.model.checked_outputs()).preview
     assert drawn == len(expected.graph.node) > 0
     assert out.exists() and ("validate", "returned") in ended
 

@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
+from ...core.model_builders import session_for
 from .test_netron_preview import panel  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.gui
@@ -39,7 +40,7 @@ def test_a_long_output_name_wraps_in_the_node_sidebar(qtbot, panel, tmp_path):  
     path = tmp_path / "long.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     with qtbot.waitSignal(panel.rendered, timeout=60_000):
-        panel.set_model(str(path), [LONG], ())
+        panel.set_model(session_for(path), [LONG])
     assert js(qtbot, panel.view, CLICK_RELU) is True
     found: list = []
     qtbot.waitUntil(lambda: bool(found.extend(json.loads(js(qtbot, panel.view, MEASURE))) or found), timeout=10_000)
