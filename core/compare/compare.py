@@ -21,7 +21,7 @@ from onnxport.core.compare.sides import ModelSide, ParamSide, open_side
 from onnxport.core.compare.stats import DEFAULT_TOLERANCE, Tolerance
 from onnxport.core.compare.structure import StructureDiff, structure_diff
 from onnxport.core.evaluate.feeds import FeedsLike
-from onnxport.core.graph.preview import preview_bytes
+from onnxport.core.graph.weightless import weightless_bytes, weightless_copy
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import CancelToken, ProgressFn, Reporter
 
@@ -100,6 +100,7 @@ def compare_in_child(request: dict, data: bytes, channel) -> dict:
     graphs = {}
     if report.structure is not None:
         for key, side in zip("ab", report.sides):
-            graph = preview_bytes(side.path, None, tuple(side.params or ()), model=side.model)
+            graph = (weightless_copy(side.model).SerializeToString() if side.model is not None
+                     else weightless_bytes(side.path))
             graphs[key] = base64.b64encode(graph).decode("ascii")
     return {"report": report.to_dict(), "graphs": graphs}
