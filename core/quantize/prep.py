@@ -7,8 +7,9 @@ plain ONNX) with value_info from ONNX shape inference, and tags it as pre-proces
 `onnxruntime.quantization.quant_pre_process(..., skip_symbolic_shape=True)`: its symbolic shape
 inference, when it fails (it does on a BERT export), writes `sym_shape_infer_temp.onnx` into the
 current directory, which an app must never do. It declares only the operator domains it uses (the
-optimizer adds seven). Files are written only at `dst` (and
-`dst.data` for models over 2 GB). Returns notes on what was skipped; a model the optimizer cannot
+optimizer adds seven). Files are written only at `dst` (and `dst.data` for models over 1.5 GB or
+with external data: ORT's optimized model would otherwise name the source's data file, which is
+not beside `dst`). Returns notes on what was skipped; a model the optimizer cannot
 handle is copied as is (quantization still works, maybe with fewer weights quantized).
 """
 
@@ -33,7 +34,7 @@ def preprocess(src: Path, dst: Path) -> list[str]:
     import onnxruntime as ort
 
     notes: list[str] = []
-    big = model_size(src) > BIG_MODEL_BYTES
+    big = model_size(src) > BIG_MODEL_BYTES or _has_external_data(src)
     so = session_options()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     so.optimized_model_filepath = str(dst)
@@ -74,6 +75,11 @@ def preprocess(src: Path, dst: Path) -> list[str]:
             model.metadata_props.add(key=PRE_PROCESS_KEY, value="onnxruntime.quant")
         onnx.save_model(model, str(dst))  # external tensors stay references to dst's data file
     return notes
+
+
+def _has_external_data(src: Path) -> bool:
+    model = onnx.load_model(str(src), load_external_data=False)
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
 def _copy_model(src: Path, dst: Path) -> None:
