@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-SUITES = ["startup_bench", "export_bench", "checkpoint_bench", "gui_bench", "preview_bench", "quant_bench", "decoder_bench",
+SUITES = ["startup_bench", "export_bench", "checkpoint_bench", "gui_bench", "preview_bench", "quant_bench", "decoder_bench", "cut_bench",
           "decoder_app_bench", "compare_bench"]
 
 

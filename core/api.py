@@ -38,6 +38,8 @@ def export_for_inference(
     model: onnx.ModelProto | None = None,
     allow_partial: bool = False,
     keep_parameter_inputs: bool = False,
+    starts: Sequence[str] = (),
+    renames: dict[str, str] | None = None,
 ) -> ExportResult:
     """Export `eval_model` + `checkpoints` to a self-contained inference model at `out_path`.
     `verify(path)` checks the written model before it is put in place (see `export_model`);
@@ -45,7 +47,8 @@ def export_for_inference(
     The checkpoint policy of the CLI
     and the app holds (`params.checkpoint_fit`): a checkpoint that fits nothing is refused, one
     that fits partly unless `allow_partial` (the result's `partial` lists what stayed), parameter
-    inputs left without values unless `keep_parameter_inputs`."""
+    inputs left without values unless `keep_parameter_inputs`. `starts`: intermediate tensors
+    made the graph's inputs (it is cut there); `renames`: new names of inputs and outputs."""
     if checkpoints is None:
         paths: list[str | Path] = []
     elif isinstance(checkpoints, (str, Path)):
@@ -54,5 +57,6 @@ def export_for_inference(
         paths = list(checkpoints)
     request = ExportRequest(list(outputs), Path(out_path), external_data=external_data, fold=fold,
                             all_ranks=all_ranks, verify=verify, allow_partial=allow_partial,
-                            keep_parameter_inputs=keep_parameter_inputs)
+                            keep_parameter_inputs=keep_parameter_inputs, starts=list(starts),
+                            renames=dict(renames or {}))
     return export_files(eval_model, paths, request, progress, cancel, model=model).export

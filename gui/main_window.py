@@ -40,6 +40,7 @@ from .preview import make_preview
 from .preview.compare_window import CompareWindow, open_compare
 from .preview.error_overlay import ErrorOverlay
 from .widgets.app_state import AppState
+from .widgets.cut_menu import StartHere
 from .widgets.export_gate import gate_export
 from .widgets.job_status import JobStatus
 from .widgets.log_dock import LogDock, without_table
@@ -97,14 +98,14 @@ class MainWindow(QMainWindow):
         self.left.filterChanged.connect(self._apply_filter)
         self.left.allow_training.toggled.connect(self._allow_training_only)
         self.overview = OverviewTab()
-        self.sources_panel, self.plan_panel = self.overview.sources_panel, self.overview.plan_panel
-        self.details_panel = self.overview.details_panel
+        self.sources_panel, self.plan_panel, self.details_panel, self.weight_panel = self.overview.panels()
         self.report_tab = ReportTab()
         self.result_panel, self.report_view = self.report_tab.result_panel, self.report_tab.report_view
         self.report_view.requantizeRequested.connect(self.requantize)
         self.preview = make_preview()
         self.error_overlay = ErrorOverlay(self.preview, self.report_view)  # the report's error map on the graph
         self.error_overlay.nodeClicked.connect(self.report_view.accuracy.show_node)
+        self.cut = StartHere(self, self._checked_changed, self.tree, self.preview)  # "Start here" (cut_menu.py)
         self.resize(1400, 860)
         self.tabs, self.outputs_dock, self.details_dock = lay_out(  # the graph in the middle: main_layout.py
             self, self.left, self.overview, self.report_tab, self.preview, self.log_dock)
@@ -159,7 +160,7 @@ class MainWindow(QMainWindow):
             raise nothing_to_open(paths[0] if len(paths) == 1 else "the files opened", loaded,
                                   "import PyTorch programs with File > Import from PyTorch (Ctrl+I)")
         t0 = time.perf_counter()
-        self.session, self.paths = loaded, paths
+        self.session, self.paths, self.cut.starts = loaded, paths, ()
         old, self.model = self.model, OutputsTreeModel(loaded.index, self, tree=tree)
         self.model.checkedChanged.connect(self._checked_changed)
         self.left.show_model(self.model)
@@ -227,7 +228,7 @@ class MainWindow(QMainWindow):
 
     def _current_changed(self, current, _previous) -> None:
         info = self.model.info(current) if self.model else None
-        self.details_panel.set_html(tensor_html(info))
+        self.overview.show_tensor(info, self.runner, self.session)  # a weight: its numbers too, in a side job
         if info is not None and hasattr(self.preview, "focus_node"):
             self.preview.focus_node(info.name)
 
@@ -242,7 +243,8 @@ class MainWindow(QMainWindow):
         self._plan_timer.start()
         if outputs and self.session is not None and hasattr(self.preview, "set_model"):
             tensors = self.session.index.tensors
-            self.preview.set_model(self.session, outputs, lambda name: getattr(tensors.get(name), "producer", None))
+            self.preview.set_model(self.session, outputs, lambda name: getattr(tensors.get(name), "producer", None),
+                                   self.cut.starts)
 
     def _plan(self) -> None:
         """Recompute "Export keeps" in a side job; only the newest answer is shown."""
@@ -253,7 +255,7 @@ class MainWindow(QMainWindow):
             self.runner.drop("plan")  # an answer in flight is for outputs no longer checked
             self.plan_panel.set_html(plan_html(None))
             return
-        self.runner.side("plan", core_calls.plan_job(self.session, outputs),
+        self.runner.side("plan", core_calls.plan_job(self.session, outputs, self.cut.starts),
                          lambda plan: self.plan_panel.set_html(plan_html(plan)),
                          lambda exc: self.plan_panel.set_html(plan_html(None, error_text(exc))))
 
@@ -277,7 +279,8 @@ class MainWindow(QMainWindow):
         self._last_choices = (self.session.model_path, choices)  # shown again by the next Export dialog
         self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
         self._export_watch = WrittenFiles(choices.path)  # what a Cancel leaves in place (README: Cancel)
-        self.runner.run("export", core_calls.export_job(self.session, outputs, choices, allowed), self._exported)
+        self.runner.run("export", core_calls.export_job(self.session, outputs, choices, allowed, self.cut.starts),
+                        self._exported)
 
     def _kept_after_cancel(self, name: str, how: str) -> None:
         """A Cancel after the float model was put in place (during the quantization, say) keeps it,

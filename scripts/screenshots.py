@@ -185,6 +185,9 @@ def take_shots(app) -> int:
         shot("06b-original-kept-dropped")
         window.preview.set_mode("pruned")
         window.preview.wait_rendered(30)
+        from cut_shots import cut_shots  # "Start here" on the graph, a weight's histogram
+
+        cut_shots(window, shot, until, OUT)
 
     broken = tmp / "broken.onnx"
     broken.write_bytes(b"\x08\x07" + bytes(range(256)) * 4)

@@ -34,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--outputs", action="append", metavar="A[,B...]",
                    help="tensors to keep as outputs, in order (graph outputs or any intermediate tensor); "
                         "default: the suggested outputs 'onnxport inspect' prints")
+    p.add_argument("--from", dest="starts", action="append", metavar="T1[,T2...]",
+                   help="intermediate tensors to make the graph's inputs: the model is cut there (the source's "
+                        "inputs still needed stay, and are said)")
+    p.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
+                   help="rename an input or output of the exported model (repeatable, or OLD=NEW,OLD2=NEW2)")
     p.add_argument("-o", "--output", dest="out", required=True, type=file_destination, metavar="OUT.onnx", help="file to write")
     p.add_argument("--external-data", choices=EXTERNAL_DATA_CHOICES, default="auto",
                    help="store weights in OUT.onnx.<run id>.data, beside OUT.onnx: auto (above 2 GB), always, never")
@@ -59,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.cli.export_review import dangling_error
     from onnxport.core.cli.export_review import notes as review_notes
     from onnxport.core.cli.interrupts import call_token
+    from onnxport.core.graph.rename_ends import parse_renames
     from onnxport.core.params.checkpoint_fit import UnfilledParameterInputs
     from onnxport.core.workflow.companion_names import check_companions
     from onnxport.core.workflow.export_job import ExportRequest, PostExportFailed, export_files
@@ -72,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
                             deploy=None if deploy_after is None else (
                                 lambda final: deploy_exported(deploy_after, final, args.quiet)),
                             exported=lambda result: _exported_notes(result, notes),
-                            allow_partial=args.allow_partial, keep_parameter_inputs=args.keep_parameter_inputs)
+                            allow_partial=args.allow_partial, keep_parameter_inputs=args.keep_parameter_inputs,
+                            starts=split_names(args.starts or []), renames=parse_renames(args.rename))
     # the one pipeline the app runs too (workflow/export_job.py), on the model's session, in this
     # process, on one stderr bar; the review's notes are said once the export is written
     try:
@@ -109,6 +116,8 @@ def _exported_notes(result, notes: list[str]) -> None:
     """Said once the export is written, before the steps after it run."""
     for line in notes:  # the outputs defaulted to, training-only outputs: about what was written
         print(shown(line), file=sys.stderr)
+    if result.new_inputs:  # --from: the cut, and the source's inputs still needed
+        print(shown(f"onnxport: {result.cut_line()}"), file=sys.stderr)
     if result.partial:  # --allow-partial: what stayed as it was
         print(shown(f"onnxport: warning: {result.partial_line()}"), file=sys.stderr)
     if result.fixed_outputs:  # a Dropout mask, a Constant: the same value on every run

@@ -1,15 +1,17 @@
-"""`onnxport inspect MODEL_OR_CHECKPOINT [--checkpoint CKPT ...] [--json] [--all]`.
+"""`onnxport inspect MODEL_OR_CHECKPOINT [--checkpoint CKPT ...] [--json] [--all] [--tensor NAME]`.
 
 Given a model: its inputs, outputs, the forward outputs an eval graph hides, parameters, and (with
 --all or --json) every tensor, those inside If/Loop/Scan bodies under their node; given a
 checkpoint: its tensors, trainable/frozen split, optimizer state and properties; given both: how
-the checkpoint's parameters match the model's.
+the checkpoint's parameters match the model's. With --tensor NAME: that weight's statistics (min,
+max, mean, std, zeros, non-finite counts), histogram and first values, read in bounded chunks.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="checkpoint(s) to match against the model (repeatable; merged)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--all", action="store_true", help="list every tensor, not only inputs/outputs")
+    p.add_argument("--tensor", metavar="NAME", help="a weight's statistics, histogram and first values")
     p.set_defaults(func=run)
 
 
@@ -42,12 +45,44 @@ def run(args: argparse.Namespace) -> int:
     loaded = open_sources([args.source, *args.checkpoint], cancel=call_token())
     if loaded.index is None and loaded.params is None:
         raise nothing_readable(args.source, loaded)
+    if args.tensor:
+        return print_tensor(loaded, args.tensor, args.json)
     data = to_dict(loaded, include_all=args.all or args.json)
     if args.json:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print_tables(loaded, include_all=args.all)
+    return 0
+
+
+PAGE = 16  # values printed with --tensor
+SHADES = " ▁▂▃▄▅▆▇█"
+
+
+def print_tensor(loaded: ModelSession, name: str, as_json: bool) -> int:
+    """`--tensor NAME`: the weight's statistics (`params.tensor_stats`), as text or JSON."""
+    from onnxport.core.cli.interrupts import call_token
+    from onnxport.core.params.tensor_stats import tensor_page, tensor_stats
+
+    values = loaded.tensor_values(name)
+    stats = tensor_stats(values, cancel=call_token())
+    page = [v if not isinstance(v, float) or math.isfinite(v) else str(v) for v in tensor_page(values, 0, PAGE).tolist()]
+    if as_json:
+        json.dump({"tensor": stats.to_dict() | {"values": page}}, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    shape = "x".join(str(d) for d in stats.shape) or "scalar"
+    print(shown(f"{stats.name}: {stats.dtype} [{shape}], {stats.count:,} values, from the {stats.source}"))
+    if stats.min is not None:
+        print(f"min {stats.min:.6g}  max {stats.max:.6g}  mean {stats.mean:.6g}  std {stats.std:.6g}")
+    print(f"zeros {stats.zeros:,}  NaN {stats.nan:,}  +inf {stats.posinf:,}  -inf {stats.neginf:,}")
+    if stats.histogram:
+        top = max(stats.histogram)
+        bars = "".join(SHADES[-1 if c == top else (c * (len(SHADES) - 1)) // top] if c else SHADES[0]
+                       for c in stats.histogram)
+        print(f"histogram ({len(stats.histogram)} bins, {stats.edges[0]:.4g} .. {stats.edges[-1]:.4g}): {bars}")
+    print(f"values [0:{len(page)}]: " + " ".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in page))
     return 0
 
 

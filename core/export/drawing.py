@@ -14,7 +14,7 @@ again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import onnx
@@ -46,9 +46,9 @@ def drawn_whole(model: onnx.ModelProto, whole_up_to: int = WHOLE_UP_TO) -> bool:
 
 def draw_selection(graphs: SelectionGraphs, outputs: list[str], budget: int = FOCUS_BUDGET,
                    seeds: list[str] | None = None, cancel: CancelToken | None = None,
-                   whole_up_to: int = WHOLE_UP_TO) -> Drawing:
-    """The export of `outputs` without its weights (see the module docstring)."""
-    selected = graphs.get(outputs, cancel)
+                   whole_up_to: int = WHOLE_UP_TO, starts: Sequence[str] = ()) -> Drawing:
+    """The export of `outputs` (cut at `starts`) without its weights (see the module docstring)."""
+    selected = graphs.get(outputs, cancel, starts)
     model = selected.preview
     if drawn_whole(model, whole_up_to):
         return Drawing(model.SerializeToString(), None, None)
@@ -77,9 +77,9 @@ def draw_whole(model: onnx.ModelProto, table: GraphTable | None = None, paramete
 
 
 def kept_node_names(graphs: SelectionGraphs, outputs: list[str], whole_up_to: int = WHOLE_UP_TO,
-                    cancel: CancelToken | None = None) -> frozenset[str] | None:
+                    cancel: CancelToken | None = None, starts: Sequence[str] = ()) -> frozenset[str] | None:
     """The names of the nodes the export of `outputs` keeps, for a model drawn whole (None for
     one drawn focused, or without outputs): the Original view marks the others as dropped."""
     if not outputs or not drawn_whole(graphs.model, whole_up_to):
         return None
-    return frozenset(n.name for n in graphs.get(list(outputs), cancel).preview.graph.node if n.name)
+    return frozenset(n.name for n in graphs.get(list(outputs), cancel, starts).preview.graph.node if n.name)

@@ -33,6 +33,7 @@ from onnxport.core.graph.graph_check import check_graph
 from onnxport.core.graph.index import TensorIndex
 from onnxport.core.graph.passes import REMOVED, REWRITTEN
 from onnxport.core.graph.prune import PrunePlan
+from onnxport.core.graph.rename_ends import rename_ends
 from onnxport.core.io.model_io import load_graph, tensor_nbytes
 from onnxport.core.io.parameter_set import ParameterSet
 from onnxport.core.io.run_reads import model_reads, param_reads
@@ -61,6 +62,7 @@ class ExportPlan:
     folded_nodes: int = 0  # nodes folding computes (not counted in kept_nodes)
     eval_mode_changes: int = 0  # Dropout/BatchNorm nodes put in inference form
     exact: bool = True  # False: the passes were skipped on a huge graph; the numbers are an estimate
+    new_inputs: list[str] = field(default_factory=list)  # tensors the graph is cut at (graph inputs now)
 
 
 @dataclass
@@ -78,6 +80,8 @@ class ExportResult:
     skipped: str | None = None  # set when a distributed rank did not write
     fixed_outputs: dict[str, str] = field(default_factory=dict)  # outputs no input changes: why (graph.fixed_outputs)
     partial: dict | None = None  # a partial embed: the weights that stayed as they were, the entries unused
+    new_inputs: list[str] = field(default_factory=list)  # tensors the graph was cut at (`inputs` lists them first)
+    kept_inputs: list[str] = field(default_factory=list)  # with new inputs: the source's inputs still needed
 
     def partial_line(self) -> str | None:
         """The line a front end says after a partial embed, or None."""
@@ -94,24 +98,32 @@ class ExportResult:
             "nodes": self.nodes, "folded": self.folded, "parameters": self.parameters,
             "seconds": round(self.seconds, 3), "eval_mode_changes": self.eval_mode_changes,
             "fixed_outputs": self.fixed_outputs,
-        } | ({"partial": self.partial} if self.partial else {})
+        } | ({"partial": self.partial} if self.partial else {}) | (
+            {"new_inputs": self.new_inputs, "kept_inputs": self.kept_inputs} if self.new_inputs else {})
+
+    def cut_line(self) -> str | None:
+        """What a front end says of an export cut at new inputs, or None."""
+        if not self.new_inputs:
+            return None
+        kept = f"; the source's inputs {', '.join(self.kept_inputs)} are still needed and stay" if self.kept_inputs else ""
+        return f"new inputs {', '.join(self.new_inputs)}{kept}"
 
 
 PLAN_EXACT_MAX_NODES = 20_000  # above this the plan skips the passes and says "estimate"
 
 
 def plan_export(graphs: SelectionGraphs, index: TensorIndex | None, outputs: list[str],
-                cancel: CancelToken | None = None) -> ExportPlan:
+                cancel: CancelToken | None = None, starts: list[str] | tuple[str, ...] = ()) -> ExportPlan:
     """What the export of `outputs` writes: the nodes and size of the model after pruning,
     eval-mode and folding, counted on the selection's inference graph (`graphs.get`: the graph the
     preview draws and the export writes), so the plan matches the written model. Planned by
     `graphs.plan` (the one planner, on the graph's table: cancel checked as it goes). Above
     PLAN_EXACT_MAX_NODES kept nodes the passes are not run for a summary: the counts are the
     pruned graph's and the size its parameters' bytes (`exact` False). `index`: the model's
-    index, for the parameters' sizes in that estimate."""
+    index, for the parameters' sizes in that estimate. `starts`: the tensors the graph is cut at."""
     model, params = graphs.model, graphs.params
     param_names = set(params) if params else set()
-    plan = graphs.plan(outputs, cancel)
+    plan = graphs.plan(outputs, cancel, starts)
     report = Reporter(None, cancel)
     report.check()
     kept = set(plan.initializers) | set(plan.parameter_inputs)
@@ -123,11 +135,11 @@ def plan_export(graphs: SelectionGraphs, index: TensorIndex | None, outputs: lis
         kept_nodes=len(plan.node_indices), dropped_nodes=plan.dropped_nodes,
         kept_parameters=[n for n in all_params if n in kept],
         dropped_parameters=[n for n in all_params if n not in kept],
-        estimated_bytes=_parameter_bytes(index, params, kept), exact=False,
+        estimated_bytes=_parameter_bytes(index, params, kept), exact=False, new_inputs=plan.cut_inputs,
     )
     if len(plan.node_indices) > PLAN_EXACT_MAX_NODES:
         return result
-    built = graphs.get(outputs, cancel).built
+    built = graphs.get(outputs, cancel, starts).built
     result.kept_nodes = len(built.skeleton.graph.node)
     result.folded_nodes = len(built.folded)
     result.eval_mode_changes = len(built.inference.changes)
@@ -149,7 +161,7 @@ def _parameter_bytes(index: TensorIndex | None, params: ParameterSet | None, kep
 
 
 def _provenance(model_path: Path | None, params: ParameterSet | None, outputs: list[str],
-                partial: dict | None = None) -> dict[str, str]:
+                partial: dict | None = None, starts: list[str] | None = None) -> dict[str, str]:
     sources = []
     for path in ([model_path] if model_path else []) + (list(params.sources) if params else []):
         path = Path(path)
@@ -160,7 +172,8 @@ def _provenance(model_path: Path | None, params: ParameterSet | None, outputs: l
         "onnxport.version": __version__,
         "onnxport.sources": json.dumps(sources),
         "onnxport.outputs": json.dumps(outputs),
-    } | ({"onnxport.partial": json.dumps(partial)} if partial else {})
+    } | ({"onnxport.partial": json.dumps(partial)} if partial else {}) | (
+        {"onnxport.starts": json.dumps(starts)} if starts else {})
 
 
 def export_model(
@@ -191,13 +204,14 @@ def export_selection(
     out_path: str | Path,
     options: ExportOptions | None = None,
     *,
+    starts: list[str] | tuple[str, ...] = (),
     partial: dict | None = None,
     progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
 ) -> ExportResult:
     """Write the inference model for `outputs` of the model `graphs` holds (its graph, path and
-    parameters, whose fit the caller checked) to `out_path`. See the module docstring and
-    `ExportOptions`; `partial`: what a partial embed the user allowed left as it was (recorded in
+    parameters, whose fit the caller checked) to `out_path`, cut at `starts` (tensors made its
+    first inputs). See the module docstring and `ExportOptions`; `partial`: what a partial embed the user allowed left as it was (recorded in
     the metadata). An output whose type stays unknown (inferred, known or run) is refused
     (`export.output_types`): ONNX requires one."""
     started = time.perf_counter()
@@ -211,7 +225,8 @@ def export_selection(
     check_output(out_path, {**model_reads(model_path, model), **param_reads(params)})
     report.check()
     report(0.02, "pruning")
-    plan = graphs.plan(outputs, report.token)
+    plan = graphs.plan(outputs, report.token, starts)
+    _check_renamed_ends(plan, dict(options.renames))
     with AtomicWrite(out_path) as tx:
         # the weights surely kept are copied into the data file while the passes below run
         early = _start_early_copy(tx, model, model_path, plan, params, options.external_data, options.fold)
@@ -219,19 +234,22 @@ def export_selection(
             # a cycle or a tensor made twice: refused before anything is put in place (the copy
             # started above only fills a temp file, removed with the rest)
             check_graph(model.graph, str(model_path))
-            built = graphs.for_export(outputs, options.fold, report.check)
+            built = graphs.for_export(outputs, options.fold, report.check, starts)
             written = _write(built, graphs, out_path, options, partial, report, tx, early)
         finally:
             if early is not None:
                 early.close()
     report.finished()
-    skeleton = built.skeleton
+    skeleton, named = built.skeleton, dict(options.renames)
+    new_inputs = [named.get(n, n) for n in plan.cut_inputs]
+    kept_inputs = [named.get(n, n) for n in plan.inputs]
     return ExportResult(
         path=written.path, data_path=written.data_path, size_bytes=written.size_bytes + written.data_bytes,
-        outputs=plan.outputs, inputs=plan.inputs, nodes=len(skeleton.graph.node), folded=len(built.folded),
-        parameters=len(built.consts), seconds=time.perf_counter() - started,
-        eval_mode_changes=built.inference.names(REMOVED, REWRITTEN), fixed_outputs=fixed_outputs(skeleton.graph),
-        partial=partial,
+        outputs=[named.get(n, n) for n in plan.outputs], inputs=new_inputs + kept_inputs,
+        nodes=len(skeleton.graph.node), folded=len(built.folded), parameters=len(built.consts),
+        seconds=time.perf_counter() - started, eval_mode_changes=built.inference.names(REMOVED, REWRITTEN),
+        fixed_outputs=fixed_outputs(skeleton.graph), partial=partial, new_inputs=new_inputs,
+        kept_inputs=kept_inputs if new_inputs else [],
     )
 
 
@@ -241,12 +259,24 @@ def _write(built: InferenceGraph, graphs: SelectionGraphs, out_path: Path, optio
     model, model_path, params, run_types = graphs.model, graphs.model_path, graphs.params, options.run_types
     skeleton, consts = built.skeleton, built.consts
     complete_output_types(skeleton.graph, str(out_path), None if run_types is None else (
-        lambda names: run_types(model_path, model, names, params, report.token)), model.graph.output)
-    _set_metadata(skeleton, _provenance(model_path, params, built.plan.outputs, partial))
+        lambda names: run_types(model_path, model, names, params, report.token)), model.graph.output,
+        built.plan.cut_inputs)
+    rename_ends(skeleton, dict(options.renames))
+    _set_metadata(skeleton, _provenance(model_path, params, built.plan.outputs, partial, built.plan.cut_inputs))
     estimated = sum(c.nbytes for c in consts.values()) + skeleton.ByteSize()
     return write_model(skeleton, list(consts.values()), out_path,
                        external_data=_external(options.external_data, estimated),
                        report=report.sub(0.05, 1.0), verify=options.verify, tx=tx, early=early)
+
+
+def _check_renamed_ends(plan: PrunePlan, renames: dict[str, str]) -> None:
+    """Before any work: every name renamed is an input or output of the export (`rename_ends`
+    checks the rest on the written graph)."""
+    ends = [*plan.cut_inputs, *plan.inputs, *plan.outputs]
+    for old, new in renames.items():
+        if old not in ends:
+            raise OnnxportError(f"--rename {old}={new}: '{old}' is not an input or output of the export",
+                                hint=f"its inputs and outputs: {', '.join(ends)[:200]}")
 
 
 def _external(choice: str, estimated_bytes: int) -> bool:

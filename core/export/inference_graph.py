@@ -62,8 +62,9 @@ def build_inference_graph(model: onnx.ModelProto, model_path: Path | None, outpu
     skeleton = copy_without_initializers(model)  # the passes edit this copy; `model` stays as given
     release(prune(skeleton, plan).changes)  # a node each pruned: not freed in one call (model_io.release)
     check()
-    if type_outputs or known_types is not None:  # outputs that were intermediate tensors
+    if type_outputs or known_types is not None:  # outputs (and cut inputs) that were intermediate tensors
         _type_outputs(skeleton, model, plan, known_types, infer=type_outputs)
+        _type_cut_inputs(skeleton, model, plan, params, known_types, infer=type_outputs)
         check()
     folder = model_path.parent if model_path is not None else None
     inline_nested_external(skeleton, folder or Path("."))  # sub-graph/attribute tensors: confined reads
@@ -93,6 +94,7 @@ def for_writing(built: InferenceGraph, model: onnx.ModelProto, known_types: Know
     outputs typed as `build_inference_graph` types them (`built` skipped inference on big graphs)."""
     skeleton = copy_model(built.skeleton)
     _type_outputs(skeleton, model, built.plan, known_types)
+    _type_cut_inputs(skeleton, model, built.plan, None, known_types)
     return InferenceGraph(skeleton, dict(built.consts), built.plan, built.inference, list(built.folded))
 
 
@@ -158,3 +160,23 @@ def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: Prune
         if found is not None and found.HasField("type") and (
                 not skeleton.graph.output[i].HasField("type") or complete_type(found.type)):
             skeleton.graph.output[i].CopyFrom(found)  # a declared rank-less type only for a complete one
+
+
+def _type_cut_inputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: PrunePlan,
+                     params: ParameterSet | None, known_types: KnownTypes | None = None, infer: bool = True) -> None:
+    """Give the cut inputs (`plan.cut_inputs`) the types they have in `model`: the known ones, the
+    rest typed as outputs of `model` pruned to them would be (`_type_outputs`: shape inference of
+    the part above the cut). Types still unknown are left for one run (`export.output_types`)."""
+    if not plan.cut_inputs:
+        return
+    by_name = {vi.name: vi for vi in skeleton.graph.input}
+    untyped = [n for n in plan.cut_inputs if not complete_type(by_name[n].type)]
+    if not untyped:
+        return
+    above = plan_prune(model, untyped, set(params) if params is not None else plan.parameter_inputs)
+    probe = copy_without_initializers(model)
+    release(prune(probe, above).changes)
+    _type_outputs(probe, model, above, known_types, infer=infer)
+    for vi in probe.graph.output:
+        if vi.HasField("type") and complete_type(vi.type):
+            by_name[vi.name].type.CopyFrom(vi.type)

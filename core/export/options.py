@@ -1,7 +1,7 @@
 """The export's choices: what a front end offers, importable before anything heavy (the CLI's parser).
 
 `ExportOptions` holds choices only (external data, folding, a check of the written model, how
-rank-less outputs get their types); what the export reads - the graph, its table, the
+rank-less outputs get their types, new names for the inputs and outputs); what the export reads - the graph, its table, the
 selection's plan and inference graph - comes from the model's session
 (`export.selection_graph.SelectionGraphs`), never passed along beside it.
 """
@@ -30,3 +30,4 @@ class ExportOptions:
     # the types of outputs inference leaves without a rank, from one ONNX Runtime run
     # (`evaluate.run_types`): run_types(model_path, model, names, params, cancel)
     run_types: Callable[..., dict[str, onnx.TypeProto]] | None = None
+    renames: tuple[tuple[str, str], ...] = ()  # (old, new) names of inputs and outputs (`graph.rename_ends`)

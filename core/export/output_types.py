@@ -43,22 +43,31 @@ def rankless_outputs(graph: onnx.GraphProto) -> list[str]:
 
 
 def complete_output_types(graph: onnx.GraphProto, label: str, run_types: RunTypes | None,
-                          source_outputs: Iterable[onnx.ValueInfoProto] = ()) -> None:
+                          source_outputs: Iterable[onnx.ValueInfoProto] = (), cut_inputs: Iterable[str] = ()) -> None:
     """See the module docstring. `source_outputs`: the source's graph outputs; one it declares
-    rank-less itself is written as declared when no run finds its type (no worse than the source)."""
-    missing = rankless_outputs(graph)
+    rank-less itself is written as declared when no run finds its type (no worse than the source).
+    `cut_inputs`: graph inputs that were intermediate tensors (`prune`), typed the same way."""
+    cut = set(cut_inputs)
+    missing = rankless_outputs(graph) + rankless_inputs(graph, cut)
     if not missing:
         return
     found = run_types(missing) if run_types is not None else {}
-    for vi in graph.output:
+    for vi in list(graph.output) + list(graph.input):
         vtype = found.get(vi.name)
         if vi.name in missing and vtype is not None and complete_type(vtype):
             vi.type.CopyFrom(vtype)
     as_declared = {vi.name for vi in source_outputs if not vi.HasField("type") or not complete_type(vi.type)}
     left = [name for name in rankless_outputs(graph) if name not in as_declared]
-    if left:
-        names = ", ".join(f"'{n}'" for n in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    inputs_left = rankless_inputs(graph, cut)
+    if left or inputs_left:
+        names = [f"output '{n}'" for n in left] + [f"input '{n}'" for n in inputs_left]
+        said = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         why = ("and ONNX Runtime could not run the model to find it" if run_types is not None
                else "(no run was allowed to find it)")
-        raise OnnxportError(f"{label}: not written: shape inference gives no type or rank for output {names} "
+        raise OnnxportError(f"{label}: not written: shape inference gives no type or rank for {said} "
                             f"{why}; ONNX requires one", hint="choose another tensor close to it")
+
+
+def rankless_inputs(graph: onnx.GraphProto, among: set[str]) -> list[str]:
+    """The graph inputs `among` lacking a type, or a tensor's element type and rank."""
+    return [vi.name for vi in graph.input if vi.name in among and (not vi.HasField("type") or not complete_type(vi.type))]

@@ -2,7 +2,8 @@
 
 `SelectionGraphs(model, model_path, params, table, known_types)` is held once per opened model
 (`workflow.session.ModelSession`); its inputs never change, so nothing it keeps goes stale.
-`plan(outputs)` is the selection's prune plan, planned on the graph's table (the one planner).
+A selection is its outputs and, optionally, `starts`: the tensors it is cut at (new inputs).
+`plan(outputs, starts=)` is the selection's prune plan, planned on the graph's table (the one planner).
 `get(outputs)` runs the export's own passes (`inference_graph.build_inference_graph`: prune, eval
 mode, fold, output types) on a weight-free copy, once per selection (a small LRU; thread-safe: the
 plan and the preview ask from side jobs), and returns a `SelectionGraph` that callers only read;
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ class SelectionGraph:
 
     outputs: tuple[str, ...]
     built: InferenceGraph
+    starts: tuple[str, ...] = ()  # the tensors it is cut at (graph inputs now)
     _preview: onnx.ModelProto | None = None
     focus: object | None = None  # the focused preview's `FocusGraph` of `preview`, made when first needed
 
@@ -85,8 +87,8 @@ class SelectionGraphs:
         self.model_path = Path(model_path) if model_path is not None else None
         self._table = table
         self._names = frozenset(params) if params is not None else frozenset()
-        self._cache: OrderedDict[tuple[str, ...], SelectionGraph] = OrderedDict()
-        self._plans: OrderedDict[tuple[str, ...], PrunePlan] = OrderedDict()
+        self._cache: OrderedDict[tuple, SelectionGraph] = OrderedDict()  # by (outputs, starts)
+        self._plans: OrderedDict[tuple, PrunePlan] = OrderedDict()
         self._lock = threading.RLock()  # `get` plans under it
 
     @property
@@ -96,48 +98,51 @@ class SelectionGraphs:
             self._table = GraphTable.read(self.model.graph)
         return self._table
 
-    def plan(self, outputs: list[str], cancel: CancelToken | None = None) -> PrunePlan:
-        """The prune plan of `outputs` (planned once per selection; bad names raise the one-line error)."""
-        key = tuple(outputs)
+    def plan(self, outputs: list[str], cancel: CancelToken | None = None, starts: Sequence[str] = ()) -> PrunePlan:
+        """The prune plan of `outputs` cut at `starts` (planned once per selection; bad names raise
+        the one-line error)."""
+        key = (tuple(outputs), tuple(starts))
         with self._lock:
             found = self._plans.get(key)
             if found is None:
-                found = self._plans[key] = plan_prune_table(self.model, self.table, outputs, self._names, cancel)
+                found = self._plans[key] = plan_prune_table(self.model, self.table, outputs, self._names, cancel,
+                                                            starts)
                 while len(self._plans) > self.size:
                     self._plans.popitem(last=False)
             return found
 
-    def kept(self, outputs: list[str]) -> SelectionGraph | None:
+    def kept(self, outputs: list[str], starts: Sequence[str] = ()) -> SelectionGraph | None:
         """The selection's graph if it is built already (nothing built here)."""
         with self._lock:
-            return self._cache.get(tuple(outputs))
+            return self._cache.get((tuple(outputs), tuple(starts)))
 
-    def for_export(self, outputs: list[str], fold: bool, check: Callable[[], None]) -> InferenceGraph:
+    def for_export(self, outputs: list[str], fold: bool, check: Callable[[], None],
+                   starts: Sequence[str] = ()) -> InferenceGraph:
         """The inference graph the export of `outputs` writes, its own to edit: a copy of the kept
         one (`get`), or built here and not kept (an export that does not fold, or nothing asked
         for this selection before: the CLI's export builds it once, while its weights copy)."""
-        kept = self.kept(outputs) if fold else None
+        kept = self.kept(outputs, starts) if fold else None
         if kept is not None:
             return for_writing(kept.built, self.model, self.known_types)
         return build_inference_graph(self.model, self.model_path, outputs, self.params, fold=fold,
-                                     plan=self.plan(outputs), check=check, known_types=self.known_types)
+                                     plan=self.plan(outputs, None, starts), check=check, known_types=self.known_types)
 
-    def get(self, outputs: list[str], cancel: CancelToken | None = None) -> SelectionGraph:
-        """The inference graph an export of `outputs` writes (built on the first request)."""
-        key = tuple(outputs)
+    def get(self, outputs: list[str], cancel: CancelToken | None = None, starts: Sequence[str] = ()) -> SelectionGraph:
+        """The inference graph an export of `outputs` cut at `starts` writes (built on the first request)."""
+        key = (tuple(outputs), tuple(starts))
         with self._lock:  # a second asker waits for the first one's build, then reads it
             found = self._cache.get(key)
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
-            found = SelectionGraph(key, self._build(list(outputs), cancel))
+            found = SelectionGraph(key[0], self._build(list(outputs), cancel, key[1]), key[1])
             self._cache[key] = found
             while len(self._cache) > self.size:
                 self._cache.popitem(last=False)
             return found
 
-    def _build(self, outputs: list[str], cancel: CancelToken | None) -> InferenceGraph:
-        plan = self.plan(outputs, cancel)
+    def _build(self, outputs: list[str], cancel: CancelToken | None, starts: Sequence[str]) -> InferenceGraph:
+        plan = self.plan(outputs, cancel, starts)
         check: Callable[[], None] = cancel.check if cancel is not None else (lambda: None)
         return build_inference_graph(self.model, self.model_path, outputs, self.params, plan=plan, check=check,
                                      type_outputs=len(plan.node_indices) <= TYPED_MAX_NODES,

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import onnx
 
-from onnxport.core.graph.prune import CHECK_EVERY, PrunePlan, check_outputs, plan_from
+from onnxport.core.graph.prune import CHECK_EVERY, PrunePlan, check_outputs, check_starts, plan_from
 from onnxport.core.graph.uses import BODY_OPS, has_bodies, subgraph_captures
 from onnxport.core.util.progress import CancelToken
 
@@ -79,14 +79,16 @@ class GraphTable:
 
 
 def plan_prune_table(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str],
-                     parameter_names: Iterable[str] = (), cancel: CancelToken | None = None) -> PrunePlan:
-    """`prune.plan_prune(model, outputs, parameter_names)` computed from `table` (read from
-    `model.graph`); the same plan, checking `cancel` every few thousand nodes. Bad output names
-    raise what `plan_prune` raises (`check_outputs` on the model gives the message)."""
+                     parameter_names: Iterable[str] = (), cancel: CancelToken | None = None,
+                     starts: Iterable[str] = ()) -> PrunePlan:
+    """`prune.plan_prune(model, outputs, parameter_names, starts)` computed from `table` (read from
+    `model.graph`); the same plan, checking `cancel` every few thousand nodes. Bad names raise
+    what `plan_prune` raises (`check_outputs` on the model gives the message)."""
     wanted = _checked_outputs(model, table, outputs)
-    uses = table.uses
+    uses, names = table.uses, table.names
     return plan_from(wanted, table.producer, uses.__getitem__, table.input_names, table.initializer_names,
-                     parameter_names, len(table), cancel)
+                     parameter_names, len(table), cancel, check_starts(model, starts, table.producer),
+                     names.__getitem__)
 
 
 def _checked_outputs(model: onnx.ModelProto, table: GraphTable, outputs: Iterable[str]) -> list[str]:

@@ -15,7 +15,7 @@ job writes nothing (`ExportOutcome.export.skipped` says why).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,8 @@ class ExportRequest:
     verify: Callable[[Path], None] | None = None  # checks the written model before it is put in place
     allow_partial: bool = False  # embed a checkpoint that fits only partly (`params.checkpoint_fit`)
     keep_parameter_inputs: bool = False  # export parameter-like inputs without values as inputs
+    starts: list[str] = field(default_factory=list)  # intermediate tensors made the inputs (cut there)
+    renames: dict[str, str] = field(default_factory=dict)  # new names of inputs and outputs
 
 
 @dataclass
@@ -147,15 +149,19 @@ def run_export(session: ModelSession, request: ExportRequest, executor: Executor
                progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> ExportOutcome:
     """See the module docstring."""
     steps = Steps(progress, export_steps(request.validate, request.quantize), cancel)
+    if request.validate and (request.starts or request.renames):
+        raise OnnxportError("--validate cannot check a model cut at new inputs or with renamed ends yet "
+                            "(its reference has neither)", hint="export without --validate, then run it")
     partial = _checked_fit(session, request)
-    plan = session.plan(request.outputs, cancel)
+    plan = session.plan(request.outputs, cancel, request.starts)
     require_filled(session.unfilled(plan.inputs), request.keep_parameter_inputs, str(session.model_path),
                    _beside(session.model_path))
     gate = _Gate(session, request, executor, steps.step("validating"), cancel) if request.validate else None
     options = ExportOptions(external_data=request.external_data, fold=request.fold,
-                            verify=_checks(gate, request.verify), run_types=types_by_run)
+                            verify=_checks(gate, request.verify), run_types=types_by_run,
+                            renames=tuple(request.renames.items()))
     result = export_selection(session.selections, request.outputs, request.out_path, options, partial=partial,
-                              progress=steps.begin("exporting"), cancel=cancel)
+                              starts=request.starts, progress=steps.begin("exporting"), cancel=cancel)
     outcome = ExportOutcome(result)
     if request.exported is not None:
         request.exported(result)

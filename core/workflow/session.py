@@ -12,25 +12,30 @@ asks from side jobs).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import onnx
+from onnx import numpy_helper
 
 from onnxport.core.export.export import ExportPlan, plan_export
 from onnxport.core.export.selection_graph import SelectionGraph, SelectionGraphs
 from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.index import TensorIndex
 from onnxport.core.graph.prune import PrunePlan
+from onnxport.core.io.external_data import external_reference
 from onnxport.core.io.kinds import SourceKind
 from onnxport.core.io.ortmodule_files import OrtModuleFiles
-from onnxport.core.io.parameter_set import ParameterSet
+from onnxport.core.io.parameter_set import FileSpan, ParameterSet
 from onnxport.core.params.checkpoint_fit import CheckpointFit, fit_checkpoint, unfilled_inputs
 from onnxport.core.params.match import ParamMatch
 from onnxport.core.params.name_alignment import NameAlignment
-from onnxport.core.util.errors import OnnxportError
+from onnxport.core.params.tensor_stats import TensorValues
+from onnxport.core.util.errors import OnnxportError, UnknownOutputError
 from onnxport.core.util.progress import CancelToken
+from onnxport.core.util.suggest import did_you_mean
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,16 +87,46 @@ class ModelSession:
         return SelectionGraphs(self.graph, self.model_path, self.params, self.table,
                                self.index.tensor_type if self.index is not None else None)
 
-    def plan(self, outputs: list[str], cancel: CancelToken | None = None) -> PrunePlan:
-        """The prune plan of `outputs` (what is kept and dropped)."""
-        return self.selections.plan(outputs, cancel)
+    def plan(self, outputs: list[str], cancel: CancelToken | None = None, starts: Sequence[str] = ()) -> PrunePlan:
+        """The prune plan of `outputs` cut at `starts` (what is kept and dropped): a selection is
+        its outputs and the tensors it starts from (new inputs)."""
+        return self.selections.plan(outputs, cancel, starts)
 
-    def selection(self, outputs: list[str], cancel: CancelToken | None = None) -> SelectionGraph:
-        """The inference graph the export of `outputs` writes, and its preview (weights left out)."""
-        return self.selections.get(outputs, cancel)
+    def selection(self, outputs: list[str], cancel: CancelToken | None = None,
+                  starts: Sequence[str] = ()) -> SelectionGraph:
+        """The inference graph the export of `outputs` (cut at `starts`) writes, and its preview."""
+        return self.selections.get(outputs, cancel, starts)
 
-    def summary(self, outputs: list[str], cancel: CancelToken | None = None) -> ExportPlan:
+    def summary(self, outputs: list[str], cancel: CancelToken | None = None, starts: Sequence[str] = ()) -> ExportPlan:
         """What the export of `outputs` keeps and drops, and its size (the app's "Export keeps"):
         counted on the selection's inference graph, or estimated from its plan on a huge one
         (`export.plan_export`)."""
-        return plan_export(self.selections, self.index, outputs, cancel)
+        return plan_export(self.selections, self.index, outputs, cancel, tuple(starts))
+
+    def tensor_values(self, name: str) -> TensorValues:
+        """Where the weight `name` has its values (`params.tensor_stats`): the checkpoint's entry
+        (the trained value the export embeds), else the model's initializer; read from its file
+        span where it has one. An unknown name is refused in one line with the closest names."""
+        if self.params is not None and name in self.params:
+            p = self.params[name]
+            return TensorValues(name, p.elem_type, tuple(p.shape), span=p.span,
+                                array=None if p.span is not None else p.array, source=f"checkpoint ({p.source})")
+        for t in self.model.graph.initializer if self.model is not None else ():
+            if t.name == name:
+                return initializer_values(t, self.model_path.parent if self.model_path is not None else None)
+        known = list(self.params or ()) + ([t.name for t in self.model.graph.initializer] if self.model else [])
+        guess = did_you_mean(name, known)
+        raise UnknownOutputError(f"no weight named '{name}'" + (f"; {guess}" if guess else ""),
+                                 hint=None if guess else "run 'onnxport inspect MODEL' to list the parameters")
+
+
+def initializer_values(t: onnx.TensorProto, folder: Path | None) -> TensorValues:
+    """An initializer's values: its external data span (confined to `folder`), or the proto's own."""
+    shape = tuple(int(d) for d in t.dims)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        if folder is None:
+            raise OnnxportError(f"tensor '{t.name}': its values are in external data and the model has no folder")
+        ref = external_reference(t, folder)
+        return TensorValues(t.name, t.data_type, shape, span=FileSpan(ref.path, ref.offset, ref.length),
+                            source="initializer (external data)")
+    return TensorValues(t.name, t.data_type, shape, array=lambda: numpy_helper.to_array(t), source="initializer")

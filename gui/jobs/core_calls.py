@@ -61,22 +61,24 @@ def filter_job(index, text: str, outputs_only: bool):
     return run
 
 
-def plan_job(session: ModelSession, outputs: list[str]):
-    def run(progress, cancel):
-        return session.summary(outputs, cancel)  # counted on the graph the preview draws and the export writes
+def plan_job(session: ModelSession, outputs: list[str], starts: tuple[str, ...] = ()):
+    def run(progress, cancel):  # counted on the graph the preview draws and the export writes
+        return session.summary(outputs, cancel, starts)
 
     return run
 
 
-def export_job(sources: ModelSession, outputs: list[str], choices, allowed: frozenset[str] = frozenset()):
+def export_job(sources: ModelSession, outputs: list[str], choices, allowed: frozenset[str] = frozenset(),
+               starts: tuple[str, ...] = ()):
     """Export, then (if asked) validate/quantize/benchmark: returns (ExportResult, PostExportResult or None).
     The one pipeline the CLI runs too (core/workflow/export_job.py), on the open's sources; the
     export streams in this worker, validation and quantization run in a child process (they hold
     the GIL for seconds on a big model). A cancel names what stayed written (the float model,
     once the quantization is under way), as the CLI does. `allowed`: the checkpoint policy's
-    choices the user made (`params.checkpoint_fit`: allow_partial, keep_parameter_inputs)."""
+    choices the user made (`params.checkpoint_fit`: allow_partial, keep_parameter_inputs); `starts`:
+    the tensors the graph is cut at (a cut model is not validated: its reference has no such inputs)."""
     request = ExportRequest(list(outputs), choices.path, external_data=choices.external_data,
-                            validate=choices.validate, quantize=choices.quantize,
+                            validate=choices.validate and not starts, quantize=choices.quantize, starts=list(starts),
                             quantize_options=choices.quantize_options, dim_sizes=choices.dim_sizes or None,
                             shapes=choices.shapes or None,
                             allow_partial=ALLOW_PARTIAL in allowed, keep_parameter_inputs=KEEP_PARAMETER_INPUTS in allowed)

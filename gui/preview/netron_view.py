@@ -7,9 +7,9 @@
 - The profile is off the record (nothing written to disk), prefetches no DNS, sends no hyperlink
   pings, and gets Netron's `consent` cookie before the first load, so the cookie banner never
   covers the graph. (Chromium-wide switches against background traffic: gui/app.py.)
-- `NetronView.run(js, callback)` runs JavaScript in the page; `node_count()` counts the graph
-  nodes Netron drew; `ready()` says whether Netron runs in the page; `reopen()` opens the next
-  model in the same page (no reload); `focus(node_name)` selects and scrolls to a node.
+- `run(js, callback)` runs JavaScript in the page; `node_count()` counts the nodes Netron drew;
+  `ready()`: Netron runs in the page; `reopen()` opens the next model in place; `focus(node)`
+  selects a node; a right click on a node says which (`nodeMenu`: the window offers "Start here").
 - `release()` tears down in the order WebEngine needs: view and page first, then profile.
 """
 
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 import shiboken6
-from PySide6.QtCore import QDateTime, QUrl
+from PySide6.QtCore import QDateTime, QPoint, QUrl, Signal
 from PySide6.QtNetwork import QNetworkCookie
 from PySide6.QtWebEngineCore import (
     QWebEnginePage,
@@ -135,7 +135,16 @@ def consent_cookie(origin: str) -> QNetworkCookie:
     return cookie
 
 
+# the name of the drawn node at a point of the page (CSS pixels), '' for none
+NODE_AT_JS = """(function (x, y) {
+  const at = document.elementFromPoint(x, y); const g = at && at.closest('g.graph-node');
+  return g && g.id && g.id.startsWith('node-name-') ? g.id.substring('node-name-'.length) : '';
+})(%d, %d)"""
+
+
 class NetronView(QWebEngineView):
+    nodeMenu = Signal(str, QPoint)  # noqa: N815 - a drawn node right-clicked, and where (global)
+
     def __init__(self, origin: str, parent=None) -> None:
         super().__init__(parent)
         self.origin = origin
@@ -174,6 +183,16 @@ class NetronView(QWebEngineView):
     def reopen(self, data_url: str, name: str, marker: int, callback) -> None:
         """Open `data_url` in the running Netron page; `callback(False)` if there is none."""
         self.run(REOPEN_JS % (json.dumps(data_url), json.dumps(name), marker), lambda ok: callback(bool(ok)))
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """A right click asks the page which node is there; `nodeMenu` says it (no browser menu)."""
+        self.node_menu_at(event.pos(), event.globalPos())
+        event.accept()
+
+    def node_menu_at(self, pos: QPoint, global_pos: QPoint) -> None:
+        zoom = self.zoomFactor() or 1.0
+        self.run(NODE_AT_JS % (int(pos.x() / zoom), int(pos.y() / zoom)),
+                 lambda name: name and self.nodeMenu.emit(str(name), global_pos))
 
     def focus(self, node_name: str, callback=None) -> None:
         self.run(FOCUS_JS % json.dumps(f"node-name-{node_name}"), callback)

@@ -20,7 +20,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -48,6 +48,7 @@ RENDER_TIMEOUT_S = 60
 
 class PreviewPanel(QWidget):
     rendered = Signal(int)  # node count Netron drew
+    nodeMenu = Signal(str, QPoint)  # noqa: N815 - a drawn node right-clicked (NetronView.nodeMenu)
     drawnAfter = Signal(float)  # noqa: N815 - seconds from the last change of model to that drawing
     failed = Signal(str)
 
@@ -55,7 +56,7 @@ class PreviewPanel(QWidget):
         super().__init__(parent)
         self.server = PreviewServer()
         self.mode = "pruned"
-        self._request: tuple[ModelSession, list[str]] | None = None
+        self._request: tuple[ModelSession, list[str], tuple[str, ...]] | None = None
         self._focus_tensor: str | None = None
         self._seed: str | None = None  # the tensor a focused preview is centred on (None: the outputs)
         self.whole_up_to = WHOLE_UP_TO  # a graph Netron draws more nodes of is drawn focused,
@@ -109,6 +110,7 @@ class PreviewPanel(QWidget):
 
             self.view = NetronView(self.server.origin, self)
             self.view.loadFinished.connect(self._loaded)
+            self.view.nodeMenu.connect(self.nodeMenu)
             layout.addWidget(self.view, 1)
             self.view.hide()  # until the first preview: how to start, not Netron's own start page
             self.hint = QLabel(EMPTY_HINT, alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
@@ -129,13 +131,13 @@ class PreviewPanel(QWidget):
         self.reloads += 1
         self.view.load(QUrl(self.server.page_url))
 
-    def set_model(self, session: ModelSession, outputs: list[str], producer_of=None) -> None:
-        """Show `outputs` of the opened model `session` (debounced). `producer_of(tensor)`: the
-        name of the node producing it, to focus tensors in the graph."""
+    def set_model(self, session: ModelSession, outputs: list[str], producer_of=None, starts=()) -> None:
+        """Show `outputs` of the opened model `session`, cut at `starts` (debounced).
+        `producer_of(tensor)`: the name of the node producing it, to focus tensors in the graph."""
         if self._request is None or self._request[0] is not session:  # another model: start afresh
             self._retired.append(self._graph)
             self.budget, self._graph = self.initial_budget, None
-        self._request = (session, list(outputs))
+        self._request = (session, list(outputs), tuple(starts))
         self._seed = None  # new outputs: the focus goes back to them
         if producer_of is not None:
             self._producer_of = producer_of
@@ -219,7 +221,7 @@ class PreviewPanel(QWidget):
     def _build(self) -> None:
         if self._request is None:
             return
-        session, outputs = self._request
+        session, outputs, starts = self._request
         pruned = self.mode == "pruned"
         self._generation += 1
         generation = self._generation
@@ -231,10 +233,10 @@ class PreviewPanel(QWidget):
         def job(progress, cancel):
             retired.clear()  # a 100k-node graph's lists and sets take ~20 ms to free: not on the GUI thread
             if pruned:
-                return draw_selection(session.selections, outputs, budget, seeds, cancel, whole)
+                return draw_selection(session.selections, outputs, budget, seeds, cancel, whole, starts)
             drawing = draw_whole(session.graph, session.table, session.params or (), budget, seeds, graph, cancel,
                                  whole)
-            drawing.kept = kept_node_names(session.selections, outputs, whole, cancel)
+            drawing.kept = kept_node_names(session.selections, outputs, whole, cancel, starts)
             return drawing
 
         self.jobs.side("preview", job,

@@ -9,22 +9,42 @@ from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from .panels import TextPanel, plan_html, sources_html, tensor_html
 from .report_view import ReportView
+from .weight_panel import WeightPanel
 
 NOTHING_EXPORTED = "<i>Nothing exported yet.</i>"
 
 
 class OverviewTab(QWidget):
-    """What is loaded, what the export keeps, the tensor selected in the tree."""
+    """What is loaded, what the export keeps, the tensor selected in the tree (a weight's numbers too)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.sources_panel = TextPanel("Loaded", sources_html(None))
         self.plan_panel = TextPanel("Export keeps", plan_html(None))
         self.details_panel = TextPanel("Selected tensor", tensor_html(None))
-        layout = QVBoxLayout(self)
-        for panel in (self.sources_panel, self.plan_panel, self.details_panel):
+        self.weight_panel = WeightPanel()  # a selected weight's numbers and histogram
+        page = QWidget()  # scrolls as one page when a weight's numbers need more room than the tab has
+        layout = QVBoxLayout(page)
+        for panel in (self.sources_panel, self.plan_panel, self.details_panel, self.weight_panel):
             layout.addWidget(panel)
         layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidget(page)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        self.weight_panel.shown.connect(lambda: scroll.ensureWidgetVisible(self.weight_panel))
+
+    def show_tensor(self, info, runner, session) -> None:
+        """The tensor selected in the tree (None: nothing), and a weight's numbers (`WeightPanel.follow`)."""
+        self.details_panel.set_html(tensor_html(info))
+        self.weight_panel.follow(runner, session, info)
+
+    def panels(self) -> tuple[TextPanel, TextPanel, TextPanel, WeightPanel]:
+        """Loaded, Export keeps, Selected tensor, Weight."""
+        return self.sources_panel, self.plan_panel, self.details_panel, self.weight_panel
 
 
 class ReportTab(QScrollArea):

@@ -15,6 +15,7 @@ from onnxport.core.graph.eval_mode import to_inference_form
 from onnxport.core.graph.fold import fold_constants
 from onnxport.core.graph.passes import REMOVED, REWRITTEN, NodeChange, PassResult
 from onnxport.core.graph.prune import plan_prune, prune
+from onnxport.core.graph.rename_ends import rename_ends
 from onnxport.core.graph.weightless import KEPT_CONSTANT_BYTES, to_weightless
 from tests.support.pass_check import PassContractError, check_pass
 
@@ -118,6 +119,8 @@ CASES = {
     "weightless mlp": (to_weightless, forward_mlp, True),
     "weightless bodies": (to_weightless, with_bodies, True),
     "weightless, nothing to do": (to_weightless, relu, False),
+    "rename the ends": (lambda model: rename_ends(model, {"x": "pixels", "y": "scores"}), with_bodies, True),
+    "rename, nothing to do": (lambda model: rename_ends(model, {}), relu, False),
 }
 
 

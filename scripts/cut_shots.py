@@ -1,0 +1,68 @@
+"""Screenshots of "Start here" and of a weight's numbers (issue 39).
+
+Called by scripts/screenshots.py with its window (the bundled example open) and helpers: the Relu
+node right-clicked in the graph (the "Start here" menu over it), the cut drawn at once (the export
+starts at the Relu's output), then a weight selected in the tree with its statistics and histogram
+in the Overview tab. The two README pictures are copied to docs/ (start-here.png, weight.png).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QPoint
+from PySide6.QtWidgets import QApplication, QMenu
+
+ROOT = Path(__file__).resolve().parent.parent
+CENTRE_JS = """(function (id) {
+  const g = document.getElementById(id); if (!g) { return ''; }
+  const r = g.getBoundingClientRect(); return JSON.stringify([r.x + r.width / 2, r.y + r.height / 2]);
+})(%s)"""
+
+
+def _drawn(preview) -> bool:
+    """Netron shows the graph (not its splash): the page's own count of drawn nodes, asked again."""
+    seen: list = []
+    preview.view.node_count(seen.append)
+    end = time.perf_counter() + 5
+    while not seen and time.perf_counter() < end:
+        QApplication.processEvents()
+        time.sleep(0.02)
+    return bool(seen) and seen[0] > 0
+
+
+def cut_shots(window, shot, until, out: Path) -> None:
+    preview = window.preview
+    if not hasattr(preview, "wait_rendered") or preview.view is None:
+        return
+    window.tabs.setCurrentWidget(window.overview)  # the plan says what the cut keeps
+    until(lambda: preview.settled() and preview.last_node_count > 0)
+    relu = next(name for name, op in zip(window.session.table.names, window.session.table.ops, strict=True)
+                if op == "Relu")
+    found: list = []
+    preview.view.run(CENTRE_JS % json.dumps(f"node-name-{relu}"), found.append)
+    until(lambda: found)
+    x, y = json.loads(found[0])
+    at = QPoint(int(x), int(y))
+    preview.view.node_menu_at(at, preview.view.mapToGlobal(at))
+    until(lambda: any(isinstance(w, QMenu) and w.isVisible() for w in QApplication.topLevelWidgets()))
+    menu = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QMenu) and w.isVisible())
+    shot("12-start-here-menu")
+    shutil.copyfile(out / "12-start-here-menu.png", ROOT / "docs" / "start-here.png")
+    start = next(a for a in menu.actions() if a.text().startswith("Start here at "))
+    start.trigger()
+    menu.close()
+    until(lambda: "starts at (new inputs)" in window.plan_panel.text())
+    preview.wait_rendered(30)
+    shot("13-start-here-cut")
+    window.cut.set_starts(())
+    until(lambda: preview.settled() and preview.last_node_count > 2)  # the whole selection drawn again
+    window.tree.setCurrentIndex(window.model.index_of("fc1.weight"))
+    until(lambda: window.weight_panel.stats is not None)
+    until(lambda: preview.settled() and preview.last_node_count > 2)
+    until(lambda: preview.view is None or _drawn(preview))
+    shot("14-weight-histogram")
+    shutil.copyfile(out / "14-weight-histogram.png", ROOT / "docs" / "weight.png")
