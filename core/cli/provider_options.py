@@ -42,3 +42,20 @@ def parsed_providers(args: argparse.Namespace) -> tuple[list[str], dict[str, dic
             raise OnnxportError(f"--provider-option names {name}, which --providers does not list")
         options.setdefault(provider, {})[key.strip()] = value.strip()
     return providers, options
+
+
+def run_providers(args: argparse.Namespace, model, on: tuple[list[str], dict], progress, *, inputs=None,
+                  target: float | None = None, seconds: float = 1.0):
+    """The model run on the providers of `on` against CPU (core/runtimes/run_on.py), on `inputs`
+    (else generated, sized by the command's --dim/--shape); `target`: the cosine each output must
+    reach (default 0.999)."""
+    from onnxport.core.cli.input_options import input_sizes
+    from onnxport.core.cli.interrupts import call_token
+    from onnxport.core.evaluate.compare import Thresholds
+    from onnxport.core.runtimes.run_on import run_on_providers
+
+    providers, options = on
+    thresholds = Thresholds(min_cosine=target) if target is not None else None
+    return run_on_providers(model, providers, options=options, inputs=inputs,
+                            thresholds=thresholds, seconds=seconds, progress=progress, cancel=call_token(),
+                            **input_sizes(args))

@@ -6,6 +6,9 @@ nodes that cost accuracy in float until every output reaches the cosine target o
 inputs (default 0.99), and prints (or --json) what was written, what stayed float and the
 validation against the float32 model on held-out inputs the search never saw. Exit 0 when the
 model was written (with --no-target too: the figures are printed, no verdict); 2 when nothing was.
+`--providers cpu,openvino` then runs the written model on those execution providers against CPU
+(`validate --providers`; each output's cosine against CPU must reach --target): exit 1 naming
+those that do not.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from onnxport.core.cli.export_cmd import split_names
 from onnxport.core.cli.input_options import add_input_options, input_sizes
 from onnxport.core.cli.progress_line import StderrProgress, add_verbosity, brief
+from onnxport.core.cli.provider_options import add_provider_options, parsed_providers, run_providers
 from onnxport.core.cli.report_option import check_report
 from onnxport.core.quantize import MODES
 from onnxport.core.util.out_paths import file_destination
@@ -65,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "with its tokenizer, else generated")
     add_input_options(p)
     p.add_argument("--no-preprocess", action="store_true", help="skip ONNX Runtime's pre-processing")
+    add_provider_options(p)
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_verbosity(p)
@@ -77,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from onnxport.core.evaluate.report import build_report, write_report
     from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
+    on = parsed_providers(args)
     check_report(args.report, args.model, args.out, args.calibration, args.validation_inputs)
     generated = args.calibration == "generated" and not Path(args.calibration).exists()
     options = QuantizeOptions(
@@ -96,7 +102,10 @@ def run(args: argparse.Namespace) -> int:
 
         bench = benchmark([args.model, result.path], inputs=args.validation_inputs, seconds=BENCH_SECONDS,
                           progress=progress, cancel=call_token(), **input_sizes(args))
-    full = build_report(quantize=result, bench=bench)
+    providers = None
+    if on is not None:  # the written model where it will run, against CPU (core/runtimes/)
+        providers = run_providers(args, result.path, on, progress, inputs=args.validation_inputs, target=args.target)
+    full = build_report(quantize=result, bench=bench, providers=providers)
     if args.report:
         write_report(args.report, full)
     if args.json:
@@ -105,4 +114,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         table = ["before/after:"] + diff_lines(full["diff"]) if "diff" in full else []
         print(shown_lines(brief(result.summary_lines() + table, args.verbose)))
+        if providers is not None:
+            print(shown_lines(providers.summary_lines()))
+    if providers is not None and not providers.passed:
+        return 1
     return 0 if result.target is None or result.validation is None or result.validation.passed else 1

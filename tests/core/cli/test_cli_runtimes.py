@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import onnx
 import pytest
 
 from onnxport.core.cli import main
@@ -77,3 +78,21 @@ def test_validate_with_a_reference_and_providers_reports_both(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["validation"]["passed"] and report["providers_run"]["passed"] and report["passed"]
     assert [p["provider"] for p in report["providers"]] == ["CPUExecutionProvider", OPENVINO]
+
+
+def test_quantize_runs_the_written_model_on_the_providers(tmp_path, capsys):
+    openvino_python()
+    from onnxport.core.export.export import export_model
+
+    from ..model_builders import forward_mlp, mlp_weights
+
+    onnx.save(forward_mlp(mlp_weights(d_hidden=256)), tmp_path / "forward.onnx")
+    export_model(tmp_path / "forward.onnx", tmp_path / "fp32.onnx", ["logits"])
+    out = tmp_path / "int8.onnx"
+    code = main(["quantize", str(tmp_path / "fp32.onnx"), "-o", str(out), "--mode", "dynamic", "--int8-path", "avx2",
+                 "--providers", "openvino", "--json", "-q"])
+    report = json.loads(capsys.readouterr().out)
+    cpu, ov = report["providers"]
+    assert out.exists() and report["providers_run"]["model"] == str(out.absolute())
+    assert ov["provider"] == OPENVINO and ov["error"] is None and ov["nodes_on_provider"] > 0
+    assert code == (0 if report["passed"] else 1) and report["providers_run"]["thresholds"]["min_cosine"] == 0.99
