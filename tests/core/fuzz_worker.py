@@ -2,7 +2,9 @@
 
 Why a separate process: a reader that lacks a guard may allocate terabytes, loop or crash; run
 here, that fails one example instead of taking the machine down. The process caps its address
-space (RLIMIT_AS: its size after imports + HEADROOM) and measures each request's peak RSS.
+space (RLIMIT_AS: its size after imports + HEADROOM), bounds each request's CPU time (RLIMIT_CPU:
+CPU_BUDGET_S more than it had used; a reader that grinds is killed by SIGXCPU, however loaded the
+machine) and measures each request's peak RSS. It says it is ready once its imports are done.
 
 Protocol: one JSON line per request on stdin, {"target": ..., "path": ...}; one JSON line back,
 {"outcome": "ok" | "refused" | "bug", "detail": text, "peak_mib": growth of peak RSS}. "refused"
@@ -21,13 +23,16 @@ import json
 import os
 import resource
 import select
+import signal
 import subprocess
 import sys
 import traceback
 from pathlib import Path
 
 HEADROOM = 2 << 30
-HARD_TIMEOUT_S = 30.0
+CPU_BUDGET_S = 10  # CPU seconds one request may use
+HANG_BOUND_S = 300.0  # a request that blocks without using CPU (a bound against a hang, not a measurement)
+STARTUP_BOUND_S = 600.0  # for the worker's imports (torch...) on a loaded machine: the same kind of bound
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
 
@@ -188,6 +193,12 @@ def _memory_probe(path: Path) -> None:
     bytearray(2 * HEADROOM).__len__()
 
 
+def _cpu_probe(path: Path) -> None:
+    """Grind forever: shows the CPU bound turns a reader that loops into a failed example."""
+    while True:
+        pass
+
+
 def _open_sources(path: Path) -> None:
     from onnxport.core.workflow.sources import open_sources
 
@@ -249,7 +260,7 @@ def _options(path: Path) -> None:
 
 TARGETS = {"checkpoint": _read_checkpoint, "safetensors": _read_safetensors, "npz": _read_npz,
            "state_dict": _read_state_dict, "pt2": _check_pt2, "onnx": _read_onnx, "sniff": _open_sources,
-           "memory_probe": _memory_probe, "options": _options}
+           "memory_probe": _memory_probe, "cpu_probe": _cpu_probe, "options": _options}
 
 
 def _handle(request: dict) -> dict:
@@ -286,12 +297,17 @@ def serve() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
     peak_reset = Path("/proc/self/clear_refs")
     for line in sys.stdin:
         try:
             peak_reset.write_text("5")
         except OSError:
             pass
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = int(used.ru_utime + used.ru_stime) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu + CPU_BUDGET_S, resource.RLIM_INFINITY))
         base = _status("VmRSS")
         reply = _handle(json.loads(line))
         reply["peak_mib"] = max(0, _status("VmHWM") - base) / MiB
@@ -313,9 +329,16 @@ class FuzzWorker:
         self.proc: subprocess.Popen | None = None
 
     def _start(self) -> subprocess.Popen:
+        """The worker, once it says it is ready (its imports done: they are not a request's time)."""
         with open(self.log, "ab") as err:
-            return subprocess.Popen([sys.executable, "-c", BOOT, str(ROOT)], stdin=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-c", BOOT, str(ROOT)], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=err, cwd=ROOT)
+        ready, _, _ = select.select([proc.stdout], [], [], STARTUP_BOUND_S)
+        if not ready or json.loads(proc.stdout.readline() or b"{}").get("ready") is not True:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"the fuzz worker did not start; its stderr is in {self.log}")
+        return proc
 
     def read(self, target: str, path: Path) -> dict:
         if self.proc is None or self.proc.poll() is not None:
@@ -323,7 +346,7 @@ class FuzzWorker:
         proc = self.proc
         proc.stdin.write((json.dumps({"target": target, "path": str(path)}) + "\n").encode())
         proc.stdin.flush()
-        ready, _, _ = select.select([proc.stdout], [], [], HARD_TIMEOUT_S)
+        ready, _, _ = select.select([proc.stdout], [], [], HANG_BOUND_S)
         line = proc.stdout.readline() if ready else b""
         if line:
             return json.loads(line)
@@ -331,7 +354,12 @@ class FuzzWorker:
             proc.kill()
         code = proc.wait()
         self.proc = None
-        why = f"took over {HARD_TIMEOUT_S:.0f} s" if not ready else f"the reader process died (exit {code})"
+        if not ready:
+            why = f"blocked over {HANG_BOUND_S:.0f} s"
+        elif code == -signal.SIGXCPU:
+            why = f"used over {CPU_BUDGET_S} s of CPU"
+        else:
+            why = f"the reader process died (exit {code})"
         return {"outcome": "bug", "detail": f"{why}; its stderr is in {self.log}", "peak_mib": 0.0}
 
     def close(self) -> None:

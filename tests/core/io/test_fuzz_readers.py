@@ -2,9 +2,9 @@
 
 Property, for every input: the read ends in success (and every tensor it exposes materializes,
 with its declared shape) or in `OnnxportError`; never another exception, never a crash, within
-2 s (hypothesis deadline; 10 s in make test) and a bounded memory (the readers run in
-`fuzz_worker`'s process under RLIMIT_AS, and each read's peak RSS growth must stay under
-PEAK_BUDGET_MIB).
+bounded CPU time and memory (the readers run in `fuzz_worker`'s process under RLIMIT_CPU and
+RLIMIT_AS, and each read's peak RSS growth must stay under PEAK_BUDGET_MIB; `make fuzz` adds a
+2 s wall-clock deadline).
 Inputs: small valid seeds of every kind (fuzz_seeds) mutated byte-wise and structure-aware
 (fuzz_mutations), and whole files built from fuzzed parts (fuzz_formats; model-local function
 call graphs and names with markup and controls: fuzz_names_functions), ONNX field edits
@@ -31,7 +31,7 @@ from ..fuzz_formats import ONNX_EDITS, apply_onnx_edits, npz_file, safetensors_f
 from ..fuzz_mutations import EDITS, mutate, rezip
 from ..fuzz_names_functions import NAMES, local_function_models, renamed
 from ..fuzz_seeds import Seed, build_seeds, fuzz_settings, onnx_model
-from ..fuzz_worker import FuzzWorker
+from ..fuzz_worker import CPU_BUDGET_S, FuzzWorker
 
 PEAK_BUDGET_MIB = 300  # readers' own floors allow 256 MiB for tiny archives (budgets.py)
 CHECKPOINTS = ["checkpoint", "checkpoint_external", "checkpoint_nominal", "legacy"]
@@ -110,6 +110,13 @@ def test_the_memory_cap_turns_a_missing_guard_into_a_failed_example(cases):
     reply = cases.worker.read("memory_probe", cases.root)
     assert reply["outcome"] == "bug" and "MemoryError" in reply["detail"]
     assert cases.seed("npz")["outcome"] == "ok"  # and the worker lives on
+
+
+def test_the_cpu_bound_turns_a_reader_that_grinds_into_a_failed_example(cases):
+    """Judged on CPU time (the worker's RLIMIT_CPU), not the wall clock a loaded machine stretches."""
+    reply = cases.worker.read("cpu_probe", cases.root)
+    assert reply["outcome"] == "bug" and f"used over {CPU_BUDGET_S} s of CPU" in reply["detail"]
+    assert cases.seed("npz")["outcome"] == "ok"  # a new worker reads on
 
 
 @fuzz_settings(500)
