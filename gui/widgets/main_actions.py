@@ -49,5 +49,6 @@ def build_actions(window: QMainWindow) -> None:
         w.model_menu.addAction(act)
     w.toolbar = w.addToolBar("Main")
     w.toolbar.setObjectName("mainToolbar")
-    for act in (w.open_action, w.export_action, w.quantize_action, w.validate_action, w.deploy_action):
+    for act in (w.open_action, w.export_action, w.quantize_action, w.validate_action, w.run_on_action,
+                w.deploy_action):
         w.toolbar.addAction(act)
