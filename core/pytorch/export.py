@@ -140,19 +140,7 @@ def export_torch(
         _restore_initializers(model.graph, before, torch)
         if program.prefix:
             strip_prefix(model.graph, program.prefix)
-        if mode == "inference" and program.captured_training:
-            changed = to_inference_form(model).names(REMOVED, REWRITTEN)
-            notes.append(f"the .pt2 program was captured in train() mode: {len(changed)} Dropout/BatchNorm "
-                         "node(s) put in inference form; not compared with PyTorch, which computes training-mode "
-                         "results for it")
-            compare = False
-        elif mode == "training" and program.captured_training is False:
-            notes.append("the .pt2 program was captured in eval() mode: its graph has no training-mode "
-                         "Dropout/BatchNorm (torch.export the model in train() mode for that)")
-        _annotate(model, program, mode)
-        missing = [n for n in names if n not in {i.name for i in model.graph.input}]
-        if missing:
-            notes.append(f"the model does not use input(s) {', '.join(missing)}: the exporter dropped them")
+        compare = _finish_graph(model, program, mode, names, notes) and compare
         checked: list[float | None] = []
 
         def check(staged: Path) -> None:  # before the model is put in place: a refusal leaves nothing
@@ -160,19 +148,45 @@ def export_torch(
             checked.append(_check(torch, program, specs, module, before, staged, mode, verify, compare, notes))
 
         save_atomic(model, out_path, report, check)
-        params = [t.name for t in model.graph.initializer
-                  if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                                     onnx.TensorProto.DOUBLE)]
-        result = TorchExportResult(out_path, mode, program.preset.name if program.preset else None, opset,
-                                   [i.name for i in model.graph.input if i.name not in set(params)],
-                                   [o.name for o in model.graph.output], axes, params, notes=notes,
-                                   max_abs_diff=checked[0] if checked else None)
+        result = _result(model, out_path, mode, program, opset, axes, notes, checked[0] if checked else None)
         del model
     finally:
         scratch.discard()
     result.seconds = time.perf_counter() - started
     report.finished("exported")
     return result
+
+
+def _finish_graph(model: onnx.ModelProto, program: LoadedProgram, mode: str, names: list[str],
+                  notes: list[str]) -> bool:
+    """The traced graph in the form `mode` asks for, annotated; notes say what changed. Returns
+    False when its values cannot be compared with PyTorch's (a .pt2 captured in train() mode)."""
+    comparable = True
+    if mode == "inference" and program.captured_training:
+        changed = to_inference_form(model).names(REMOVED, REWRITTEN)
+        notes.append(f"the .pt2 program was captured in train() mode: {len(changed)} Dropout/BatchNorm "
+                     "node(s) put in inference form; not compared with PyTorch, which computes training-mode "
+                     "results for it")
+        comparable = False
+    elif mode == "training" and program.captured_training is False:
+        notes.append("the .pt2 program was captured in eval() mode: its graph has no training-mode "
+                     "Dropout/BatchNorm (torch.export the model in train() mode for that)")
+    _annotate(model, program, mode)
+    missing = [n for n in names if n not in {i.name for i in model.graph.input}]
+    if missing:
+        notes.append(f"the model does not use input(s) {', '.join(missing)}: the exporter dropped them")
+    return comparable
+
+
+def _result(model: onnx.ModelProto, out_path: Path, mode: str, program: LoadedProgram, opset: int,
+            axes, notes: list[str], max_abs_diff: float | None) -> TorchExportResult:
+    """What was written: inputs (parameters aside), outputs, dynamic axes, floating-point parameters."""
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+    params = [t.name for t in model.graph.initializer if t.data_type in floats]
+    return TorchExportResult(out_path, mode, program.preset.name if program.preset else None, opset,
+                             [i.name for i in model.graph.input if i.name not in set(params)],
+                             [o.name for o in model.graph.output], axes, params, notes=notes,
+                             max_abs_diff=max_abs_diff)
 
 
 def _input_specs(program: LoadedProgram, given: list[InputSpec] | None) -> list[InputSpec]:

@@ -205,27 +205,9 @@ def generate_training_artifacts(
     for name in FILES:  # an existing folder keeps its other files; these are replaced
         check_output(out_dir / name, reads)
     train_names, frozen_names = split_parameters(model, trainable, frozen)
-    outputs = [o.name for o in model.graph.output]
-    if loss_input is not None and loss_input not in outputs:
-        raise OnnxportError(f"loss input '{loss_input}' is not an output of the forward graph "
-                            f"(outputs: {', '.join(outputs)})")
-    if loss_input is None and LOSSES[loss] is not None:
-        loss_input = outputs[0]
+    loss_input = _loss_input(model, loss, loss_input)
     repairs = repair_forward(model)
-    notes = []
-    stats = [s for s in running_statistics(model) if s in frozen_names]
-    if stats and any(a.name == "training_mode" and a.i for n in model.graph.node
-                     if n.op_type == "BatchNormalization" for a in n.attribute):
-        notes.append(f"BatchNormalization running statistics ({len(stats)} tensors) are frozen but each training "
-                     "step updates them, as PyTorch's train() does (running variance from the biased batch "
-                     "variance, where PyTorch uses the unbiased one)")
-    unlisted = [c for c in parameter_candidates(model) if c not in set(train_names) | set(frozen_names)]
-    if unlisted:
-        notes.append(f"{len(unlisted)} float initializer(s) neither trainable nor frozen stay constants "
-                     f"of the graphs (e.g. {unlisted[0]})")
-    if model.ir_version > TRAINING_MAX_IR:
-        notes.append(f"IR version {model.ir_version} lowered to {TRAINING_MAX_IR} for onnxruntime-training 1.19")
-        model.ir_version = TRAINING_MAX_IR
+    notes = _prepare_notes(model, train_names, frozen_names)
     report.check()
     try:
         with AtomicWrite(out_dir) as write:
@@ -253,6 +235,37 @@ def generate_training_artifacts(
     return ArtifactsResult(out_dir, out_dir / "training_model.onnx", out_dir / "eval_model.onnx", opt_path,
                            out_dir / "checkpoint", train_names, frozen_names, loss, optimizer, loss_input,
                            repairs, notes, time.perf_counter() - started)
+
+
+def _loss_input(model: onnx.ModelProto, loss: str, given: str | None) -> str | None:
+    """The forward output the loss reads: the one named (checked), else the first for a built-in loss."""
+    outputs = [o.name for o in model.graph.output]
+    if given is not None and given not in outputs:
+        raise OnnxportError(f"loss input '{given}' is not an output of the forward graph "
+                            f"(outputs: {', '.join(outputs)})")
+    if given is None and LOSSES[loss] is not None:
+        return outputs[0]
+    return given
+
+
+def _prepare_notes(model: onnx.ModelProto, train_names: list[str], frozen_names: list[str]) -> list[str]:
+    """What the user should know about how the forward graph trains; lowers its IR version for
+    onnxruntime-training 1.19 (said in a note)."""
+    notes = []
+    stats = [s for s in running_statistics(model) if s in frozen_names]
+    if stats and any(a.name == "training_mode" and a.i for n in model.graph.node
+                     if n.op_type == "BatchNormalization" for a in n.attribute):
+        notes.append(f"BatchNormalization running statistics ({len(stats)} tensors) are frozen but each training "
+                     "step updates them, as PyTorch's train() does (running variance from the biased batch "
+                     "variance, where PyTorch uses the unbiased one)")
+    unlisted = [c for c in parameter_candidates(model) if c not in set(train_names) | set(frozen_names)]
+    if unlisted:
+        notes.append(f"{len(unlisted)} float initializer(s) neither trainable nor frozen stay constants "
+                     f"of the graphs (e.g. {unlisted[0]})")
+    if model.ir_version > TRAINING_MAX_IR:
+        notes.append(f"IR version {model.ir_version} lowered to {TRAINING_MAX_IR} for onnxruntime-training 1.19")
+        model.ir_version = TRAINING_MAX_IR
+    return notes
 
 
 def _generate(training: TrainingProcess, model: onnx.ModelProto, tmp: Path, trainable: list[str],
