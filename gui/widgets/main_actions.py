@@ -24,7 +24,7 @@ def build_actions(window: QMainWindow) -> None:
     w.quantize_action = action("&Quantize…", lambda: w.export_dialog("int8"), "Ctrl+Shift+Q",
                                "Export and quantize")
     w.validate_action = action("&Validate", w.validate_last, "Ctrl+Shift+V",
-                               "Validate the last export against the eval graph + checkpoint")
+                               "Validate the last export against its reference (the eval graph + checkpoint, or the source model)")
     w.deploy_action = action("&Deploy…", w.deploy_flow.choose, "Ctrl+D",
                              "Make a model ready for an ONNX Runtime release or ORT Mobile, checked")
     w.run_on_action = action("&Run on…", w.run_on_flow.choose, "Ctrl+Shift+R",

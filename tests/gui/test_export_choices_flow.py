@@ -91,4 +91,5 @@ def test_quantize_offers_the_int8_mode_that_can_help_the_model(qtbot, window, ex
     dialog.quantize.setCurrentIndex(dialog.quantize.findData("dynamic"))
     assert dialog.mode_note.isVisible() and "would quantize nothing" in dialog.mode_note.text()
     assert dialog.validate.text() == "Validate against the source model (det.onnx)"
+    assert "or the source model" in window.validate_action.statusTip()  # not "the eval graph" alone
     close_dialog(dialog)
