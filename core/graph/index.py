@@ -169,20 +169,7 @@ def _index_from_table(model: onnx.ModelProto, path, table: GraphTable, typer, pa
     output_set = set(output_names)
     names, ops, uses, outputs, producers = table.names, table.ops, table.uses, table.outputs, table.producer
     scopes = [scope_of(n) for n in names]
-    consumers: dict[str, list[str]] = {}  # tensor -> consumer node names (for display)
-    consumer_nodes: dict[str, list[int]] = {}  # the same as node positions (names need not be unique)
-    first_consumer_scope: dict[str, str] = {}
-    for i, ins in enumerate(uses):
-        name, scope = names[i], scopes[i]
-        for inp in ins:
-            found = consumers.get(inp)
-            if found is None:
-                consumers[inp] = [name]
-                consumer_nodes[inp] = [i]
-                first_consumer_scope[inp] = scope
-            else:
-                found.append(name)
-                consumer_nodes[inp].append(i)
+    consumers, consumer_nodes, first_consumer_scope = _consumers(names, uses, scopes)
     if cancel is not None:
         cancel.check()
     training = _training_only(table, table.input_names, param_inputs | set(init_by_name), consumer_nodes)
@@ -219,6 +206,47 @@ def _index_from_table(model: onnx.ModelProto, path, table: GraphTable, typer, pa
                                           out in output_set, None)
     if cancel is not None:
         cancel.check()
+    parameters, user_inputs = _add_inputs(graph, tensors, add, param_inputs, init_by_name)
+    return TensorIndex(
+        path=Path(path) if path else None,
+        tensors=tensors,
+        graph_inputs=user_inputs,
+        graph_outputs=output_names,
+        parameters=parameters,
+        node_count=len(names),
+        ir_version=model.ir_version,
+        opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        suggested=_suggested_outputs(table, training, output_set, consumers),
+        subgraphs=index_bodies(graph, infos) if with_bodies else [],
+        table=table,
+    )
+
+
+def _consumers(names: list[str], uses, scopes: list[str]
+               ) -> tuple[dict[str, list[str]], dict[str, list[int]], dict[str, str]]:
+    """Per tensor: its consumer node names (for display), the same as node positions (names need
+    not be unique), and the scope of its first consumer. One pass over the nodes' inputs."""
+    consumers: dict[str, list[str]] = {}
+    consumer_nodes: dict[str, list[int]] = {}
+    first_consumer_scope: dict[str, str] = {}
+    for i, ins in enumerate(uses):
+        name, scope = names[i], scopes[i]
+        for inp in ins:
+            found = consumers.get(inp)
+            if found is None:
+                consumers[inp] = [name]
+                consumer_nodes[inp] = [i]
+                first_consumer_scope[inp] = scope
+            else:
+                found.append(name)
+                consumer_nodes[inp].append(i)
+    return consumers, consumer_nodes, first_consumer_scope
+
+
+def _add_inputs(graph: onnx.GraphProto, tensors: dict[str, TensorInfo], add, param_inputs: set[str],
+                init_by_name: dict[str, onnx.TensorProto]) -> tuple[list[str], list[str]]:
+    """Index the graph inputs and initializers no node made: (parameters, user inputs)."""
     parameters: list[str] = []
     user_inputs: list[str] = []
     for vi in graph.input:
@@ -241,21 +269,7 @@ def _index_from_table(model: onnx.ModelProto, path, table: GraphTable, typer, pa
         parameters.append(t.name)
         add(t.name, TensorKind.PARAMETER, dtype_name(t.data_type), tuple(int(d) for d in t.dims),
             nbytes=tensor_nbytes(t))
-
-    return TensorIndex(
-        path=Path(path) if path else None,
-        tensors=tensors,
-        graph_inputs=user_inputs,
-        graph_outputs=output_names,
-        parameters=parameters,
-        node_count=len(names),
-        ir_version=model.ir_version,
-        opsets={o.domain or "ai.onnx": o.version for o in model.opset_import},
-        producer=f"{model.producer_name} {model.producer_version}".strip(),
-        suggested=_suggested_outputs(table, training, output_set, consumers),
-        subgraphs=index_bodies(graph, infos) if with_bodies else [],
-        table=table,
-    )
+    return parameters, user_inputs
 
 
 def _suggested_outputs(table: GraphTable, training: set[str], graph_outputs: set[str],
