@@ -156,41 +156,10 @@ def write_model(
         with nullcontext(tx) if tx is not None else AtomicWrite(out_path) as tx:
             fd, tmp_model = tx.new_file()
             fds.append(fd)
-            data_sink = tmp_data = data_path = None
             early = _usable(early, consts, external_data)
-            if external_data:
-                data_path = tx.companion("data")  # unique to this run: see the module docstring
-                if early is not None:
-                    tmp_data, data_sink = early.path, _FdSink(early.fd, start=early.end)
-                else:
-                    dfd, tmp_data = tx.new_file()
-                    fds.append(dfd)
-                    data_sink = _FdSink(dfd)
+            data_path, tmp_data, data_sink = _data_file(tx, early, fds) if external_data else (None, None, None)
             sink = _FdSink(fd)
-            graph_bytes = skeleton.graph.SerializeToString()
-            head = copy_model(skeleton, graph=False)
-            sink.write(head.SerializeToString())
-            sink.write(MODEL_GRAPH_TAG)
-            sink.flush()
-            length_at = sink.pos
-            sink.write(padded_varint(0))
-            graph_start = sink.pos
-            sink.write(graph_bytes)
-            total = sum(c.nbytes for c in consts) or 1
-            done = [0]
-            data_name = data_path.name if data_path is not None else ""
-            for const in consts:
-                report.check()
-                at = early.offset_of(const.name, const.span) if early is not None else None
-                if at is not None:  # its bytes are (being) copied there: the header only
-                    _write_external_header(const, const.elem_type, const.shape, sink, data_name, at, const.nbytes)
-                    continue
-                _write_const(const, sink, data_sink, data_name, sources, report, done, total)
-            if early is not None:
-                early.wait(report, done[0], total)
-                done[0] += early.total
-            sink.flush()
-            graph_len = sink.pos - graph_start
+            length_at, graph_len = _write_graph(skeleton, consts, sink, data_sink, data_path, early, sources, report)
             if not external_data and sink.pos > PROTOBUF_LIMIT:
                 raise OnnxportError(
                     f"the model is {sink.pos / 2**30:.2f} GiB, over protobuf's 2 GiB limit",
@@ -223,6 +192,47 @@ def write_model(
             early.close()
         for fd_ in list(sources.values()) + fds:
             os.close(fd_)
+
+
+def _data_file(tx: AtomicWrite, early: EarlyCopy | None, fds: list[int]) -> tuple[Path, Path, _FdSink]:
+    """The external data file: its final path (unique to this run: see the module docstring), its
+    temp and a sink writing it (after what `early` copied, when it is the early copy's file)."""
+    data_path = tx.companion("data")
+    if early is not None:
+        return data_path, early.path, _FdSink(early.fd, start=early.end)
+    dfd, tmp_data = tx.new_file()
+    fds.append(dfd)
+    return data_path, tmp_data, _FdSink(dfd)
+
+
+def _write_graph(skeleton: onnx.ModelProto, consts: list[ConstTensor], sink: _FdSink, data_sink: _FdSink | None,
+                 data_path: Path | None, early: EarlyCopy | None, sources: dict[Path, int],
+                 report: Reporter) -> tuple[int, int]:
+    """The model's fields, then its graph with every constant appended (inline, or its header here
+    and its bytes in the data file). Returns where the graph's length goes and that length."""
+    graph_bytes = skeleton.graph.SerializeToString()
+    sink.write(copy_model(skeleton, graph=False).SerializeToString())
+    sink.write(MODEL_GRAPH_TAG)
+    sink.flush()
+    length_at = sink.pos
+    sink.write(padded_varint(0))
+    graph_start = sink.pos
+    sink.write(graph_bytes)
+    total = sum(c.nbytes for c in consts) or 1
+    done = [0]
+    data_name = data_path.name if data_path is not None else ""
+    for const in consts:
+        report.check()
+        at = early.offset_of(const.name, const.span) if early is not None else None
+        if at is not None:  # its bytes are (being) copied there: the header only
+            _write_external_header(const, const.elem_type, const.shape, sink, data_name, at, const.nbytes)
+            continue
+        _write_const(const, sink, data_sink, data_name, sources, report, done, total)
+    if early is not None:
+        early.wait(report, done[0], total)
+        done[0] += early.total
+    sink.flush()
+    return length_at, sink.pos - graph_start
 
 
 def _usable(early: EarlyCopy | None, consts: list[ConstTensor], external_data: bool) -> EarlyCopy | None:
