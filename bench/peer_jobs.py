@@ -76,7 +76,51 @@ def onnxport(fp32: Path, out: Path, option: str) -> Job:
     return job
 
 
-JOBS = {"optimum": optimum, "ort": ort, "onnxport": onnxport}
+def _calibration_reader(path: Path):
+    """ORT's CalibrationDataReader over the rows of an .npz (one sentence per call, as GPTQ takes them)."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Rows(CalibrationDataReader):
+        def __init__(self) -> None:
+            data = np.load(path)
+            self.rows = [{k: data[k][i:i + 1] for k in data.files} for i in range(len(data[data.files[0]]))]
+            self.at = 0
+
+        def get_next(self):
+            self.at += 1
+            return self.rows[self.at - 1] if self.at <= len(self.rows) else None
+
+    return Rows()
+
+
+def ort_int4(fp32: Path, out: Path, option: str) -> Job:
+    """ORT's MatMulNBitsQuantizer; OPTION `ALGO-BLOCK` (default, rtn, hqq, gptq; e.g. `hqq-32`), GPTQ's
+    calibration rows from the .npz in ONNXPORT_CALIBRATION. Its defaults otherwise (asymmetric,
+    accuracy_level unset)."""
+    import logging
+
+    logging.getLogger().addHandler(logging.NullHandler())  # its import calls basicConfig(INFO)
+    from onnxruntime.quantization import matmul_nbits_quantizer as nbits
+
+    def job() -> dict:
+        algo, block = option.split("-")
+        size = int(block)
+        config = {"default": lambda: nbits.DefaultWeightOnlyQuantConfig(block_size=size),
+                  "rtn": lambda: nbits.RTNWeightOnlyQuantConfig(),
+                  "hqq": lambda: nbits.HQQWeightOnlyQuantConfig(block_size=size),
+                  "gptq": lambda: nbits.GPTQWeightOnlyQuantConfig(
+                      calibration_data_reader=_calibration_reader(Path(os.environ["ONNXPORT_CALIBRATION"])),
+                      block_size=size)}[algo]()
+        quantizer = nbits.MatMulNBitsQuantizer(str(fp32), block_size=size, algo_config=config)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(out), False)
+        return {}
+
+    return job
+
+
+JOBS = {"optimum": optimum, "ort": ort, "onnxport": onnxport, "ort_int4": ort_int4}
 
 
 def main(argv: list[str]) -> int:

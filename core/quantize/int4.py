@@ -1,102 +1,180 @@
-"""Int4 weight-only quantization of the large MatMul weights (`com.microsoft.MatMulNBits`).
+"""Weight-only 4/8-bit quantization (`com.microsoft.MatMulNBits`, `GatherBlockQuantized`), streamed.
 
-Why: a transformer's bytes are mostly a few MatMul weights; as 4-bit integers with a float scale
-(and a 4-bit zero point) per block of `block_size` values along K they take ~0.16x their float32
-bytes, ORT's CPU kernel multiplies by them directly, and activations stay float (no calibration).
-Small weights (heads, gates) are left alone.
+Why: a transformer's bytes are mostly a few MatMul weights and an embedding table; as 4-bit
+integers with a float scale and a 4-bit zero point per block of `block_size` values they take
+~0.16x their float32 bytes (8-bit: ~0.28x), ONNX Runtime's CPU kernels read them directly, and
+activations stay float (no calibration needed). Each weight is read, quantized and written one
+at a time, from the source file to the written one (core/export/writer.py): a model larger than
+memory quantizes in the memory of its biggest weight.
 
-Contract: `int4(src, dst, *, exclude, block_size, min_elements, accuracy_level, big)` writes `dst`:
-`src` with every MatMul whose second input is a 2-D float32 initializer of at least `min_elements`
-values (and K >= block_size) replaced by MatMulNBits, except the nodes in `exclude`, in the main
-graph and inside If/Loop/Scan bodies; unnamed MatMuls are named `MatMul#<index>`. Uses ORT's
-`MatMulNBitsQuantizer` (asymmetric, QOperator, round-to-nearest). Returns the nodes quantized.
+Contract: `write_weight_only(src, dst, plan, big)` writes `dst` (`big`: with external data): `src`
+with each node of `plan.bits` (a `nbits_plan.weight_uses` candidate) reading its weight in that
+many bits, in the main graph and in If/Loop/Scan bodies; a float weight nothing else reads is
+dropped. `int4(src, dst, exclude=..., ...)` quantizes every candidate but `exclude` to 4 bits and
+returns their names. Weights are quantized by `weights.quantize_weight` (plan.method).
 """
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
-from onnxport.core.evaluate.runtime import load_full
-from onnxport.core.graph.uses import bodies
+from onnxport.core.export.writer import write_model
+from onnxport.core.graph.const_tensors import ConstTensor, from_initializer
+from onnxport.core.graph.uses import used_names
+from onnxport.core.io.model_io import copy_without_initializers, load_graph
+from onnxport.core.quantize import nbits_pack
 from onnxport.core.quantize.domains import declare_used_domains, drop_unused_domains
 from onnxport.core.quantize.gain import all_graphs
+from onnxport.core.quantize.nbits_plan import MATMUL, WeightUse, weight_uses
+from onnxport.core.quantize.weights import WeightMethod, chunks, quantize_weight
 from onnxport.core.util.errors import OnnxportError
 
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 DEFAULT_BLOCK_SIZE = 32
 MIN_ELEMENTS = 1 << 14  # 128 x 128: below this a weight's bytes are not worth the error
-# MatMulNBits' compute type: 4 = int8 activations, blockwise (MLAS's fastest CPU kernel: 7x float32 at one
-# token here, same cosine as float32 compute); 4-bit x int8 products cannot saturate int16 on AVX2.
-ACCURACY_LEVEL = 4
+# MatMulNBits' compute type per weight bits: 4 = int8 activations in blocks (MLAS's fastest CPU
+# kernel; 4-bit x int8 pairs cannot saturate int16 on AVX2), 0 = float (8-bit weights: see cpu_nbits)
+ACCURACY_LEVEL = {4: 4, 8: 0}
 
 
-def candidates(model: onnx.ModelProto, block_size: int, min_elements: int) -> list[str]:
-    """Names of the MatMuls whose weight int4 would quantize, in every graph: ORT's quantizer walks
-    If/Loop/Scan bodies and finds a weight in the body or any graph around it (unnamed MatMuls
-    get a name here: `MatMul#<index>` in the main graph, `MatMul#<body path>#<index>` in a body)."""
-    found: list[str] = []
-    _graph_candidates(model.graph, {}, "", block_size, min_elements, found)
-    return found
+@dataclass
+class NbitsPlan:
+    """What to write: bits per candidate node, the blocks, the method and its statistics."""
+
+    bits: dict[str, int]
+    block_size: int = DEFAULT_BLOCK_SIZE
+    method: WeightMethod = field(default_factory=WeightMethod)
+    accuracy_level: dict[int, int] = field(default_factory=lambda: dict(ACCURACY_LEVEL))
+    min_elements: int = MIN_ELEMENTS
 
 
-def _graph_candidates(graph: onnx.GraphProto, outer: dict, path: str, block_size: int, min_elements: int,
-                      found: list[str]) -> None:
-    inits = {**outer, **{t.name: t for t in graph.initializer}}
-    for i, node in enumerate(graph.node):
-        for attr, body in bodies(node):
-            _graph_candidates(body, inits, f"{path}{node.name or node.op_type + str(i)}/{attr}#", block_size,
-                              min_elements, found)
-        if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
-            continue
-        if not node.name:  # every MatMul named: those not chosen are excluded by name
-            node.name = f"MatMul#{path}{i}"
-        weight = inits.get(node.input[1])
-        if weight is None or weight.data_type != onnx.TensorProto.FLOAT or len(weight.dims) != 2:
-            continue
-        k, n = weight.dims
-        if k * n < min_elements or k < block_size:
-            continue
-        found.append(node.name)
+def check_block_size(block_size: int) -> None:
+    if block_size not in BLOCK_SIZES:
+        raise OnnxportError(f"int4 block size must be one of {', '.join(map(str, BLOCK_SIZES))}, got {block_size}")
 
 
-def _quantizer_class():
-    """ORT's module calls `logging.basicConfig(level=INFO)` when first imported, which would give the
-    caller's program a root handler printing every INFO record: a handler present during the import
-    makes that call a no-op, and is removed right after."""
-    root = logging.getLogger()
-    guard = logging.NullHandler()
-    root.addHandler(guard)
-    try:
-        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-    except ImportError as exc:  # it needs onnx-ir, a dependency of onnxport since int4
-        raise OnnxportError(f"int4 quantization needs ONNX Runtime's int4 quantizer, which cannot load: {exc}",
-                            hint="pip install onnx-ir") from None
-    finally:
-        root.removeHandler(guard)
-    return MatMulNBitsQuantizer
+def candidates(model: onnx.ModelProto, block_size: int, min_elements: int = MIN_ELEMENTS,
+               ops: tuple[str, ...] = (MATMUL,)) -> list[str]:
+    """Names of the nodes whose weights could be stored in 4 bits (see nbits_plan.py), in graph order."""
+    return list(dict.fromkeys(u.node for u in weight_uses(model, block_size, min_elements) if u.op in ops))
 
 
 def int4(src: Path, dst: Path, *, exclude: list[str], block_size: int = DEFAULT_BLOCK_SIZE,
-         min_elements: int = MIN_ELEMENTS, accuracy_level: int | None = ACCURACY_LEVEL, big: bool = False) -> list[str]:
-    """See the module docstring."""
-    if block_size not in BLOCK_SIZES:
-        raise OnnxportError(f"int4 block size must be one of {', '.join(map(str, BLOCK_SIZES))}, got {block_size}")
-    model = load_full(src)
-    chosen = [n for n in candidates(model, block_size, min_elements) if n not in set(exclude)]
-    others = [n.name for g in all_graphs(model) for n in g.node
-              if n.op_type == "MatMul" and n.name and n.name not in chosen]
-    quantizer = _quantizer_class()(model, bits=4, block_size=block_size, is_symmetric=False,
-                                     accuracy_level=accuracy_level, nodes_to_exclude=others,
-                                     op_types_to_quantize=("MatMul",))
-    quantizer.process()
-    result = quantizer.model.model
-    drop_unused_domains(result)
-    declare_used_domains(result)
-    if big:
-        onnx.save_model(result, str(dst), save_as_external_data=True, location=dst.name + ".data")
-    else:
-        onnx.save_model(result, str(dst))
+         min_elements: int = MIN_ELEMENTS, big: bool = False, method: WeightMethod | None = None) -> list[str]:
+    """Every MatMul candidate but `exclude` in 4 bits; returns their names."""
+    check_block_size(block_size)
+    src = Path(src)
+    chosen = [n for n in candidates(load_graph(src), block_size, min_elements) if n not in set(exclude)]
+    write_weight_only(src, dst, NbitsPlan({n: 4 for n in chosen}, block_size, method or WeightMethod(),
+                                          min_elements=min_elements), big)
     return chosen
+
+
+def write_weight_only(src: Path, dst: Path, plan: NbitsPlan, big: bool) -> None:
+    """See the module docstring."""
+    check_block_size(plan.block_size)
+    src = Path(src)
+    model = load_graph(src)
+    uses = [u for u in weight_uses(model, plan.block_size, plan.min_elements) if plan.bits.get(u.node) in (4, 8)]
+    skeleton = copy_without_initializers(model)
+    graphs = list(all_graphs(skeleton))
+    source = {t.name: t for t in model.graph.initializer}
+    consts = {t.name: from_initializer(t, src.parent) for t in model.graph.initializer}
+    made: dict[tuple[str, int], list[str]] = {}
+    for use in uses:
+        key = (use.weight, plan.bits[use.node])
+        if key not in made:
+            made[key] = _add_weight(use, key[1], plan, graphs, consts, source)
+        _replace_node(graphs[use.graph], use, made[key], key[1], plan)
+    _drop_unread(graphs, consts)
+    drop_unused_domains(skeleton)
+    declare_used_domains(skeleton)
+    write_model(skeleton, list(consts.values()), dst, external_data=big)
+
+
+def _add_weight(use: WeightUse, bits: int, plan: NbitsPlan, graphs: list[onnx.GraphProto],
+                consts: dict[str, ConstTensor], source: dict[str, onnx.TensorProto]) -> list[str]:
+    """The quantized tensors of `use`'s weight: streamed constants of the main graph (computed when
+    written), or initializers of the body that holds the float weight. Returns their names."""
+    stem = f"{use.weight}_q{bits}b{plan.block_size}"
+    names = [f"{stem}", f"{stem}_scales"] + ([] if plan.method.symmetric else [f"{stem}_zero_points"])
+    if use.owner == 0:
+        weight = consts[use.weight]
+        for name, const in zip(names, _lazy(weight, use, bits, plan, names)):
+            consts[name] = const
+        return names
+    body = graphs[use.owner]
+    float_weight = next(t for t in body.initializer if t.name == use.weight)
+    arrays = _tensors(numpy_helper.to_array(float_weight), use, bits, plan)
+    body.initializer.extend(numpy_helper.from_array(a, name) for a, name in zip(arrays, names))
+    return names
+
+
+def _tensors(values: np.ndarray, use: WeightUse, bits: int, plan: NbitsPlan) -> list[np.ndarray]:
+    """The packed weight, scales and zero points of `values`, quantized a chunk of columns at a time."""
+    weight = values if use.op == MATMUL else values.T  # an embedding [V, D]: blocks along D
+    hessian = plan.method.statistics(use.node) if use.op == MATMUL else None
+    parts: list[list[np.ndarray]] = []
+    for start, stop in chunks(use.n, use.k):
+        qz = quantize_weight(weight[:, start:stop], bits, plan.block_size, plan.method, hessian)
+        packed = nbits_pack.matmul_tensors(qz) if use.op == MATMUL else nbits_pack.gather_tensors(qz, use.k)
+        parts.append([p for p in packed if p is not None])
+    return [np.concatenate(group) for group in zip(*parts)]
+
+
+def _lazy(weight: ConstTensor, use: WeightUse, bits: int, plan: NbitsPlan, names: list[str]) -> list[ConstTensor]:
+    """Constants computed when the writer reaches the first (the others are kept until written)."""
+    ready: dict[str, np.ndarray] = {}
+
+    def compute(name: str):
+        def get() -> np.ndarray:
+            if not ready:
+                ready.update(zip(names, _tensors(weight.values(), use, bits, plan)))
+            return ready.pop(name)
+        return get
+
+    blocks = -(-use.k // plan.block_size)
+    packed = (use.n, blocks, plan.block_size * bits // 8) if use.op == MATMUL else (use.n, use.k * bits // 8)
+    zero = (use.n * -(-blocks * bits // 8),) if use.op == MATMUL else (use.n, -(-blocks * bits // 8))
+    shapes = [packed, (use.n * blocks,) if use.op == MATMUL else (use.n, blocks), zero]
+    kinds = [onnx.TensorProto.UINT8, onnx.TensorProto.FLOAT, onnx.TensorProto.UINT8]
+    return [ConstTensor(name, kind, shape, int(np.prod(shape)) * (4 if kind == onnx.TensorProto.FLOAT else 1),
+                        compute=compute(name)) for name, kind, shape in zip(names, kinds, shapes)]
+
+
+def _replace_node(graph: onnx.GraphProto, use: WeightUse, names: list[str], bits: int, plan: NbitsPlan) -> None:
+    for i, node in enumerate(graph.node):
+        if node.name == use.node and node.op_type == use.op:
+            if use.op == MATMUL:
+                new = nbits_pack.matmul_node(node, names, use.k, use.n, bits, plan.block_size,
+                                             plan.accuracy_level.get(bits, 0))
+            else:
+                new = nbits_pack.gather_node(node, names, bits, plan.block_size)
+            graph.node.remove(node)
+            graph.node.insert(i, new)
+            return
+
+
+def _drop_unread(graphs: list[onnx.GraphProto], consts: dict[str, ConstTensor]) -> None:
+    """Float weights no node or output reads any more (in any graph) are left out, and so are the
+    graph inputs an IR 3 model listed them as."""
+    read: set[str] = set()
+    for graph in graphs:
+        read |= used_names(graph)
+    dropped = [n for n in consts if n not in read]
+    for name in dropped:
+        del consts[name]
+    inputs = [i for i in graphs[0].input if i.name not in set(dropped)]
+    if len(inputs) != len(graphs[0].input):
+        del graphs[0].input[:]
+        graphs[0].input.extend(inputs)
+    for graph in graphs[1:]:
+        kept = [t for t in graph.initializer if t.name in read]
+        if len(kept) != len(graph.initializer):
+            del graph.initializer[:]
+            graph.initializer.extend(kept)
