@@ -8,26 +8,22 @@ Each function reads `src` and writes `dst` (+ `dst.data` when `big`), `exclude`'
 - static: QDQ form, uint8 activations, int8 weights, ranges from `calibration.calibrate` computed
   once; Conv, MatMul, Gemm by default (`STATIC_OP_TYPES`: the ones with int8 kernels, the rest stays
   float); main graph only (gain.static_reach); Gemm biases written 1-D first (gemm_bias.py).
-- fp16: our converter (fp16.py), float32 kept where `fp16_beyond` measured values past float16's
-  range or the CPU provider refuses an op; what stayed float32 and why: metadata `onnxport.fp16`.
+- fp16: our converter, float32 kept where values pass float16's range or the CPU provider refuses
+  an op (fp16_mode.py).
 - int4: weight-only 4-bit MatMulNBits for the large MatMul weights (int4.py).
 Every written model declares only the operator domains it uses (domains.py).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
 
-from onnxport.core.evaluate.runtime import load_full, session
+from onnxport.core.evaluate.runtime import load_full
 from onnxport.core.graph.runnable import topological_sort
 from onnxport.core.graph.uses import has_bodies
 from onnxport.core.quantize.domains import declare_used_domains, drop_unused_domains
-from onnxport.core.quantize.fp16 import to_float16
 from onnxport.core.quantize.gemm_bias import flatten_gemm_biases
 from onnxport.core.quantize.int4 import int4  # noqa: F401 - the int4 mode, called as modes.int4
 from onnxport.core.quantize.outlier_split import SUFFIX as OUTLIER_SUFFIX
@@ -154,64 +150,3 @@ def with_axis_opset(src: Path, dst: Path, big: bool, notes: list[str]) -> Path:
         onnx.save_model(converted, str(dst))
     notes.append(f"converted from opset {opset} to {AXIS_OPSET} for per-channel weight scales")
     return dst
-
-
-_NOT_IMPLEMENTED = re.compile(r"Could not find an implementation for (\w+)\(")
-FP16_METADATA_KEY = "onnxport.fp16"
-MAX_NOTED = 6
-
-
-@dataclass
-class Fp16Outcome:
-    blocked: list[str] = field(default_factory=list)  # op types the CPU provider refused in float16
-    kept: dict[str, str] = field(default_factory=dict)  # node -> why it stayed float32 (requests excluded)
-
-    def notes(self) -> list[str]:
-        """One line each, all starting "kept float32" (the caller replaces them attempt after attempt)."""
-        lines = [f"kept float32 for the CPU provider: op types {', '.join(self.blocked)}"] if self.blocked else []
-        shown = list(self.kept.items())[:MAX_NOTED]
-        if shown:
-            more = f" (and {len(self.kept) - len(shown)} more)" if len(self.kept) > len(shown) else ""
-            lines.append("kept float32, beyond float16's range: "
-                         + "; ".join(f"{node}: {why}" for node, why in shown) + more)
-        return lines
-
-
-def fp16_beyond(src: Path, feeds, workdir: Path | None = None) -> dict[str, str]:
-    """Nodes whose tensors pass float16's range on `feeds` (see fp16_ranges.py): measure once."""
-    from onnxport.core.quantize.fp16_ranges import beyond_float16
-
-    return beyond_float16(load_full(src), feeds, workdir=workdir)
-
-
-def fp16(src: Path, dst: Path, *, keep_io_types: bool, block_ops, exclude: list[str], big: bool,
-         beyond: dict[str, str] | None = None) -> Fp16Outcome:
-    """Convert; returns what had to stay float32 (op types the CPU provider refused, nodes beyond range)."""
-    source = load_full(src)
-    requested = {name: "kept float32 on request" for name in exclude}
-    outcome = Fp16Outcome()
-    for _ in range(8):
-        model = onnx.ModelProto()
-        model.CopyFrom(source)
-        kept = to_float16(model, keep={**(beyond or {}), **requested}, keep_io_types=keep_io_types,
-                          block_ops=set(block_ops) | set(outcome.blocked))
-        outcome.kept = {k: v for k, v in kept.items() if k not in requested and not v.startswith("op type")}
-        drop_unused_domains(model)
-        meta = [p for p in model.metadata_props if p.key != FP16_METADATA_KEY]
-        del model.metadata_props[:]
-        model.metadata_props.extend(meta)
-        model.metadata_props.add(key=FP16_METADATA_KEY, value=json.dumps({"kept_float32": kept}))
-        if big:
-            onnx.save_model(model, str(dst), save_as_external_data=True, location=dst.name + ".data")
-        else:
-            onnx.save_model(model, str(dst))
-        try:
-            session(dst)
-            return outcome
-        except OnnxportError as exc:
-            found = _NOT_IMPLEMENTED.search(str(exc))
-            if not found or found.group(1) in outcome.blocked:
-                raise
-            outcome.blocked.append(found.group(1))
-    raise OnnxportError(f"{src}: no float16 version ONNX Runtime's CPU provider runs "
-                        f"(blocked {', '.join(outcome.blocked)})")

@@ -5,7 +5,7 @@ order: `check(job)` (up-front notes and refusals, before anything is written), `
 choices recorded in the metadata), `prepare(job)` (after the validation inputs are split: static
 calibrates, fp16 measures float16's range, dynamic splits off outlier channels), then `search(job,
 verdict)`, which writes attempts with `attempt(exclude, dst)` and returns the search's `LoopResult`
-(the accuracy-target searches are shared: search.py, search_static.py, fp16_loop.py).
+(the accuracy-target searches are shared: search.py, search_static.py, fp16_mode.py).
 `Job` is what one run shares between the coordinator and its strategy.
 """
 
@@ -19,10 +19,9 @@ from onnxport.core.evaluate.feeds import FeedSource, open_feeds
 from onnxport.core.evaluate.validate import ValidationReport
 from onnxport.core.export.staging import Staging
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.quantize import cpu_int8, gain, held_out, modes, search
+from onnxport.core.quantize import cpu_int8, fp16_mode, gain, held_out, modes, search
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.finite_values import check_weights
-from onnxport.core.quantize.fp16_loop import fp16_loop
 from onnxport.core.quantize.node_names import input_producers
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.search_static import static_loop
@@ -105,9 +104,9 @@ class Strategy:
         raise NotImplementedError
 
     def search(self, job: Job, verdict) -> search.LoopResult:
-        return fp16_loop(lambda exclude, dst: self.attempt(exclude, dst, job), job.stage, job.out_name, job.prepared,
-                         job.search_feeds, job.excluded, job.thresholds, self.ranked_ops(),
-                         job.report.sub(0.4, 0.92), None)
+        return search.layer_error_loop(lambda exclude, dst: self.attempt(exclude, dst, job), job.stage, job.out_name,
+                                       job.prepared, job.search_feeds, job.excluded, job.thresholds, self.ranked_ops(),
+                                       job.report.sub(0.4, 0.92))
 
     @property
     def int8_line(self) -> str | None:
@@ -233,19 +232,19 @@ class Fp16(Strategy):
     preprocess = False
 
     def prepare(self, job: Job) -> None:
-        self.beyond = modes.fp16_beyond(job.prepared, job.search_feeds, job.stage.path(""))
+        self.beyond = fp16_mode.fp16_beyond(job.prepared, job.search_feeds, job.stage.path(""))
 
     def attempt(self, exclude: list[str], dst: Path, job: Job) -> None:
-        fp16 = modes.fp16(job.prepared, dst, keep_io_types=self.options.keep_io_types,
-                          block_ops=self.options.block_ops, exclude=exclude, big=job.big, beyond=self.beyond)
+        fp16 = fp16_mode.fp16(job.prepared, dst, keep_io_types=self.options.keep_io_types,
+                              block_ops=self.options.block_ops, exclude=exclude, big=job.big, beyond=self.beyond)
         job.notes[:] = [n for n in job.notes if not n.startswith("kept float32")] + fp16.notes()
 
     def search(self, job: Job, verdict) -> search.LoopResult:
         """Judged on the held-out part first (nothing is tuned), then the layer-error search."""
         assert job.parts is not None
-        return fp16_loop(lambda exclude, dst: self.attempt(exclude, dst, job), job.stage, job.out_name, job.prepared,
-                         job.search_feeds, job.excluded, job.thresholds, None, job.report.sub(0.4, 0.92),
-                         verdict if job.parts.apart else None)
+        return fp16_mode.fp16_loop(lambda exclude, dst: self.attempt(exclude, dst, job), job.stage, job.out_name,
+                                   job.prepared, job.search_feeds, job.excluded, job.thresholds, None,
+                                   job.report.sub(0.4, 0.92), verdict if job.parts.apart else None)
 
 
 class Int4(Strategy):

@@ -96,7 +96,7 @@ def test_minilm_ort_mobile_and_ort_1_14(minilm, tmp_path):
 def test_quantized_and_fp16_results_deploy_too(mode, tmp_path):
     quantized = tmp_path / f"cls.{mode}.onnx"
     if mode == "fp16":
-        from onnxport.core.quantize.fp16 import to_float16
+        from onnxport.core.quantize.fp16_convert import to_float16
 
         model = onnx.load(corpus.ocr_classifier())
         to_float16(model)  # in place

@@ -31,7 +31,7 @@ from onnx import TensorProto as T
 from onnxport.core.evaluate.feeds import InputSpec, input_specs, open_feeds
 from onnxport.core.evaluate.validate import validate
 from onnxport.core.io.model_io import load_graph
-from onnxport.core.quantize import modes
+from onnxport.core.quantize import fp16_mode, modes
 from onnxport.core.quantize.calibration import calibrate
 from onnxport.core.quantize.calibration_bias import correct_biases, input_means
 from onnxport.core.quantize.calibration_sources import calibration_data
@@ -71,7 +71,7 @@ def test_fp16_detector_keeps_its_constant_held_variance(tmp_path, page):
     onnx.checker.check_model(written, full_check=True)
     assert [o.domain for o in written.opset_import] == [""]
     assert result.size_ratio < 0.55
-    kept = json.loads(next(p.value for p in written.metadata_props if p.key == modes.FP16_METADATA_KEY))
+    kept = json.loads(next(p.value for p in written.metadata_props if p.key == fp16_mode.FP16_METADATA_KEY))
     assert kept["kept_float32"] == {"p2o.BatchNormalization.1": "weight 'batch_norm_0.w_2' reaches 9.79e+07 "
                                                                 "(float16 max 65504)"}
     assert any("p2o.BatchNormalization.1" in n for n in result.notes)

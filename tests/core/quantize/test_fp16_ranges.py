@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxport.core.quantize.fp16_ranges import tensor_peaks
+from onnxport.core.quantize.fp16_mode import tensor_peaks
 
 
 def test_peaks_are_the_largest_finite_magnitudes():

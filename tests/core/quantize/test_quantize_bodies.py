@@ -18,7 +18,7 @@ from onnxport.core.evaluate.runtime import precision_of
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize import gain, modes
 from onnxport.core.quantize.calibration import calibrate
-from onnxport.core.quantize.fp16 import to_float16
+from onnxport.core.quantize.fp16_convert import to_float16
 from onnxport.core.quantize.int4 import int4
 from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 from onnxport.core.util.errors import OnnxportError

@@ -13,11 +13,11 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.quantize import modes
+from onnxport.core.quantize import fp16_mode, modes
 from onnxport.core.quantize.domains import drop_unused_domains
-from onnxport.core.quantize.fp16 import to_float16, topological_order
-from onnxport.core.quantize.fp16_ranges import beyond_float16
-from onnxport.core.quantize.fp16_slots import ATTR, FIXED, FOLLOW, FREE, node_slots
+from onnxport.core.quantize.fp16_convert import to_float16
+from onnxport.core.quantize.fp16_mode import beyond_float16
+from onnxport.core.quantize.fp16_nodes import ATTR, FIXED, FOLLOW, FREE, node_slots, topological_order
 from onnxport.core.quantize.int4 import int4
 from onnxport.core.util.errors import OnnxportError
 
@@ -187,14 +187,14 @@ def test_fp16_mode_records_what_it_kept_and_declares_only_used_domains(tmp_path)
     model.opset_import.extend([helper.make_opsetid("com.microsoft", 1), helper.make_opsetid("ai.onnx.ml", 3)])
     src, dst = tmp_path / "m.onnx", tmp_path / "m.fp16.onnx"
     onnx.save(model, src)
-    outcome = modes.fp16(src, dst, keep_io_types=True, block_ops=(), exclude=["relu"], big=False, beyond={})
+    outcome = fp16_mode.fp16(src, dst, keep_io_types=True, block_ops=(), exclude=["relu"], big=False, beyond={})
     assert outcome.kept == {"bn": "weight 'bn.var' reaches 9.8e+07 (float16 max 65504)"}  # not the request
     assert outcome.notes() == ["kept float32, beyond float16's range: bn: weight 'bn.var' reaches 9.8e+07 "
                                "(float16 max 65504)"]
     written = onnx.load(dst)
     onnx.checker.check_model(written, full_check=True)
     assert [o.domain for o in written.opset_import] == [""]
-    meta = json.loads(next(p.value for p in written.metadata_props if p.key == modes.FP16_METADATA_KEY))
+    meta = json.loads(next(p.value for p in written.metadata_props if p.key == fp16_mode.FP16_METADATA_KEY))
     assert meta["kept_float32"] == {"bn": "weight 'bn.var' reaches 9.8e+07 (float16 max 65504)",
                                     "relu": "kept float32 on request"}
 

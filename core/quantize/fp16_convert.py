@@ -5,7 +5,7 @@ keeps in float (9.8e7 became 65504) and can emit Casts after their consumers (fa
 
 Contract: `to_float16(model, keep=..., keep_io_types=..., block_ops=...)` converts `model` in place
 and returns the nodes kept in float32 with why (`{label: reason}`):
-- a node runs in float16 when its schema allows it (fp16_slots.py), it has no sub-graph and is not
+- a node runs in float16 when its schema allows it (fp16_nodes.py), it has no sub-graph and is not
   kept (`keep`, `block_ops`, a weight beyond float16's range);
 - weights become float16 only when every reader runs in float16 (mixed readers: a float16 copy is
   added); every other tensor keeps its producer's precision, converted through one shared Cast
@@ -25,15 +25,19 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxport.core.graph.index import infer_value_info
 from onnxport.core.graph.uses import bodies, graph_captures, has_bodies, subgraph_captures, walk_bodies
-from onnxport.core.quantize.fp16_parts import (
+from onnxport.core.quantize.fp16_nodes import (
+    ATTR,
+    FIXED,
+    FOLLOW,
     FP16_MAX,
+    FREE,
     constant_array,
     detached,
     finite_max,
     node_label,
+    node_slots,
     topological_order,
 )
-from onnxport.core.quantize.fp16_slots import ATTR, FIXED, FOLLOW, FREE, node_slots
 
 FLOAT, HALF = TensorProto.FLOAT, TensorProto.FLOAT16
 # Standard ops ONNX Runtime's converter keeps float32 by default (no float16 kernel, or a precision need).
