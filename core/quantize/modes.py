@@ -1,7 +1,7 @@
 """One quantization attempt per mode: float32 model in, quantized/converted model file out.
 
 Each function reads `src` and writes `dst` (+ `dst.data` when `big`), `exclude`'s nodes in float:
-- dynamic: `quantize_dynamic`, int8 weights, activations quantized at run time; MatMul, Gather,
+- dynamic: ORT's `quantize_dynamic` (ort_dynamic.py), int8 weights, activations quantized at run time; MatMul, Gather,
   Attention, LSTM, EmbedLayerNormalization by default, never Conv (no int8 ConvInteger on CPU);
   MatMuls of two activations and If/Loop/Scan bodies stay float. `dynamic_source` first moves
   outlier input channels into float MatMuls beside them (outlier_plan.py, exact in float).
@@ -43,7 +43,9 @@ def check_op_types(mode: str, op_types: list[str] | None) -> None:
 def dynamic(src: Path, dst: Path, *, op_types, per_channel: bool, reduce_range: bool, exclude: list[str],
             big: bool, subgraphs: bool | None = None) -> None:
     """`subgraphs`: whether the model has If/Loop/Scan bodies to quantize too (None: look)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization import QuantType
+
+    from onnxport.core.quantize.ort_dynamic import quantize_dynamic
 
     model = onnx.load_model(str(src), load_external_data=False)
     if subgraphs is None:
@@ -52,7 +54,7 @@ def dynamic(src: Path, dst: Path, *, op_types, per_channel: bool, reduce_range: 
     del model
     options = {"MatMulConstBOnly": True, **({"EnableSubgraph": True} if subgraphs else {})}
     quantize_dynamic(
-        str(src), str(dst), op_types_to_quantize=list(op_types or DYNAMIC_OP_TYPES), per_channel=per_channel,
+        src, dst, op_types_to_quantize=list(op_types or DYNAMIC_OP_TYPES), per_channel=per_channel,
         reduce_range=reduce_range, weight_type=QuantType.QInt8, nodes_to_exclude=list(exclude) + outlier_parts,
         use_external_data_format=big, extra_options=options,
     )
