@@ -278,9 +278,11 @@ class MainWindow(QMainWindow):
         self._export_asked = (choices, allowed)
         self._last_choices = (self.session.model_path, choices)  # shown again by the next Export dialog
         self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
+        if choices.validate and getattr(choices, "renames", None):
+            self.log_line("renamed inputs or outputs: exported without validation (its reference has the old names)")
         self._export_watch = WrittenFiles(choices.path)  # what a Cancel leaves in place (README: Cancel)
         self.runner.run("export", core_calls.export_job(self.session, outputs, choices, allowed, self.cut.starts),
-                        self._exported)
+                        lambda result: self._exported(result, choices))
 
     def _kept_after_cancel(self, name: str, how: str) -> None:
         """A Cancel after the float model was put in place (during the quantization, say) keeps it,
@@ -292,12 +294,12 @@ class MainWindow(QMainWindow):
         self.log_line(f"{watch.out.name} (float32) is kept, complete: Validate and Deploy use it")
         self._update_actions()
 
-    def _exported(self, result) -> None:
+    def _exported(self, result, deploy_choices=None) -> None:
         """Take the export's result and show it in stages, each in an event-loop turn of its own
         (widgets/turns.py `later`): the report's widgets, then the Report tab brought forward,
         each with its own layout and paint (in one turn, or chained with posted events, they froze
         the window: docs/performance.md).
-        `exportFinished` says it is shown."""
+        `exportFinished` says it is shown; then the deploy `deploy_choices` (the export's) asks for."""
         export, post = result  # ExportResult, PostExportResult | None
         self.last_export = export.path
         self.last_quantized = post.quantize.path if post is not None and post.quantize is not None else None
@@ -305,13 +307,14 @@ class MainWindow(QMainWindow):
                         f"{export.folded} folded, {export.seconds:.2f} s)",
                         *(without_table(post.summary_lines) if post is not None else ())])
         self._update_actions()
-        later(self, lambda: self._show_export(result))
+        later(self, lambda: self._show_export(result, deploy_choices))
 
-    def _show_export(self, result) -> None:
+    def _show_export(self, result, deploy_choices=None) -> None:
         export, post = result
         self.result_panel.set_html(export_html(export, post))
         self.report_view.set_report(post.report if post is not None else core_calls.export_only_report(export))
-        later(self, lambda: (self._show_report_tab(), self.exportFinished.emit(result)))
+        later(self, lambda: (self._show_report_tab(), self.exportFinished.emit(result),
+                             self.deploy_flow.after_export(result, deploy_choices)))
 
     def _show_report_tab(self) -> None:
         self.tabs.setCurrentWidget(self.report_tab)

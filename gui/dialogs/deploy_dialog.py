@@ -42,6 +42,13 @@ def target_label(name: str) -> str:
         f"ONNX Runtime {name[4:]} (.onnx)"
 
 
+def target_names() -> list[tuple[str, str]]:
+    """(name, label) of every target: ORT Mobile, then each ONNX Runtime release, newest first."""
+    names = known_targets()
+    ordered = [MOBILE] + sorted(names[1:], key=lambda n: tuple(map(int, n[4:].split("."))), reverse=True)
+    return [(name, target_label(name)) for name in ordered]
+
+
 def _plain_label(text: str = "") -> QLabel:
     label = QLabel(text)
     label.setTextFormat(Qt.PlainText)  # file and input names are shown as they are, never as markup
@@ -56,9 +63,8 @@ class DeployDialog(QDialog):
         self.settings = settings or QSettings()
         self.model_edit = QLineEdit(str(model) if model else "")
         self.target = QComboBox()
-        names = known_targets()
-        for name in [MOBILE] + sorted(names[1:], key=lambda n: tuple(map(int, n[4:].split("."))), reverse=True):
-            self.target.addItem(target_label(name), name)
+        for name, label in target_names():
+            self.target.addItem(label, name)
         self.needs = _plain_label()
         self.shapes = QLineEdit()
         self.shapes.setPlaceholderText("fixed input shapes, e.g. x=1x3x224x224 (space between inputs)")

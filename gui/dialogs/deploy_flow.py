@@ -1,5 +1,7 @@
 """The Deploy step after Export: the dialog, the deploy job, its report in the window.
 
+`after_export` is the Export dialog's "Deploy to": the export's final model deployed beside it,
+its shapes fixed, as the CLI's `export --target T --shape --dim` does.
 Kept apart from the main window, which hands over its `JobRunner`, its log and where its last
 export went (the model the dialog proposes). The result's lines go to the log and, as plain text,
 to the Report tab's result panel; `deployed` is emitted with the core's `DeployResult`.
@@ -14,7 +16,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from ..jobs.deploy_call import deploy_job
+from onnxport.core.deploy.targets import deployed_name
+
+from ..jobs.deploy_call import DeployChoices, deploy_job
 from ..jobs.runner import JobRunner
 
 
@@ -42,6 +46,16 @@ class DeployFlow(QObject):
     def start(self, choices) -> None:
         self.log(f"deploying {choices.model.name} for {choices.target}")
         self.runner.run("deploy", deploy_job(choices), self._deployed)
+
+    def after_export(self, result, choices) -> None:
+        """Deploy the final model of an export (`result`: ExportResult, PostExportResult or None; the
+        quantized model if any) for `choices.target` (the Export dialog's), beside it; none: nothing."""
+        if choices is None or not getattr(choices, "target", None):
+            return
+        export, post = result
+        final = Path(post.quantize.path if post is not None and post.quantize is not None else export.path)
+        self.start(DeployChoices(final, choices.target, final.with_name(deployed_name(final.stem, choices.target)),
+                                 list(choices.deploy_shapes), list(choices.deploy_dims)))
 
     def _deployed(self, result) -> None:
         lines = result.summary_lines()

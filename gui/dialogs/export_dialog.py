@@ -6,8 +6,10 @@ last exported to is remembered in QSettings (the start for callers with no model
 hands back the choices of this model's last export (`remembered`), failed or not. An existing
 destination asks before overwriting (the file is only replaced once the new one is complete).
 The quantization's own choices (quantize_box.py) follow the mode; `mode_notes` says, under the
-mode, why a mode cannot help this model (core/quantize/mode_choice.py). "Generated inputs" sizes
-(`batch=1`, `x=1x3x224x224`) apply to validation and quantization, as `--dim`/`--shape` do.
+mode, why a mode cannot help this model (core/quantize/mode_choice.py). "Input shapes" and
+"Dimensions" (`x=1x3x224x224`, `batch=1`) size the inputs validation and quantization generate, and
+with "Deploy to" a runtime they are fixed in the deployed model (`batch=dynamic` frees the batch),
+checked by running it: the CLI's `export --target T --shape --dim`. "Rename" is `--rename OLD=NEW`.
 Below the choices, "Writes" names every file the export will write, as plain text (the names are
 the user's), following the destination and the choices (core/workflow/companion_names.py).
 """
@@ -33,12 +35,15 @@ from PySide6.QtWidgets import (
 )
 
 from onnxport.core.deploy.shapes import parse_shape_options
+from onnxport.core.deploy.targets import deployed_name
+from onnxport.core.graph.rename_ends import parse_renames
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.workflow.companion_names import quantized_path, report_path_for
 
 from ..widgets import plain_text
 from ..widgets.plain_text import plain_label
+from .deploy_dialog import target_names
 from .error_dialog import error_text, show_error
 from .quantize_box import QuantizeBox
 
@@ -51,8 +56,9 @@ NOTE_COLOUR = "color: #9a5b00"
 PROBLEM_COLOUR = "color: #b00020"
 
 
-def written_files_text(path: Path, quantize: str | None, validate: bool) -> str:
-    """'Writes: x.onnx (float32), x.int8.onnx (dynamic int8) and x.report.json (report)'."""
+def written_files_text(path: Path, quantize: str | None, validate: bool, target: str | None = None) -> str:
+    """'Writes: x.onnx (float32), x.int8.onnx (dynamic int8) and x.report.json (report)'; with a
+    deploy `target`, the deployed model too (beside the final model, as `export --target`)."""
     if not path.name:
         return "Writes: (choose a destination)"
     files = [f"{path.name} (float32)"]
@@ -60,6 +66,9 @@ def written_files_text(path: Path, quantize: str | None, validate: bool) -> str:
         files.append(f"{quantized_path(path, quantize).name} ({MODE_NAMES.get(quantize, quantize)})")
     if quantize or validate:
         files.append(f"{report_path_for(path).name} (report)")
+    if target:
+        final = quantized_path(path, quantize) if quantize else path
+        files.append(f"{deployed_name(final.stem, target)} (deployed)")
     listed = files[0] if len(files) == 1 else ", ".join(files[:-1]) + " and " + files[-1]
     return f"Writes: {listed}"
 
@@ -73,16 +82,22 @@ class ExportChoices:
     quantize_options: QuantizeOptions | None = None  # None: the quantizer's defaults
     dim_sizes: dict[str, int] = field(default_factory=dict)  # sizes of generated inputs (as --dim)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # (as --shape)
+    renames: dict[str, str] = field(default_factory=dict)  # new names of inputs and outputs (as --rename)
+    target: str | None = None  # then deployed for this runtime, the sizes below fixed in it (as --target)
+    deploy_shapes: list[str] = field(default_factory=list)  # "x=1x3x224x224", as deploy's --shape
+    deploy_dims: list[str] = field(default_factory=list)  # "batch=1", "batch=dynamic", as deploy's --dim
 
 
-def input_sizes(shapes_text: str, dims_text: str) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
-    """'x=1x3x224x224', 'batch=1 sequence=128' -> (shapes, dim sizes), as the CLI's --shape/--dim."""
+def input_sizes(shapes_text: str, dims_text: str,
+                deploying: bool = False) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """'x=1x3x224x224', 'batch=1 sequence=128' -> (shapes, dim sizes), as the CLI's --shape/--dim.
+    `deploying`: `NAME=dynamic` is the deploy's alone (frees that dim in the deployed model)."""
     request = parse_shape_options(shapes_text.split(), dims_text.split())
     freed = [name for name, size in request.dims.items() if not isinstance(size, int)]
-    if freed:
-        raise OnnxportError(f"dimensions: '{freed[0]}=dynamic' frees a dimension when deploying; here give a size "
-                            "(e.g. batch=1)")
-    return dict(request.shapes), dict(request.dims)
+    if freed and not deploying:
+        raise OnnxportError(f"dimensions: '{freed[0]}=dynamic' frees a dimension of the deployed model; choose "
+                            "a runtime in \"Deploy to\", or give a size (e.g. batch=1)")
+    return dict(request.shapes), {k: v for k, v in request.dims.items() if isinstance(v, int)}
 
 
 def say_after_export_failure(parent, exc: Exception, details: str, written: tuple, last: tuple | None) -> str:
@@ -148,7 +163,15 @@ class ExportDialog(QDialog):
         self.validate = QCheckBox(f"Validate against {reference}")
         self.validate.setChecked(True)
         self.shapes = QLineEdit(placeholderText="e.g. x=1x3x224x224 (space between inputs)")
-        self.dims = QLineEdit(placeholderText="e.g. batch=1 sequence=128, x:2=48 for an unnamed axis")
+        self.dims = QLineEdit(placeholderText="e.g. batch=1 sequence=128, batch=dynamic, x:2=48 for an unnamed axis")
+        self.renames = QLineEdit(placeholderText="e.g. input=pixels logits=scores (inputs and outputs)")
+        self.renames.setToolTip("New names for the exported model's inputs and outputs (as the CLI's --rename)")
+        self.target = QComboBox()
+        self.target.addItem("No (the exported model only)", None)
+        for name, label in target_names():
+            self.target.addItem(label, name)
+        self.target.setToolTip("Deploy the result for this runtime, the input shapes and dimensions fixed in it and "
+                               "checked by running it (as the CLI's export --target)")
         form = QFormLayout()
         form.addRow("Destination", row)
         form.addRow("External data", self.external)
@@ -156,9 +179,11 @@ class ExportDialog(QDialog):
         form.addRow("", self.mode_note)
         form.addRow("", self.options_box)
         form.addRow("", self.validate)
+        form.addRow("Rename", self.renames)
+        form.addRow("Deploy to", self.target)
         for label, edit in (("Input shapes", self.shapes), ("Dimensions", self.dims)):
-            edit.setToolTip("Sizes of the generated inputs validation and quantization run on (as the CLI's "
-                            "--shape and --dim)")
+            edit.setToolTip("Sizes of the generated inputs validation and quantization run on; with \"Deploy to\", "
+                            "fixed in the deployed model (batch=dynamic frees the batch): the CLI's --shape and --dim")
             form.addRow(label, edit)
         outputs_label = plain_label("Outputs kept: " + ", ".join(outputs))
         outputs_label.setWordWrap(True)
@@ -174,6 +199,7 @@ class ExportDialog(QDialog):
         self.path_edit.textChanged.connect(self._show_written)
         self.quantize.currentIndexChanged.connect(self._mode_changed)
         self.validate.toggled.connect(self._show_written)
+        self.target.currentIndexChanged.connect(self._show_written)
         self._mode_changed()
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Export")
@@ -188,10 +214,13 @@ class ExportDialog(QDialog):
 
     def choices(self) -> ExportChoices:
         """The choices as shown; raises `OnnxportError` naming an entry that cannot be read."""
-        quantize = self.quantize.currentData()
-        shapes, dims = input_sizes(self.shapes.text(), self.dims.text())
+        quantize, target = self.quantize.currentData(), self.target.currentData()
+        shapes, dims = input_sizes(self.shapes.text(), self.dims.text(), deploying=target is not None)
+        renames = parse_renames(self.renames.text().split())
         return ExportChoices(Path(self.path_edit.text()).expanduser(), self.external.currentData(), quantize,
-                             self.validate.isChecked(), self.options_box.options() if quantize else None, dims, shapes)
+                             self.validate.isChecked(), self.options_box.options() if quantize else None, dims, shapes,
+                             renames, target, self.shapes.text().split() if target else [],
+                             self.dims.text().split() if target else [])
 
     def show_choices(self, choices: ExportChoices) -> None:
         """Show `choices` again (the last export of this model, failed or not)."""
@@ -203,6 +232,11 @@ class ExportDialog(QDialog):
             self.options_box.set_options(choices.quantize_options)
         self.shapes.setText(" ".join(f"{k}={'x'.join(map(str, v))}" for k, v in choices.shapes.items()))
         self.dims.setText(" ".join(f"{k}={v}" for k, v in choices.dim_sizes.items()))
+        if choices.target:
+            self.shapes.setText(" ".join(choices.deploy_shapes))
+            self.dims.setText(" ".join(choices.deploy_dims))
+        self.target.setCurrentIndex(max(self.target.findData(choices.target), 0) if choices.target else 0)
+        self.renames.setText(" ".join(f"{k}={v}" for k, v in choices.renames.items()))
 
     def _mode_changed(self) -> None:
         mode = self.quantize.currentData()
@@ -214,7 +248,8 @@ class ExportDialog(QDialog):
 
     def _show_written(self) -> None:
         path = Path(self.path_edit.text()).expanduser()
-        self.written.setText(written_files_text(path, self.quantize.currentData(), self.validate.isChecked()))
+        self.written.setText(written_files_text(path, self.quantize.currentData(), self.validate.isChecked(),
+                                                self.target.currentData()))
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export to", self.path_edit.text(), "ONNX model (*.onnx)")

@@ -76,9 +76,12 @@ def export_job(sources: ModelSession, outputs: list[str], choices, allowed: froz
     the GIL for seconds on a big model). A cancel names what stayed written (the float model,
     once the quantization is under way), as the CLI does. `allowed`: the checkpoint policy's
     choices the user made (`params.checkpoint_fit`: allow_partial, keep_parameter_inputs); `starts`:
-    the tensors the graph is cut at (a cut model is not validated: its reference has no such inputs)."""
+    the tensors the graph is cut at (a cut model, or one with renamed ends, is not validated: its
+    reference has no such inputs). The deploy the choices ask for follows (`MainWindow._deploy_export`)."""
+    renames = dict(getattr(choices, "renames", {}) or {})
     request = ExportRequest(list(outputs), choices.path, external_data=choices.external_data,
-                            validate=choices.validate and not starts, quantize=choices.quantize, starts=list(starts),
+                            validate=choices.validate and not starts and not renames, quantize=choices.quantize,
+                            starts=list(starts), renames=renames,
                             quantize_options=choices.quantize_options, dim_sizes=choices.dim_sizes or None,
                             shapes=choices.shapes or None,
                             allow_partial=ALLOW_PARTIAL in allowed, keep_parameter_inputs=KEEP_PARAMETER_INPUTS in allowed)
