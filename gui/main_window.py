@@ -105,7 +105,8 @@ class MainWindow(QMainWindow):
         self.preview = make_preview()
         self.error_overlay = ErrorOverlay(self.preview, self.report_view)  # the report's error map on the graph
         self.error_overlay.nodeClicked.connect(self.report_view.accuracy.show_node)
-        self.cut = StartHere(self, self._checked_changed, self.tree, self.preview)  # "Start here" (cut_menu.py)
+        self.cut = StartHere(self, self._checked_changed, self.tree, self.preview,  # "Start here" (cut_menu.py)
+                             self.show_weight)
         self.resize(1400, 860)
         self.tabs, self.outputs_dock, self.details_dock = lay_out(  # the graph in the middle: main_layout.py
             self, self.left, self.overview, self.report_tab, self.preview, self.log_dock)
@@ -231,6 +232,17 @@ class MainWindow(QMainWindow):
         self.overview.show_tensor(info, self.runner, self.session)  # a weight: its numbers too, in a side job
         if info is not None and hasattr(self.preview, "focus_node"):
             self.preview.focus_node(info.name)
+
+    def show_weight(self, name: str) -> None:
+        """A weight chosen on the graph (its node's menu): selected in the tree, its numbers shown
+        in the Overview tab (in the tree or not: a filter may hide it)."""
+        self.tabs.setCurrentWidget(self.overview)
+        index = self.model.index_of(name) if self.model is not None else None
+        if index is not None and index.isValid():
+            self.tree.scrollTo(index)
+            self.tree.setCurrentIndex(index)
+        elif self.session is not None and self.session.index is not None:
+            self.overview.show_tensor(self.session.index.tensors.get(name), self.runner, self.session)
 
     def settled(self) -> bool:
         """No plan waiting for its debounce and no side job running: what a selection set off is done."""

@@ -126,7 +126,8 @@ def plan_from(wanted: list[str], producer: Mapping[str, int], uses: Callable[[in
         stack.extend(uses(idx))
         if cancel is not None and not len(kept) % CHECK_EVERY:
             cancel.check()
-    cut = _cut_inputs(starts, needed_names, kept, producer, set(input_names), node_name)
+    cut = _cut_inputs(starts, needed_names, kept, producer, set(input_names), node_name,
+                      lambda: _upstream(wanted, producer, uses))
     params = set(parameter_names)
     initializer_set = set(initializer_names)
     inputs, param_inputs, dropped = [], [], []
@@ -145,11 +146,32 @@ def plan_from(wanted: list[str], producer: Mapping[str, int], uses: Callable[[in
                      parameter_inputs=param_inputs, dropped_inputs=dropped, total_nodes=total_nodes, cut_inputs=cut)
 
 
+def _upstream(wanted: Iterable[str], producer: Mapping[str, int], uses: Callable[[int], Iterable[str]]) -> set[str]:
+    """Every tensor the outputs `wanted` depend on in the whole graph (no cut): for a refusal's words."""
+    seen: set[str] = set()
+    stack, walked = list(wanted), set()
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        idx = producer.get(name)
+        if idx is not None and idx not in walked:
+            walked.add(idx)
+            stack.extend(uses(idx))
+    return seen
+
+
 def _cut_inputs(starts: Sequence[str], needed: set[str], kept: set[int], producer: Mapping[str, int],
-                inputs: set[str], node_name: Callable[[int], str]) -> list[str]:
-    """The starts that become graph inputs; refuses one no output needs, or whose node stays."""
+                inputs: set[str], node_name: Callable[[int], str], upstream: Callable[[], set[str]]) -> list[str]:
+    """The starts that become graph inputs; refuses one no output needs, or whose node stays.
+    `upstream()`: what the outputs need uncut (a start another start cuts off is said so)."""
     for name in starts:
         if name not in needed:
+            others = [s for s in starts if s != name and s in needed]
+            if others and name in upstream():
+                raise OnnxportError(f"cannot start from '{name}': the cut at {', '.join(others)} already leaves it "
+                                    "out (no chosen output depends on it past there)", hint=f"drop '{name}' from the starts")
             raise OnnxportError(f"cannot start from '{name}': no chosen output depends on it",
                                 hint="start from a tensor upstream of the outputs")
         idx = producer.get(name)

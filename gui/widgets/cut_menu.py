@@ -5,7 +5,9 @@ tree, or the outputs of a node right-clicked in the graph), "Start here at T" (T
 of the export: the graph above it is cut off) or, for one already a start, "Do not start at T";
 and "Start from the model's inputs again" while any start is set. `set_starts(new tuple)` is
 called with the chosen starts. `StartHere` holds the window's starts and offers the menu on the
-tree (a tensor) and on the graph (a node's outputs); a change redraws and replans at once.
+tree (a tensor) and on the graph (a node's outputs); a change redraws and replans at once. On a
+node of the graph the menu also lists its weights ("Weight W: numbers and histogram"): `show_weight(W)`
+shows that weight's numbers as selecting it in the tree does (weight_panel.py).
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ from onnxport.core.graph.tensor_info import TensorKind
 
 
 def cut_menu(parent: QWidget, tensors: Sequence[str], starts: Sequence[str],
-             set_starts: Callable[[tuple[str, ...]], None]) -> QMenu:
+             set_starts: Callable[[tuple[str, ...]], None], weights: Sequence[str] = (),
+             show_weight: Callable[[str], None] | None = None) -> QMenu:
     """See the module docstring."""
     menu = QMenu(parent)
+    for name in weights if show_weight is not None else ():
+        menu.addAction(f"Weight {name}: numbers and histogram").triggered.connect(
+            lambda _=False, n=name: show_weight(n))
+    if menu.actions():
+        menu.addSeparator()
     for name in tensors:
         if name in starts:
             action = menu.addAction(f"Do not start at {name}")
@@ -39,10 +47,11 @@ def cut_menu(parent: QWidget, tensors: Sequence[str], starts: Sequence[str],
 class StartHere:
     """The tensors the window's export starts from (none: the model's inputs), and their menus."""
 
-    def __init__(self, window: QWidget, changed: Callable[[], None], tree: QTreeView, preview: QWidget) -> None:
+    def __init__(self, window: QWidget, changed: Callable[[], None], tree: QTreeView, preview: QWidget,
+                 show_weight: Callable[[str], None] | None = None) -> None:
         """`changed()` when the starts change; the menu on `tree`'s tensors and `preview`'s nodes
-        (its `nodeMenu`, if it draws)."""
-        self.window, self.changed = window, changed
+        (its `nodeMenu`, if it draws); `show_weight(name)` shows a node's weight."""
+        self.window, self.changed, self.show_weight = window, changed, show_weight
         self.starts: tuple[str, ...] = ()
         tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         tree.customContextMenuRequested.connect(lambda pos: self.tree_menu(tree, pos))
@@ -57,12 +66,16 @@ class StartHere:
             cut_menu(self.window, [info.name], self.starts, self.set_starts).popup(tree.viewport().mapToGlobal(pos))
 
     def node_menu(self, session, node: str, global_pos) -> None:
-        """A node right-clicked in the graph: "Start here" at its outputs."""
+        """A node right-clicked in the graph: "Start here" at its outputs, and its weights."""
         table = session.table if session is not None else None
         if table is None or node not in table.names:  # a placeholder of the focused view
             return
-        outputs = [o for o in table.outputs[table.names.index(node)] if o]
-        cut_menu(self.window, outputs, self.starts, self.set_starts).popup(global_pos)
+        at = table.names.index(node)
+        outputs = [o for o in table.outputs[at] if o]
+        tensors = session.index.tensors if session.index is not None else {}
+        weights = [n for n in dict.fromkeys(table.uses[at])
+                   if getattr(tensors.get(n), "kind", None) == TensorKind.PARAMETER]
+        cut_menu(self.window, outputs, self.starts, self.set_starts, weights, self.show_weight).popup(global_pos)
 
     def set_starts(self, starts: tuple[str, ...]) -> None:
         self.starts = tuple(starts)

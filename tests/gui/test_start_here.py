@@ -96,3 +96,30 @@ def test_a_selected_weight_shows_its_numbers_and_histogram(qtbot, window, exampl
     assert "fc1.weight: float32 [768 x 256]" in panel.text.text() and "from the checkpoint" in panel.text.text()
     window.tree.setCurrentIndex(window.model.index_of("logits"))  # not a weight: the panel goes
     assert not panel.isVisible()
+
+
+def test_a_weight_chosen_on_the_graph_shows_its_numbers(qtbot, window, example):
+    """A node right-clicked in the graph lists its weights; one chosen shows its numbers and
+    histogram, as selecting it in the tree does (the checkpoint's value: the trained one)."""
+    window.tabs.setCurrentWidget(window.preview)
+    open_example(qtbot, window, example)
+    assert window.preview.wait_rendered(60) == 4
+    gemm = next(n for n in load_graph(example[0]).graph.node if n.op_type == "Gemm")
+    view = window.preview.view
+    with qtbot.waitCallback(timeout=10_000) as found:
+        view.run(NODE_CENTRE_JS % json.dumps(f"node-name-{gemm.name}"), found)
+    x, y = json.loads(found.args[0])
+    view.node_menu_at(QPoint(int(x), int(y)), view.mapToGlobal(QPoint(int(x), int(y))))
+    menu, actions = _menu_actions(qtbot, window)
+    weights = [text for text in actions if text.startswith("Weight ")]
+    assert weights == ["Weight fc1.weight: numbers and histogram", "Weight fc1.bias: numbers and histogram"]
+    assert f"Start here at {gemm.output[0]}" in actions
+    actions[weights[0]].trigger()
+    menu.close()
+    panel = window.weight_panel
+    qtbot.waitUntil(lambda: panel.stats is not None, timeout=30_000)
+    x = np.asarray(window.session.params["fc1.weight"].array(), np.float64)
+    assert (panel.stats.name, panel.stats.min, panel.stats.max) == ("fc1.weight", x.min(), x.max())
+    assert panel.stats.histogram == np.histogram(x, bins=64, range=(x.min(), x.max()))[0].tolist()
+    assert window.tabs.currentWidget() is window.overview and panel.isVisible()
+    assert window.model.info(window.tree.currentIndex()).name == "fc1.weight"

@@ -61,3 +61,13 @@ def test_a_start_whose_node_is_still_needed_is_refused():
 def test_a_graph_input_as_start_changes_nothing():
     model = forward_mlp()
     assert plan_prune(model, ["logits"], starts=["input"]) == plan_prune(model, ["logits"])
+
+
+def test_a_start_another_start_cuts_off_is_said_so():
+    """`--from hidden,dropped`: 'dropped' is below 'hidden', so nothing kept reads 'hidden'; the
+    refusal says the other cut leaves it out, not that the outputs never depended on it."""
+    model = forward_mlp()
+    with pytest.raises(OnnxportError, match="cannot start from 'hidden': the cut at dropped already leaves it out"):
+        plan_prune(model, ["probabilities"], starts=["hidden", "dropped"])
+    with pytest.raises(OnnxportError, match="cannot start from 'mask': no chosen output depends on it$"):
+        plan_prune(model, ["probabilities"], starts=["dropped", "mask"])  # the Dropout's mask: never upstream
