@@ -104,7 +104,7 @@ def calibration_needed(name: str) -> OnnxportError:
                          "named like the inputs, a folder of .npy/.npz, or a .txt of lines with a Hugging Face "
                          "tokenizer); ranges from random inputs rarely fit real data",
                          hint="give --calibration DATA, or --calibration generated to calibrate on random inputs "
-                              "anyway")
+                              "anyway", option="--calibration")
 
 
 def samples_in(feed: dict[str, np.ndarray], specs: Sequence) -> int:

@@ -22,6 +22,7 @@ from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize import cpu_int8, fp16_mode, gain, held_out, modes, search
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.finite_values import check_weights
+from onnxport.core.quantize.mode_choice import dynamic_refusal
 from onnxport.core.quantize.node_names import input_producers
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.search_static import static_loop
@@ -143,6 +144,8 @@ class Dynamic(Int8Strategy):
         return [*(self.op_types or modes.DYNAMIC_OP_TYPES), "Gemm"]
 
     def check(self, job: Job) -> None:
+        if refusal := dynamic_refusal(job.model_path.name, job.source):  # the app's int8 choice, said here
+            raise refusal
         if any(n.op_type in modes.NO_DYNAMIC for g in gain.all_graphs(job.source) for n in g.node):
             job.notes.append("Conv layers stay float in dynamic mode (ONNX Runtime's CPU provider has no int8 "
                              "ConvInteger); --mode static quantizes them")

@@ -6,7 +6,7 @@ standard library only (Python >= 3.8). It serves calls one at a time until its i
 In (stdin): `q` a call (JSON header: id, target "module:function", the module's file, pickled or
 not; then data), `x` a cancel of call id. Out (the pipe FD): `p` progress [fraction, message],
 `j` JSON / `b` bytes / `k` pickled messages, `c` the commit point, `r` the call returned, `e` it
-raised ({"types", "message", "hint", "user", "traceback"}). A target is `function(request, data,
+raised ({"types", "message", "hint", "option", "user", "traceback"}). A target is `function(request, data,
 channel)` (JSON and bytes in, `channel.send` out; its return value is its last message) or, pickled
 (onnxport's own objects, its own environment only), `function(*args, progress=, cancel=, **kwargs)`.
 A cancel sets the call's token (the target stops at its next check); the input ending (the caller
@@ -159,7 +159,7 @@ class Channel:
 def _error(exc: BaseException) -> bytes:
     types = [t.__name__ for t in type(exc).__mro__]
     return json.dumps({"types": types, "message": str(exc), "hint": getattr(exc, "hint", None),
-                       "user": bool(getattr(exc, "user_error", False)),
+                       "option": getattr(exc, "option", None), "user": bool(getattr(exc, "user_error", False)),
                        "traceback": traceback.format_exc()}, default=str).encode()
 
 

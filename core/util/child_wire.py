@@ -61,7 +61,7 @@ def rebuilt(error: dict, label: str) -> OnnxportError:
         message = f"{label} failed: {types[0] if types else 'error'}: {message}"
     message = (message.strip().splitlines() or [""])[0]
     try:
-        exc = (kind or OnnxportError)(message, hint=error.get("hint"))
+        exc = (kind or OnnxportError)(message, hint=error.get("hint"), option=error.get("option"))
     except TypeError:  # Cancelled takes its message only
         exc = (kind or OnnxportError)(message)
     exc.child_traceback = str(error.get("traceback", ""))

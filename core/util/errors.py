@@ -11,11 +11,14 @@ import os
 
 
 class OnnxportError(Exception):
-    """A problem with the user's input or environment, explained in one line."""
+    """A problem with the user's input or environment, explained in one line. `hint` says what to
+    try in the CLI's words; `option` names the CLI option it is about (e.g. "--calibration"), so a
+    front end with its own words for that choice (the app's fields) says it in them."""
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, option: str | None = None) -> None:
         super().__init__(message)
         self.hint = hint
+        self.option = option
 
     def one_line(self) -> str:
         text = str(self).strip().replace("\n", " ")

@@ -93,7 +93,7 @@ class PostExportFailed(OnnxportError):
     is the (ExportResult, PostExportResult) to show as the export, its validation included."""
 
     def __init__(self, exc: OnnxportError, written: tuple) -> None:
-        super().__init__(str(exc), hint=getattr(exc, "hint", None))
+        super().__init__(str(exc), hint=getattr(exc, "hint", None), option=getattr(exc, "option", None))
         self.written = written
 
 

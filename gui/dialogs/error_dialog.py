@@ -16,12 +16,13 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from onnxport.core.util.errors import OnnxportError
 
 from ..widgets.plain_text import message_box
+from .app_hints import app_one_line
 from .error_log import details_in_words, log_error
 
 
 def error_text(exc: BaseException) -> str:
     if isinstance(exc, OnnxportError):
-        return exc.one_line()
+        return app_one_line(exc)
     if isinstance(exc, MemoryError):
         return "out of memory"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -14,6 +14,8 @@ from pathlib import Path
 from onnxport.core.util.error_log import error_log_path, log_error
 from onnxport.core.util.errors import OnnxportError
 
+from .app_hints import app_hint
+
 __all__ = ["details_in_words", "error_log_path", "log_error"]
 
 MAX_CAUSES = 5
@@ -28,7 +30,7 @@ def details_in_words(exc: BaseException, log_path: Path | None) -> str:
     if isinstance(exc, OnnxportError):
         lines = [" ".join(str(exc).split())]
         if exc.hint:
-            lines.append(f"What to try: {exc.hint}")
+            lines.append(f"What to try: {app_hint(exc)}")
     else:
         lines = [f"onnxport met an error it does not know how to explain ({_line(exc)}).",
                  "This is a bug in onnxport, not a problem with your files: please report it with the log below."]

@@ -1,6 +1,7 @@
 """The app's Export reaches every quantize choice of the CLI and says what happened (issue 35):
 static int8 calibrates on the data chosen; a failed quantization names the float model it kept,
-never "export failed"; the choices come back; Quantize offers the int8 mode that can help."""
+never "export failed", and what to try in the app's words (its fields, not the CLI's options); the
+choices come back; Quantize offers the int8 mode that can help."""
 
 from __future__ import annotations
 
@@ -62,12 +63,15 @@ def test_a_failed_quantization_says_what_stays_written_and_the_choices_come_back
     with qtbot.waitSignal(window.errorShown, timeout=120_000) as shown:
         dialog._accept()
     assert "static quantization needs calibration data" in shown.args[0]
+    assert "choose Calibration data" in shown.args[0] and '"random inputs"' in shown.args[0]  # the app's fields
+    assert "--calibration" not in shown.args[0]  # not the CLI's option
     log = window.log.toPlainText()
     assert "export failed" not in log
     assert f"static int8 quantization failed: {shown.args[0]}; the float32 model {out} is written and validated" in log
     boxes = [w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible()]
     assert [b.windowTitle() for b in boxes] == ["Static int8 quantization failed"]
     assert f"The float32 model {out} is written and validated." in boxes[0].text()
+    assert "What to try: choose Calibration data" in boxes[0].detailedText()
     boxes[0].close()
     assert out.exists() and window.last_export == out and not (out.parent / "m.qdq.onnx").exists()
     qtbot.waitUntil(lambda: not window.busy, timeout=10_000)

@@ -1,5 +1,6 @@
 """The int8 mode offered first (quantize/mode_choice.py) is the one the quantizer can use: a Conv-only
-model gets static int8, because dynamic int8 would refuse it after trying (issue 35)."""
+model gets static int8, and `quantize --mode dynamic` refuses it up front with the same reason (one
+policy for the app and the CLI), unless an embedding table gives dynamic something to do (issue 35)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def test_a_conv_only_model_is_offered_static_and_dynamic_really_cannot_help(tmp_
     mode, reason = int8_choice(n.op_type for n in model.graph.node)
     assert mode == "static" and "Conv" in reason and "quantize nothing" in reason
     path = save(model, tmp_path / "det.onnx")
-    with pytest.raises(OnnxportError, match="dynamic quantization found nothing to quantize"):
+    with pytest.raises(OnnxportError, match="dynamic quantization found nothing to quantize") as refused:
         quantize(path, tmp_path / "q.onnx", "dynamic", QuantizeOptions(int8_path="avx2"))
+    assert reason in str(refused.value)  # one policy: the CLI and the API say the app's reason
     static = quantize(path, tmp_path / "s.onnx", "static", QuantizeOptions(int8_path="avx2", accuracy_target=None))
     assert static.path.exists()  # the mode offered does quantize it
 
@@ -45,3 +47,20 @@ def test_models_with_matmuls_or_nothing_to_weigh_keep_dynamic():
     assert int8_choice(["Conv", "MatMul", "Shape", "Gather"]) == ("dynamic", None)  # dynamic reaches the MatMul
     assert int8_choice(["Conv", "Shape", "Gather", "Relu"])[0] == "static"  # shape Gathers hold no weights
     assert int8_choice(["Add", "Relu"]) == ("dynamic", None)  # nothing either way: the quantizer says so
+
+
+def test_a_conv_model_with_an_embedding_table_is_still_quantized_dynamically(tmp_path):
+    """A Gather reading a weight is an embedding dynamic int8 quantizes: no refusal up front."""
+    rng = np.random.default_rng(1)
+    table = numpy_helper.from_array(rng.standard_normal((256, 64)).astype(np.float32), "table")
+    w = numpy_helper.from_array((rng.standard_normal((8, 1, 3, 3)) / 3).astype(np.float32), "w")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
+             helper.make_node("Unsqueeze", ["e", "one"], ["e4"], name="as_image"),
+             helper.make_node("Conv", ["e4", "w"], ["y"], name="conv", pads=[1] * 4)]
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    model = make_model(nodes, [helper.make_tensor_value_info("ids", T.INT64, ["batch", 16])],
+                       [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 8, 16, 64])], [table, w, one])
+    assert int8_choice(n.op_type for n in model.graph.node)[0] == "static"  # what the app offers first
+    path = save(model, tmp_path / "embed_conv.onnx")
+    result = quantize(path, tmp_path / "q.onnx", "dynamic", QuantizeOptions(int8_path="avx2", accuracy_target=None))
+    assert result.path.exists()
