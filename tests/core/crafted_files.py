@@ -4,8 +4,9 @@
 - `deflated_zeros(name, head, n)`: a deflate member of `head` + n zero bytes built from one
   compressed 1 MiB block repeated (full-flush blocks are independent), so a 4 GiB bomb takes
   milliseconds and ~4 MB; its CRC is left 0 when big (readers must refuse it before they get that far).
-- `run_bounded(code)`: run Python code in a subprocess under RLIMIT_AS and a timeout, so a
-  missing guard fails the test instead of exhausting the machine.
+- `run_bounded(code)`: run Python code in a subprocess under RLIMIT_AS (and RLIMIT_CPU if asked),
+  so a missing guard fails the test instead of exhausting the machine; the wall clock only bounds
+  a child that blocks (HANG_S), never a verdict (a loaded machine is slow, not wrong).
 """
 
 from __future__ import annotations
@@ -80,13 +81,20 @@ def write_safetensors_raw(path: Path, header: bytes, data: bytes = b"") -> Path:
     return path
 
 
-def run_bounded(code: str, limit_gb: float = 2.0, timeout: float = 120.0, args: list[str] | None = None,
-                cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run `python -c code` (or `python -m ... args`) under RLIMIT_AS = limit_gb and a timeout."""
+HANG_S = 600.0  # a child that blocks (a pipe opened, a lock) fails after this: a bound, not a measurement
+
+
+def run_bounded(code: str, limit_gb: float = 2.0, timeout: float = HANG_S, args: list[str] | None = None,
+                cwd: Path | None = None, cpu_s: int | None = None) -> subprocess.CompletedProcess:
+    """Run `python -c code` (or `python -m ... args`) under RLIMIT_AS = limit_gb, RLIMIT_CPU = cpu_s
+    CPU seconds when given (past it SIGXCPU ends the child: returncode -SIGXCPU, however loaded the
+    machine) and a wall-clock bound against a hang."""
     limit = int(limit_gb * (1 << 30))
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if cpu_s is not None:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, resource.RLIM_INFINITY))
 
     command = [sys.executable, *(args if args is not None else ["-c", code])]
     return subprocess.run(command, preexec_fn=cap, capture_output=True, text=True, timeout=timeout, cwd=cwd)

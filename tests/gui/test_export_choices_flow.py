@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gui
 def export_dialog(qtbot, window, quantize=None) -> ExportDialog:
     window.export_dialog(quantize)
     dialog = window.findChild(ExportDialog)
-    qtbot.waitUntil(dialog.isVisible)
+    qtbot.waitUntil(dialog.isVisible, timeout=60_000)
     return dialog
 
 
@@ -74,7 +74,7 @@ def test_a_failed_quantization_says_what_stays_written_and_the_choices_come_back
     assert "What to try: choose Calibration data" in boxes[0].detailedText()
     boxes[0].close()
     assert out.exists() and window.last_export == out and not (out.parent / "m.qdq.onnx").exists()
-    qtbot.waitUntil(lambda: not window.busy, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.busy, timeout=60_000)
     close_dialog(dialog)
     again = export_dialog(qtbot, window)  # the destination and options chosen, not the defaults
     assert again.path_edit.text() == str(out) and again.quantize.currentData() == "static"

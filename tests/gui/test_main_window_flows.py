@@ -30,12 +30,12 @@ def sizeable_example(tmp_path) -> list[Path]:
 def test_requantize_keeps_the_chosen_nodes_in_float(qtbot, window, sizeable_example, tmp_path):
     from onnxport.core.quantize.quantize import quantize_info
 
-    with qtbot.waitSignal(window.loaded, timeout=20_000):
+    with qtbot.waitSignal(window.loaded, timeout=60_000):
         window.open_paths(sizeable_example)
     out = tmp_path / "model.onnx"
     with qtbot.waitSignal(window.exportFinished, timeout=120_000):
         window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
-    qtbot.waitUntil(lambda: window.job is None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.job is None, timeout=60_000)
     assert window.last_quantized is not None and window.last_quantized.exists()
     node = next(n.name for n in onnx.load(out).graph.node if n.op_type in ("Gemm", "MatMul"))
     with qtbot.waitSignal(window.jobEnded, timeout=120_000) as ended:
@@ -122,7 +122,7 @@ def test_an_int4_export_writes_matmulnbits_beside_the_float_model(qtbot, window,
                               [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
     source = tmp_path / "forward.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), source)
-    with qtbot.waitSignal(window.loaded, timeout=20_000):
+    with qtbot.waitSignal(window.loaded, timeout=60_000):
         window.open_paths([source])
     out = tmp_path / "model.onnx"
     errors = []

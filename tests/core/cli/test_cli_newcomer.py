@@ -139,20 +139,50 @@ def test_4_inspecting_a_file_of_no_known_kind_exits_2(tmp_path, capsys):
                    "(give an .onnx model, a checkpoint or a folder holding them)\n")
 
 
-def _interrupt_once(model: Path, ckpt: Path, out: Path, wait_for: Path) -> subprocess.CompletedProcess | None:
-    """Run `export --validate --quantize dynamic`, SIGINT it as soon as `wait_for` exists; None when
-    it finished first."""
-    child = subprocess.Popen([sys.executable, "-m", "onnxport.core.cli", "export", str(model), "--checkpoint",
-                              str(ckpt), "--outputs", "logits", "-o", str(out), "--validate", "--quantize",
-                              "dynamic", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+# `onnxport export` as the CLI runs it, held right after the commit of one file (argv[2]) until a
+# signal has cancelled the run's tokens: the signal comes after that commit and before the next
+# step ends, however loaded the machine (no race between the signal and the writes).
+HELD_EXPORT = """
+import sys, time
+from pathlib import Path
+
+from onnxport.core.cli import interrupts, main
+from onnxport.core.util import atomic
+
+marks, held = Path(sys.argv[1]), Path(sys.argv[2])
+real_commit = atomic.AtomicWrite.commit
+
+
+def commit(self, moves, **kwargs):
+    placed = real_commit(self, moves, **kwargs)
+    if held.name in {p.name for p in placed}:
+        (marks / "committed").touch()
+        run = interrupts._active[-1]
+        while run.signum is None or not all(t.cancelled for t in list(run._tokens)):
+            time.sleep(0.005)
+    return placed
+
+
+atomic.AtomicWrite.commit = commit
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def _interrupt_after(model: Path, ckpt: Path, out: Path, held: Path, marks: Path) -> subprocess.CompletedProcess:
+    """Run `export --validate --quantize dynamic`, SIGINT it once `held` is committed."""
+    marks.mkdir()
+    args = ["export", str(model), "--checkpoint", str(ckpt), "--outputs", "logits", "-o", str(out), "--validate",
+            "--quantize", "dynamic", "-q"]
+    child = subprocess.Popen([sys.executable, "-c", HELD_EXPORT, str(marks), str(held), *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        while not wait_for.exists() and child.poll() is None:
-            time.sleep(0.002)
-        if child.poll() is not None:
-            child.communicate()
-            return None
+        give_up = time.monotonic() + 300  # a bound against a hang, not a measurement
+        while not (marks / "committed").exists():
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < give_up, f"{held.name} was not committed"
+            time.sleep(0.005)
         child.send_signal(signal.SIGINT)
-        stdout, stderr = child.communicate(timeout=120)
+        stdout, stderr = child.communicate(timeout=300)
         return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     finally:
         if child.poll() is None:
@@ -162,20 +192,14 @@ def _interrupt_once(model: Path, ckpt: Path, out: Path, wait_for: Path) -> subpr
 
 @pytest.mark.parametrize("wait_for", ["m.onnx", "m.int8.onnx"])
 def test_5_ctrl_c_after_a_commit_says_what_was_written(tmp_path, wait_for):
-    model, ckpt = eval_folder(tmp_path, hidden=256, decisive=True)  # int8 pays and meets the target
-    out = tmp_path / "m.onnx"
-    for _ in range(3):
-        for name in files(tmp_path) - {"eval_model.onnx", "checkpoint"}:
-            (tmp_path / name).unlink()
-        done = _interrupt_once(model, ckpt, out, tmp_path / wait_for)
-        if done is not None:
-            break
-    else:
-        pytest.fail("the export finished before it could be interrupted")
-    written = [n for n in ("m.onnx", "m.int8.onnx") if (tmp_path / n).exists()]
+    folder = tmp_path / "models"
+    folder.mkdir()
+    model, ckpt = eval_folder(folder, hidden=256, decisive=True)  # int8 pays and meets the target
+    done = _interrupt_after(model, ckpt, folder / "m.onnx", folder / wait_for, tmp_path / "marks")
+    written = [n for n in ("m.onnx", "m.int8.onnx") if (folder / n).exists()]
     assert done.returncode == 130, done.stderr
-    assert wait_for in written and files(tmp_path) == {"eval_model.onnx", "checkpoint", *written}
-    listed = ", ".join(str(tmp_path / n) for n in written)
+    assert wait_for in written and files(folder) == {"eval_model.onnx", "checkpoint", *written}
+    listed = ", ".join(str(folder / n) for n in written)
     assert done.stderr == (f"onnxport: interrupted; already written: {listed} (complete); "
                            "unfinished files were removed\n")
 

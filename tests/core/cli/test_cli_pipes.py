@@ -36,7 +36,7 @@ def test_progress_only_on_a_terminal_unless_verbose():
         assert lines[:3] == [b"[  0%] step 0", b"[ 50%] step 1", b"[100%] step 2"] and lines[3] == b"end"
 
 
-def _read_until(screen, marker: bytes, seconds: float = 10.0) -> bytes:
+def _read_until(screen, marker: bytes, seconds: float = 60.0) -> bytes:
     """What the terminal showed up to `marker` (read as it comes, within `seconds`)."""
     import select
     import time

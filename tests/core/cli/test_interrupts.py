@@ -39,7 +39,7 @@ def small_eval(folder: Path) -> tuple[Path, Path]:
     return folder / "eval_model.onnx", folder / "checkpoint"
 
 
-def wait_for(condition, what: str, seconds: float = 60.0) -> None:
+def wait_for(condition, what: str, seconds: float = 300.0) -> None:  # a bound against a hang
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:

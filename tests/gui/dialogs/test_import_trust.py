@@ -57,7 +57,7 @@ def test_a_yes_is_remembered_for_the_file_and_reaches_the_export_options(qtbot, 
     assert len(asked) == 1
     dialog.reject()
     dialog.deleteLater()
-    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is None and window.job is None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is None and window.job is None, timeout=60_000)
     window.import_source(source)  # the same file again in this session: not asked again
     qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=60_000)
     assert len(asked) == 1 and window.findChild(ImportDialog).options().trust_code

@@ -33,11 +33,11 @@ def test_blocks_in_several_threads_restore_once_the_last_ends():
     def job():
         with quiet_gc():
             inside.set()
-            assert release.wait(10)
+            assert release.wait(60)
 
     worker = threading.Thread(target=job)
     worker.start()
-    assert inside.wait(10)
+    assert inside.wait(60)
     with quiet_gc():
         pass
     assert not gc.isenabled()  # the worker's block is still open

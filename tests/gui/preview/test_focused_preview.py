@@ -42,7 +42,7 @@ def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
     assert "showing 12 of 62 nodes around logits" in panel.status.text()
     assert "layers.1 … layers.10" in panel.status.text()
     assert panel.more_button.isVisible()
-    with qtbot.waitCallback(timeout=10_000) as found:
+    with qtbot.waitCallback(timeout=60_000) as found:
         panel.view.focus("/model/layers.1…10", found)  # the placeholder is drawn under its name
     assert found.args[0] is True
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as more:

@@ -31,8 +31,8 @@ def test_the_original_view_dims_what_the_export_drops(qtbot, tmp_path):
         panel.set_mode("original")
         with qtbot.waitSignal(panel.rendered, timeout=60_000):
             panel.set_model(session, ["logits"])
-        qtbot.waitUntil(lambda: "drops" in panel.status.text(), timeout=10_000)
-        with qtbot.waitCallback(timeout=10_000) as got:
+        qtbot.waitUntil(lambda: "drops" in panel.status.text(), timeout=60_000)
+        with qtbot.waitCallback(timeout=60_000) as got:
             panel.view.run(CLASSES_JS, got)
         marks = json.loads(got.args[0])
         dropped = {name for name, is_dropped, _ in marks if is_dropped}
@@ -42,7 +42,7 @@ def test_the_original_view_dims_what_the_export_drops(qtbot, tmp_path):
         assert f"drops {len(dropped)}" in panel.status.text()
         with qtbot.waitSignal(panel.rendered, timeout=60_000):
             panel.set_mode("pruned")
-        with qtbot.waitCallback(timeout=10_000) as got:
+        with qtbot.waitCallback(timeout=60_000) as got:
             panel.view.run(CLASSES_JS, got)
         assert not any(is_dropped for _, is_dropped, _ in json.loads(got.args[0]))  # the export's own graph: no marks
     finally:

@@ -62,17 +62,17 @@ def test_netron_draws_the_pruned_graph_and_follows_the_selection(qtbot, panel, e
 def test_outside_requests_are_blocked(qtbot, panel, eval_model):
     show(qtbot, panel, eval_model, ["logits"])
     panel.view.run("fetch('https://example.com/x').catch(() => null); 1")
-    qtbot.waitUntil(lambda: any("example.com" in u for u in panel.view.interceptor.blocked), timeout=10_000)
+    qtbot.waitUntil(lambda: any("example.com" in u for u in panel.view.interceptor.blocked), timeout=60_000)
     assert not any("example.com" in u for u in panel.view.interceptor.allowed)
 
 
 def test_focus_selects_the_producing_node(qtbot, panel, eval_model):
     panel.set_model(session_for(eval_model, WEIGHTS), ["logits"], producer_of={"fc1.mm": "/fc1/MatMul"}.get)
     assert panel.wait_rendered(60) == 5
-    with qtbot.waitCallback(timeout=10_000) as found:
+    with qtbot.waitCallback(timeout=60_000) as found:
         panel.view.focus("/fc1/MatMul", found)
     assert found.args[0] is True
-    with qtbot.waitCallback(timeout=10_000) as missing:
+    with qtbot.waitCallback(timeout=60_000) as missing:
         panel.view.focus("/not/a/node", missing)
     assert missing.args[0] is False
 
@@ -133,10 +133,10 @@ def test_a_preview_nobody_sees_waits_instead_of_failing(qtbot, panel, eval_model
     panel.failed.connect(failures.append)
     panel.hide()
     panel.set_model(session_for(eval_model, WEIGHTS), ["logits"])
-    qtbot.waitUntil(lambda: panel._poll.isActive(), timeout=30_000)
+    qtbot.waitUntil(lambda: panel._poll.isActive(), timeout=60_000)
     clock.now += 10 * preview_panel.RENDER_TIMEOUT_S  # long past the timeout, as far as the panel knows
     seen = clock.reads
-    qtbot.waitUntil(lambda: clock.reads >= seen + 3, timeout=30_000)  # the poll looked at the clock again
+    qtbot.waitUntil(lambda: clock.reads >= seen + 3, timeout=60_000)  # the poll looked at the clock again
     assert not failures and panel._poll.isActive()
     with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
         panel.show()
@@ -157,7 +157,7 @@ def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
     panel.show()
     try:
         assert show(qtbot, panel, eval_model, ["logits"]) == 5
-        with qtbot.waitCallback(timeout=10_000) as text:
+        with qtbot.waitCallback(timeout=60_000) as text:
             panel.view.run("document.body.innerText", text)
         assert "Please update" not in (text.args[0] or "")
     finally:
@@ -166,7 +166,7 @@ def test_an_aged_build_date_does_not_lock_the_page(qtbot, eval_model):
 
 def test_the_main_window_previews_what_is_checked(qtbot, window, example):
     window.tabs.setCurrentWidget(window.preview)  # Chromium does not lay out pages nobody sees
-    with qtbot.waitSignal(window.loaded, timeout=20_000):
+    with qtbot.waitSignal(window.loaded, timeout=60_000):
         window.open_paths(example)
     assert window.preview.wait_rendered(60) == len(
         window.session.selection(["logits", "probabilities"]).preview.graph.node)

@@ -28,7 +28,7 @@ MEASURE = """JSON.stringify(Array.from(document.querySelectorAll('.sidebar-item-
 
 
 def js(qtbot, view, code):
-    with qtbot.waitCallback(timeout=10_000) as done:
+    with qtbot.waitCallback(timeout=60_000) as done:
         view.run(code, done)
     return done.args[0]
 
@@ -43,7 +43,7 @@ def test_a_long_output_name_wraps_in_the_node_sidebar(qtbot, panel, tmp_path):  
         panel.set_model(session_for(path), [LONG])
     assert js(qtbot, panel.view, CLICK_RELU) is True
     found: list = []
-    qtbot.waitUntil(lambda: bool(found.extend(json.loads(js(qtbot, panel.view, MEASURE))) or found), timeout=10_000)
+    qtbot.waitUntil(lambda: bool(found.extend(json.loads(js(qtbot, panel.view, MEASURE))) or found), timeout=60_000)
     for scroll_width, client_width, height in found:
         assert scroll_width <= client_width + 1, "the name is cut (it scrolls sideways)"
         assert height >= 24  # on two lines or more (11 px text): wrapped, all of it shown
