@@ -187,7 +187,7 @@ def _open_sessions(paths: list[Path], threads: int | None, report: Reporter) -> 
         report.check()
         report(0.02 + 0.03 * i, f"loading {path.name}")
         t0 = time.perf_counter()
-        sessions.append(session(path, threads=threads, checked=True))
+        sessions.append(session(path, threads=threads, checked=True, spinning=True))
         loads.append(time.perf_counter() - t0)
     return sessions, loads
 

@@ -37,3 +37,28 @@ def test_a_model_past_the_limit_is_spilled_to_the_work_folder_or_refused(tmp_pat
     assert any(p.name.endswith(".session.onnx") for p in tmp_path.iterdir())
     with pytest.raises(OnnxportError, match="big: over 2 GB in memory and no work folder"):
         runtime.session(model, label="big")
+
+
+def test_checking_sessions_sleep_between_runs_and_latency_sessions_keep_ort_default(tmp_path, monkeypatch):
+    """Idle pool threads spinning cost a busy machine CPU and wall time; a latency measurement keeps
+    ORT's default (spinning), as a deployed model runs."""
+    assert runtime.session_options().get_session_config_entry(runtime.ALLOW_SPINNING_KEY) == "0"
+    with pytest.raises(RuntimeError, match="does not have"):  # not set: ORT's default
+        runtime.session_options(spinning=True).get_session_config_entry(runtime.ALLOW_SPINNING_KEY)
+    from onnxport.core.evaluate import benchmark
+
+    seen = []
+    real = runtime.session
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("spinning", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(benchmark, "session", spy)
+    path = tmp_path / "m.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                                opset_imports=[helper.make_opsetid("", 17)]), path)
+    benchmark.benchmark([path], seconds=0.05, threads=1)
+    assert seen == [True]
