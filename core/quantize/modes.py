@@ -41,17 +41,17 @@ def check_op_types(mode: str, op_types: list[str] | None) -> None:
 
 
 def dynamic(src: Path, dst: Path, *, op_types, per_channel: bool, reduce_range: bool, exclude: list[str],
-            big: bool, subgraphs: bool | None = None) -> None:
-    """`subgraphs`: whether the model has If/Loop/Scan bodies to quantize too (None: look)."""
+            big: bool, subgraphs: bool | None = None, outlier_parts: list[str] | None = None) -> None:
+    """`subgraphs`: whether the model has If/Loop/Scan bodies to quantize too; `outlier_parts`: its
+    float MatMuls beside the outlier channels (`dynamic_parts`; None: `src` is read to find both)."""
     from onnxruntime.quantization import QuantType
 
     from onnxport.core.quantize.ort_dynamic import quantize_dynamic
 
-    model = onnx.load_model(str(src), load_external_data=False)
-    if subgraphs is None:
-        subgraphs = any(has_bodies(n) for n in model.graph.node)
-    outlier_parts = [n.name for n in model.graph.node if n.name.endswith(OUTLIER_SUFFIX)]  # float by design
-    del model
+    if subgraphs is None or outlier_parts is None:
+        bodies, parts = dynamic_parts(onnx.load_model(str(src), load_external_data=False))
+        subgraphs = bodies if subgraphs is None else subgraphs
+        outlier_parts = parts if outlier_parts is None else outlier_parts
     options = {"MatMulConstBOnly": True, **({"EnableSubgraph": True} if subgraphs else {})}
     quantize_dynamic(
         src, dst, op_types_to_quantize=list(op_types or DYNAMIC_OP_TYPES), per_channel=per_channel,
@@ -59,6 +59,12 @@ def dynamic(src: Path, dst: Path, *, op_types, per_channel: bool, reduce_range: 
         use_external_data_format=big, extra_options=options,
     )
     tidy_written(dst)
+
+
+def dynamic_parts(model: onnx.ModelProto) -> tuple[bool, list[str]]:
+    """(whether the main graph has If/Loop/Scan bodies, its outlier channels' float MatMuls: float by design)."""
+    return (any(has_bodies(n) for n in model.graph.node),
+            [n.name for n in model.graph.node if n.name.endswith(OUTLIER_SUFFIX)])
 
 
 def dynamic_source(prepared: Path, feeds, dst: Path, notes: list[str], op_types, big: bool) -> Path:

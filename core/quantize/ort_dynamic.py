@@ -20,9 +20,9 @@ from onnxruntime.quantization.quant_utils import (
     TENSOR_NAME_QUANT_SUFFIX,
     QuantizationMode,
     QuantType,
+    add_infer_metadata,
     find_by_name,
     get_qmin_qmax_for_qType,
-    load_model_with_shape_infer,
     normalize_axis,
     tensor_proto_to_array,
     update_opset_version,
@@ -37,7 +37,8 @@ def quantize_dynamic(model_input: Path, model_output: Path, *, op_types_to_quant
                      use_external_data_format: bool, extra_options: dict) -> None:
     """ORT 1.32's `quantize_dynamic` for a model path, with `ChannelQuantizer` (no warning logged)."""
     extra_options = {"MatMulConstBOnly": True, **extra_options}
-    model = load_model_with_shape_infer(Path(model_input))
+    model = onnx.load_model(str(model_input))
+    add_infer_metadata(model)  # ONNXQuantizer infers shapes itself, once (`load_model_with_shape_infer` did it twice)
     model = update_opset_version(model, weight_type)
     quantizer = ChannelQuantizer(model, per_channel, reduce_range, QuantizationMode.IntegerOps, False, weight_type,
                                  QuantType.QUInt8, None, [], list(nodes_to_exclude),

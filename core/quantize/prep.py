@@ -30,11 +30,13 @@ PRE_PROCESS_KEY = "onnx.quant.pre_process"  # what ORT's quantizer looks for bef
 FIRST_IR_WITHOUT_INITIALIZER_INPUTS = 4  # before IR 4 every initializer is a graph input too
 
 
-def preprocess(src: Path, dst: Path) -> list[str]:
+def preprocess(src: Path, dst: Path, *, big: bool | None = None) -> list[str]:
+    """`big`: whether `src` is over `BIG_MODEL_BYTES` or has external data (None: looked up)."""
     import onnxruntime as ort
 
     notes: list[str] = []
-    big = model_size(src) > BIG_MODEL_BYTES or _has_external_data(src)
+    if big is None:
+        big = model_size(src) > BIG_MODEL_BYTES or _has_external_data(src)
     so = session_options()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     so.optimized_model_filepath = str(dst)

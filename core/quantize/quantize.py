@@ -73,9 +73,10 @@ def quantize(
     report = Reporter(progress, cancel)
     source, float_session, calibration, validation_inputs = _open(model_path, out_path, o, report)
     strategy = strategy_for(mode, o)
+    source_bytes = model_size(model_path)
     with Staging(out_path) as stage:
         job = Job(model_path, out_path.name, source, input_specs(source), stage, report,
-                  model_size(model_path) > modes.SAVE_EXTERNAL_BYTES, model_path,
+                  source_bytes > modes.SAVE_EXTERNAL_BYTES, model_path, source_bytes=source_bytes,
                   calibration=calibration, validation_inputs=validation_inputs, float_session=float_session,
                   thresholds=lossy(o.accuracy_target) if o.accuracy_target is not None else None)
         if strategy.needs_text(job):
@@ -98,16 +99,16 @@ def quantize(
         final = _judged(job, strategy, outcome, o.accuracy_target, verdict)
         final.model = str(out_path)
         chosen = strategy.choose(job)
-        _stamp(outcome.path, {**chosen, "excluded_nodes": job.excluded, "kept_float_nodes": outcome.kept,
+        data_files = _stamp(outcome.path, {**chosen, "excluded_nodes": job.excluded, "kept_float_nodes": outcome.kept,
                               "source": model_path.name})
         report.check()
         report(0.98, f"writing {out_path.name}")
-        written = stage.commit(outcome.path, report)
+        written = stage.commit(outcome.path, report, data_files=data_files)
     report.finished()
     return QuantizeResult(
         path=out_path, data_path=next((p for p in written if p != out_path), None), mode=mode,
         size_bytes=sum(p.stat().st_size for p in written), source_path=model_path,
-        source_size_bytes=model_size(model_path), kept_float_nodes=outcome.kept, excluded_nodes=job.excluded,
+        source_size_bytes=source_bytes, kept_float_nodes=outcome.kept, excluded_nodes=job.excluded,
         options=chosen,
         attempts=outcome.attempts, target=o.accuracy_target, int8_path=strategy.int8_line, search=outcome.search,
         target_met=outcome.met if o.accuracy_target is not None else None, validation=final, notes=job.notes,
@@ -141,7 +142,7 @@ def _inputs(job: Job, strategy: Strategy, o: QuantizeOptions) -> None:
         report.check()
         report(0.02, "pre-processing (ONNX Runtime optimizer, shape inference)")
         job.prepared = job.stage.path("prepared.onnx")
-        job.notes += _preprocess(job.model_path, job.prepared)
+        job.notes += _preprocess(job.model_path, job.prepared, job.big or _external_weights(job.source))
     job.excluded = map_node_names(list(dict.fromkeys(o.exclude_nodes)), job.model_path, job.prepared, job.notes)
     val_source = strategy.validation_source(job)
     job.fitted = fitted_feeds(job.model_path, val_source, model=job.source, specs=job.specs,
@@ -194,7 +195,7 @@ def _check_gain(job: Job, mode: str, op_types, outcome: LoopResult, target: floa
                                 f"kept in float: {mode} quantization gains nothing, no {mode} model written",
                                 hint="lower the target, or validate with representative inputs")
         raise gain.nothing_quantized(name, mode, job.source, list(op_types or modes.DYNAMIC_OP_TYPES))
-    ratio = model_size(outcome.path) / max(model_size(job.model_path), 1)
+    ratio = model_size(outcome.path) / max(job.source_bytes, 1)
     latency = None
     if ratio > gain.SMALLER:  # not (meaningfully) smaller: it must at least be faster
         report.check()
@@ -217,19 +218,29 @@ def _whole(job: Job, outcome: LoopResult) -> str:
     first = next((a for a in outcome.attempts if not a["kept_float_nodes"]), None)
     if first is None:
         return "quantized whole: not measured"
-    ratio = first["size_bytes"] / max(model_size(job.model_path), 1)
+    ratio = first["size_bytes"] / max(job.source_bytes, 1)
     return f"quantized whole: {ratio:.2f}x the size at cosine {first['min_cosine']:.4f} on '{first['worst_output']}'"
 
 
-def _preprocess(src: Path, dst: Path) -> list[str]:
+def _preprocess(src: Path, dst: Path, big: bool) -> list[str]:
     from onnxport.core.quantize.prep import preprocess
 
-    return preprocess(src, dst)
+    return preprocess(src, dst, big=big)
 
 
-def _stamp(path: Path, info: dict) -> None:
-    """Record how the model was quantized in its metadata (for `requantize` and for people)."""
+def _external_weights(model) -> bool:
+    """Whether the main graph's initializers name external data (prep.py's own test)."""
     import onnx
+
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+
+
+def _stamp(path: Path, info: dict) -> list[str]:
+    """Record how the model was quantized in its metadata (for `requantize` and for people); the
+    data files the model names (for the commit, which then need not read it again)."""
+    import onnx
+
+    from onnxport.core.util.data_files import data_location, external_tensors
 
     model = load_graph(path)
     kept = [p for p in model.metadata_props if p.key != METADATA_KEY]
@@ -243,6 +254,7 @@ def _stamp(path: Path, info: dict) -> None:
     except (onnx.checker.ValidationError, ValueError) as exc:
         raise OnnxportError(f"{path.name}: the {info.get('mode')} model fails onnx.checker "
                             f"({first_line(exc, 300)}); nothing written") from None
+    return [data_location(t) for t in external_tensors(model.graph)]
 
 
 def quantize_info(path: str | Path) -> dict | None:

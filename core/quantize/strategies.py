@@ -45,6 +45,7 @@ class Job:
     report: Reporter
     big: bool
     prepared: Path
+    source_bytes: int = 0  # the float model's file and data files
     excluded: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     text: FeedSource | None = None  # the bundled sentences, for a text model with a known tokenizer
@@ -158,7 +159,9 @@ class Dynamic(Int8Strategy):
         job.prepared = modes.dynamic_source(job.prepared, job.search_feeds, job.stage.path("split.onnx"), job.notes,
                                             self.op_types, job.big)
         job.report.check()
-        self.gemms = {n.name for g in gain.all_graphs(load_graph(job.prepared)) for n in g.node if n.op_type == "Gemm"}
+        model = load_graph(job.prepared)
+        self.gemms = {n.name for g in gain.all_graphs(model) for n in g.node if n.op_type == "Gemm"}
+        self.parts = modes.dynamic_parts(model)  # read once, not per attempt
 
     def ranked_ops(self) -> set[str]:
         return set(self.op_types or modes.DYNAMIC_OP_TYPES) | {"Gemm"}
@@ -167,7 +170,8 @@ class Dynamic(Int8Strategy):
         # ORT splits a Gemm `g` into `g_MatMul` + `g_Add` before it reads the exclusions
         exclude = exclude + [f"{n}_MatMul" for n in exclude if n in self.gemms]
         modes.dynamic(job.prepared, dst, op_types=self.op_types, per_channel=self.per_channel,
-                      reduce_range=self.reduce_range, exclude=exclude, big=job.big)
+                      reduce_range=self.reduce_range, exclude=exclude, big=job.big, subgraphs=self.parts[0],
+                      outlier_parts=self.parts[1])
 
     def search(self, job: Job, verdict) -> search.LoopResult:
         if job.thresholds is None:
