@@ -1,5 +1,7 @@
 """The app, as a real process exporting a ~100 MB model, gets SIGTERM mid-write: it cancels the
-job, removes the temps, keeps the old output and exits 143 with one line (gui/app.py)."""
+job, removes the temps, keeps the old output and exits 143 with one line (gui/app.py). The export
+is held right after its first temp exists until the job is cancelled, so the signal comes
+mid-write however loaded the machine (no poll racing the write)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ pytestmark = pytest.mark.gui
 
 DRIVER = """
 import sys
+import time
 from pathlib import Path
 
+from onnxport.core.util.atomic import AtomicWrite
 from onnxport.gui.app import handle_sigterm, prepare_environment, tune_process
 
 prepare_environment()
@@ -39,6 +43,24 @@ model, ckpt, out, ini = sys.argv[1:5]
 window = MainWindow(settings=QSettings(ini, QSettings.IniFormat))
 window.show()
 keep = handle_sigterm(app, window)  # what gui.app.main does
+folder = Path(out).parent
+
+
+# the export's first temp in the output's folder: say so (a file beside the ini), then wait, in
+# the job's thread, until the job is cancelled (the SIGTERM's doing)
+def held(make):
+    def method(self):
+        made = make(self)
+        job = window.job
+        if self.folder == folder and job is not None and not Path(ini + ".writing").exists():
+            Path(ini + ".writing").touch()
+            while not job.cancel_requested:
+                time.sleep(0.005)
+        return made
+    return method
+
+
+AtomicWrite.new_file, AtomicWrite.new_dir = held(AtomicWrite.new_file), held(AtomicWrite.new_dir)
 
 
 def export_once_loaded():
@@ -65,19 +87,16 @@ def test_sigterm_during_an_export_in_the_app(tmp_path):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     child = subprocess.Popen([sys.executable, str(driver), str(model), str(ckpt), str(out), str(tmp_path / "s.ini")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    writing = tmp_path / "s.ini.writing"
     try:
-        caught = False
-        deadline = time.monotonic() + 120  # a bound against a hang, not a measurement
-        while child.poll() is None and time.monotonic() < deadline:
-            if any(is_temp_name(p.name) for p in out.parent.iterdir()):
-                child.send_signal(signal.SIGSTOP)  # freeze it mid-write, then check it really is
-                caught = any(is_temp_name(p.name) for p in out.parent.iterdir())
-                if caught:
-                    child.send_signal(signal.SIGTERM)
-                child.send_signal(signal.SIGCONT)
-                break
-            time.sleep(0.002)
-        _, stderr = child.communicate(timeout=60)
+        give_up = time.monotonic() + 300  # a bound against a hang, not a measurement
+        while not writing.exists():
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < give_up, "the export did not start writing"
+            time.sleep(0.005)
+        caught = any(is_temp_name(p.name) for p in out.parent.iterdir())  # mid-write: its temp is there
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=300)
     finally:
         if child.poll() is None:
             child.kill()

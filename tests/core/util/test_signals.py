@@ -53,44 +53,70 @@ def temps(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if is_temp_name(p.name))
 
 
-def stop_mid_write(child: subprocess.Popen, folder: Path) -> bool:
-    """Poll until the child's temp appears, then freeze it (SIGSTOP) there. False if the child
-    finished before it could be caught mid-write."""
-    mine = f".{child.pid}."
-    while child.poll() is None:
-        if any(mine in name for name in temps(folder)):
-            child.send_signal(signal.SIGSTOP)
-            if any(mine in name for name in temps(folder)):  # still writing: frozen mid-write
-                return True
-            child.send_signal(signal.SIGCONT)
-        time.sleep(0.002)
-    return False
+# `onnxport export` as the CLI runs it (argv[3:]), held right after its first temp in the output's
+# folder (argv[1]) exists until a signal has cancelled the run's tokens (a SIGKILL ends it there);
+# argv[2]/writing says it is held. The signal comes mid-write however loaded the machine: no poll
+# races the write.
+HELD_EXPORT = """
+import sys, time
+from pathlib import Path
+
+from onnxport.core.cli import interrupts, main
+from onnxport.core.util.atomic import AtomicWrite
+
+folder, marks = Path(sys.argv[1]), Path(sys.argv[2])
 
 
-def interrupt_mid_write(big_model, out: Path, sig: int, *extra: str) -> subprocess.CompletedProcess:
-    for _attempt in range(3):  # the write is long enough that the first attempt catches it
-        child = start_export(big_model, out, *extra)
-        caught = stop_mid_write(child, out.parent)
-        if caught:
-            child.send_signal(sig)
-            child.send_signal(signal.SIGCONT)
-        stdout, stderr = child.communicate(timeout=120)
-        if caught:
-            done = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
-            done.pid = child.pid
-            return done
-        out.write_bytes(b"the user's previous export")
-    pytest.fail("the export finished before it could be signalled")
+def held(make):
+    def method(self):
+        made = make(self)
+        if self.folder == folder and not (marks / "writing").exists():
+            (marks / "writing").touch()
+            run = interrupts._active[-1]
+            while run.signum is None or not all(t.cancelled for t in list(run._tokens)):
+                time.sleep(0.005)
+        return made
+    return method
+
+
+AtomicWrite.new_file, AtomicWrite.new_dir = held(AtomicWrite.new_file), held(AtomicWrite.new_dir)
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def interrupt_mid_write(big_model, out: Path, sig: int, marks: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Export `big_model` to `out`, sending `sig` while its first temp is being written."""
+    model, ckpt = big_model
+    args = ["export", str(model), "--checkpoint", str(ckpt), "--outputs", f"h{TENSORS - 1}", "-o", str(out), "-q",
+            *extra]
+    child = subprocess.Popen([sys.executable, "-c", HELD_EXPORT, str(out.parent), str(marks), *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        give_up = time.monotonic() + 300  # a bound against a hang, not a measurement
+        while not (marks / "writing").exists():
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < give_up, "the export did not start writing"
+            time.sleep(0.005)
+        assert any(f".{child.pid}." in name for name in temps(out.parent))  # mid-write: its temp is there
+        child.send_signal(sig)
+        stdout, stderr = child.communicate(timeout=300)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    done = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+    done.pid = child.pid
+    return done
 
 
 @pytest.mark.parametrize("sig, code, line", [(signal.SIGTERM, 143, "terminated by SIGTERM"),
                                              (signal.SIGINT, 130, "interrupted")])
 @pytest.mark.parametrize("external", ["never", "always"])
-def test_a_signal_mid_write_removes_the_temps_and_keeps_the_old_output(big_model, tmp_path, sig, code, line,
-                                                                       external):
+def test_a_signal_mid_write_removes_the_temps_and_keeps_the_old_output(big_model, tmp_path, tmp_path_factory, sig,
+                                                                       code, line, external):
     out = tmp_path / "model.onnx"
     out.write_bytes(b"the user's previous export")
-    done = interrupt_mid_write(big_model, out, sig, "--external-data", external)
+    done = interrupt_mid_write(big_model, out, sig, tmp_path_factory.mktemp("marks"), "--external-data", external)
     assert done.returncode == code, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and line in lines[0] and "Traceback" not in done.stderr
@@ -98,16 +124,17 @@ def test_a_signal_mid_write_removes_the_temps_and_keeps_the_old_output(big_model
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]  # no temp, no data file
 
 
-def test_after_a_sigkill_the_next_run_removes_the_dead_runs_temps(big_model, tmp_path):
+def test_after_a_sigkill_the_next_run_removes_the_dead_runs_temps(big_model, tmp_path, tmp_path_factory):
     out = tmp_path / "model.onnx"
     out.write_bytes(b"the user's previous export")
-    done = interrupt_mid_write(big_model, out, signal.SIGKILL, "--external-data", "always")
+    done = interrupt_mid_write(big_model, out, signal.SIGKILL, tmp_path_factory.mktemp("marks"), "--external-data",
+                               "always")
     assert done.returncode == -signal.SIGKILL
     left = temps(tmp_path)
     assert left and all(f".{done.pid}." in name for name in left)  # nothing runs on SIGKILL: they stay
     assert out.read_bytes() == b"the user's previous export"
     again = start_export(big_model, out, "--external-data", "always")
-    _, stderr = again.communicate(timeout=120)
+    _, stderr = again.communicate(timeout=600)  # a bound against a hang
     assert again.returncode == 0, stderr
     assert temps(tmp_path) == []
     names = sorted(p.name for p in tmp_path.iterdir())
