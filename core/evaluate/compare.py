@@ -233,6 +233,9 @@ class OutputStats:
         )
 
 
+NOTHING_TO_VALIDATE = "every value of the reference's output is NaN/Inf"  # an output's reason, said whole
+
+
 def non_finite_reason(differ: int, reference_non_finite: int, values: int) -> str:
     """Why NaN/Inf values deny a pass ('' when there are none): `differ` values where the model's
     and the reference's non-finite values disagree, `reference_non_finite` NaN/Inf values in the
@@ -242,8 +245,8 @@ def non_finite_reason(differ: int, reference_non_finite: int, values: int) -> st
     if not reference_non_finite:
         return ""
     if reference_non_finite == values:
-        return ("every value of the reference's output is NaN/Inf (so is the model's): nothing to validate "
-                "against; use inputs the reference computes finite outputs for")
+        return (f"{NOTHING_TO_VALIDATE} (so is the model's): nothing to validate against; use inputs the "
+                "reference computes finite outputs for")
     return (f"{reference_non_finite} of {values} values of the reference's output are NaN/Inf (the model's "
             "match them): those values are not checked; use inputs the reference computes finite outputs for")
 

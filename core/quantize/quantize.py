@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from onnxport.core.evaluate.compare import LOSSY, lossy
+from onnxport.core.evaluate.compare import LOSSY, NOTHING_TO_VALIDATE, lossy
 from onnxport.core.evaluate.feeds import input_specs
 from onnxport.core.evaluate.first_run import fitted_feeds
 from onnxport.core.evaluate.runtime import model_size, session
@@ -165,6 +165,7 @@ def _judged(job: Job, strategy: Strategy, outcome: LoopResult, target: float | N
     name = job.model_path.name
     if target is not None and not outcome.met:
         last = outcome.attempts[-1]
+        _check_reference_finite(name, last["failures"], job.parts.held_out.description if job.parts else None)
         why = (f"cosine {last['min_cosine']:.4f} < {target} on '{last['worst_output']}'"
                if last["min_cosine"] < target else "; ".join(last["failures"]))
         raise OnnxportError(f"{name}: quantized model misses the accuracy target ({why}) even with "
@@ -175,11 +176,23 @@ def _judged(job: Job, strategy: Strategy, outcome: LoopResult, target: float | N
     if outcome.kept or job.excluded:  # no per-node blame on what computes in float
         without_kept(final, in_reference(job.source, outcome.kept + job.excluded))
     if target is not None and not final.passed:
+        _check_reference_finite(name, final.failures(), final.inputs)
         raise OnnxportError(
             f"{name}: the quantized model meets the accuracy target on the inputs the search tuned on, but not "
             f"on held-out ones ({'; '.join(final.failures())}) with {len(outcome.kept)} node(s) kept in float; "
             "nothing written", hint="lower the target, or validate with more representative inputs")
     return final
+
+
+def _check_reference_finite(name: str, failures: list[str], inputs: str | None) -> None:
+    """A target missed only because the float model computes NaN/Inf on every validation value is
+    no accuracy problem: nothing could be checked, and the error says that, not "lower the target"."""
+    if failures and all(NOTHING_TO_VALIDATE in f for f in failures):
+        outputs = ", ".join(f.split(":")[0] for f in failures)
+        raise OnnxportError(f"{name}: the quantized model cannot be checked: the float model's outputs ({outputs}) are "
+                            f"all NaN/Inf on the validation inputs{f' ({inputs})' if inputs else ''}; nothing written",
+                            hint="--validation-inputs with inputs it computes finite outputs for; NaN/Inf on "
+                                 "every input points at its weights", option="--validation-inputs")
 
 
 def _check_gain(job: Job, mode: str, op_types, outcome: LoopResult, target: float | None) -> None:

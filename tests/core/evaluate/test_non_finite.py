@@ -13,7 +13,7 @@ from onnxport.core.evaluate.compare import EXACT, LOSSY, OutputStats, non_finite
 from onnxport.core.evaluate.validate import validate
 
 from ..model_builders import make_model
-from ..quant_models import cnn, save
+from ..quant_models import cnn, outlier_mlp, save
 
 
 def judged(got, want, thresholds=LOSSY):
@@ -72,3 +72,19 @@ def test_deploy_check_does_not_call_matching_nans_a_match(tmp_path):
     with pytest.raises(OnnxportError, match="NaN/Inf"):
         deploy(source, "ort-1.17", tmp_path / "out.onnx")
     assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "fp16"])
+def test_quantize_on_all_nan_validation_inputs_says_nothing_could_be_checked(tmp_path, mode):
+    """Not "misses the accuracy target ... lower the target": no target would pass, nothing was checked."""
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
+    from onnxport.core.util.errors import OnnxportError
+
+    model = save(outlier_mlp(), tmp_path / "mlp.onnx")
+    np.savez(tmp_path / "nan.npz", x=np.full((8, 32), np.nan, np.float32))
+    with pytest.raises(OnnxportError) as refused:
+        quantize(model, tmp_path / "q.onnx", mode, QuantizeOptions(int8_path="avx2", validation_inputs=tmp_path / "nan.npz"))
+    message = refused.value.one_line()
+    assert "cannot be checked: the float model's outputs (y) are all NaN/Inf on the validation inputs" in message
+    assert "lower the target" not in message and refused.value.option == "--validation-inputs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.onnx", "nan.npz"]

@@ -72,3 +72,18 @@ def test_a_fifo_in_the_logs_place_never_blocks_the_dialog(qtbot):
     box = show_error(parent, "Export failed", exc, tb)
     assert f"could not be written to {log}" in box.detailedText()
     box.close()
+
+
+@pytest.mark.parametrize(("option", "field"), [("--calibration", "choose Calibration data"),
+                                               ("--validation-inputs", "choose Validation inputs")])
+def test_a_hint_about_a_cli_option_is_said_in_the_apps_words(option, field):
+    """The policy's hint names the CLI's option; the app names its own field (app_hints.py)."""
+    from onnxport.core.util.errors import OnnxportError
+    from onnxport.gui.dialogs.error_dialog import error_text
+
+    exc = OnnxportError("m.onnx: something is missing", hint=f"give {option} DATA", option=option)
+    assert exc.one_line() == f"m.onnx: something is missing (give {option} DATA)"  # the CLI keeps its words
+    assert error_text(exc).startswith(f"m.onnx: something is missing ({field}") and option not in error_text(exc)
+    assert f"What to try: {field}" in details_in_words(exc, None)
+    plain = OnnxportError("m.onnx: bad", hint="give --other X")
+    assert error_text(plain) == plain.one_line()  # no words of its own: the hint as it is
