@@ -26,14 +26,15 @@ from onnxport.core.util.written_files import WrittenFiles
 from onnxport.core.workflow.open_refusal import nothing_to_open
 from onnxport.core.workflow.session import ModelSession
 
-from .dialogs.allow_question import allowable, ask_to_allow
 from .dialogs.deploy_flow import DeployFlow
-from .dialogs.error_dialog import error_text, show_error
-from .dialogs.export_dialog import export_dialog_for, say_after_export_failure
+from .dialogs.error_dialog import error_text
+from .dialogs.export_dialog import export_dialog_for
 from .dialogs.help_menu import add_help_menu
 from .dialogs.import_flow import ImportFlow
+from .dialogs.job_failure import on_job_failed
 from .dialogs.run_on_flow import RunOnFlow
 from .jobs import core_calls
+from .jobs.late_types import fill_types_later
 from .jobs.runner import JobRunner
 from .jobs.worker import Job
 from .preview import make_preview
@@ -116,7 +117,7 @@ class MainWindow(QMainWindow):
         self.runner.started.connect(lambda name: (self.job_status.busy(name), self._update_actions()))
         self.runner.progress.connect(self.job_status.show_progress)
         self.runner.message.connect(self.log_line)
-        self.runner.failed.connect(self._job_failed)
+        self.runner.failed.connect(lambda *failure: on_job_failed(self, *failure))  # job_failure.py
         self.runner.ended.connect(self._kept_after_cancel)  # before `jobEnded`: its listeners see the state
         self.runner.ended.connect(self.jobEnded)
         self.runner.finished.connect(lambda _name: (self.job_status.idle(), self._update_actions()))
@@ -186,17 +187,7 @@ class MainWindow(QMainWindow):
             self.log_line("parameters: " + loaded.match.summary())
         self._checked_changed()
         self._update_actions()
-        if loaded.index.pending_types is not None:  # a big graph's shapes come after its tree
-            model = self.model
-            index = loaded.index
-
-            def fill(_none) -> None:  # parsing the answer is Python work: in the side jobs' lane
-                self.runner.side("types", core_calls.types_job(index), lambda _n: self._typed(model))
-
-            self.runner.side("types", core_calls.types_wait_job(index), fill,
-                             serial=False)  # waits on its child process: not in the lane
-        else:
-            self.runner.drop("types")  # the previous model's, if still inferring
+        fill_types_later(self.runner, loaded.index, self.model, self._typed)  # gui/jobs/late_types.py
         self.loaded.emit()
 
     def _typed(self, model: OutputsTreeModel) -> None:
@@ -285,7 +276,7 @@ class MainWindow(QMainWindow):
 
     def start_export(self, choices, allowed: frozenset[str] = frozenset()) -> None:
         """Export with the dialog's `choices` and the checkpoint policy's choices `allowed` (a
-        refusal one of them lifts is asked about: `_job_failed`)."""
+        refusal one of them lifts is asked about: dialogs/job_failure.py)."""
         outputs = self.model.checked_outputs()
         self._export_asked = (choices, allowed)
         self._last_choices = (self.session.model_path, choices)  # shown again by the next Export dialog
@@ -373,21 +364,6 @@ class MainWindow(QMainWindow):
         if job is not None:
             self.job_status.text.setText(f"{job.name}: already written, finishing…" if job.committed
                                          else f"cancelling {job.name}…")
-
-    def _job_failed(self, name: str, exc: BaseException, details: str) -> None:
-        text = error_text(exc)
-        written = getattr(exc, "written", None)  # (ExportResult, PostExportResult): the float model stays
-        if written is not None:
-            self._exported(written)  # shown as the export, with its validation; what failed is said
-            self.log_line(say_after_export_failure(self, exc, details, written, self._last_choices))
-        elif name == "export" and allowable(exc) is not None:  # a choice lifts it: asked, not just said
-            self.log_line(f"{name} failed: {text}")
-            choices, allowed = self._export_asked
-            ask_to_allow(self, exc, lambda choice: self.start_export(choices, allowed | {choice}))
-        else:
-            self.log_line(f"{name} failed: {text}")
-            show_error(self, f"{name.capitalize()} failed", exc, details)
-        self.errorShown.emit(text)
 
     def _update_actions(self) -> None:
         ready = self.session is not None and not self.busy
