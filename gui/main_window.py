@@ -106,8 +106,7 @@ class MainWindow(QMainWindow):
         self.preview = make_preview()
         self.error_overlay = ErrorOverlay(self.preview, self.report_view)  # the report's error map on the graph
         self.error_overlay.nodeClicked.connect(self.report_view.accuracy.show_node)
-        self.cut = StartHere(self, self._checked_changed, self.tree, self.preview,  # "Start here" (cut_menu.py)
-                             self.show_weight)
+        self.cut = StartHere(self, self._checked_changed, self.tree, self.preview)  # "Start here" (cut_menu.py)
         self.resize(1400, 860)
         self.tabs, self.outputs_dock, self.details_dock = lay_out(  # the graph in the middle: main_layout.py
             self, self.left, self.overview, self.report_tab, self.preview, self.log_dock)
@@ -224,17 +223,6 @@ class MainWindow(QMainWindow):
         if info is not None and hasattr(self.preview, "focus_node"):
             self.preview.focus_node(info.name)
 
-    def show_weight(self, name: str) -> None:
-        """A weight chosen on the graph (its node's menu): selected in the tree, its numbers shown
-        in the Overview tab (in the tree or not: a filter may hide it)."""
-        self.tabs.setCurrentWidget(self.overview)
-        index = self.model.index_of(name) if self.model is not None else None
-        if index is not None and index.isValid():
-            self.tree.scrollTo(index)
-            self.tree.setCurrentIndex(index)
-        elif self.session is not None and self.session.index is not None:
-            self.overview.show_tensor(self.session.index.tensors.get(name), self.runner, self.session)
-
     def settled(self) -> bool:
         """No plan waiting for its debounce and no side job running: what a selection set off is done."""
         return not self._plan_timer.isActive() and not self.runner.side_jobs
@@ -281,8 +269,6 @@ class MainWindow(QMainWindow):
         self._export_asked = (choices, allowed)
         self._last_choices = (self.session.model_path, choices)  # shown again by the next Export dialog
         self.log_line(f"exporting {', '.join(outputs)} to {choices.path}")
-        if choices.validate and getattr(choices, "renames", None):
-            self.log_line("renamed inputs or outputs: exported without validation (its reference has the old names)")
         self._export_watch = WrittenFiles(choices.path)  # what a Cancel leaves in place (README: Cancel)
         self.runner.run("export", core_calls.export_job(self.session, outputs, choices, allowed, self.cut.starts),
                         lambda result: self._exported(result, choices))
@@ -301,8 +287,7 @@ class MainWindow(QMainWindow):
         """Take the export's result and show it in stages, each in an event-loop turn of its own
         (widgets/turns.py `later`): the report's widgets, then the Report tab brought forward,
         each with its own layout and paint (in one turn, or chained with posted events, they froze
-        the window: docs/performance.md).
-        `exportFinished` says it is shown; then the deploy `deploy_choices` (the export's) asks for."""
+        the window: docs/performance.md). `exportFinished` says it is shown; then `deploy_choices`' deploy."""
         export, post = result  # ExportResult, PostExportResult | None
         self.last_export = export.path
         self.last_quantized = post.quantize.path if post is not None and post.quantize is not None else None

@@ -130,6 +130,23 @@ def export_dialog_for(parent, session, outputs: list[str], quantize: str | None,
                         reference=reference, mode_notes={"dynamic": why} if why else None, remembered=remembered)
 
 
+def _rename_edit() -> QLineEdit:
+    edit = QLineEdit(placeholderText="e.g. input=pixels logits=scores (inputs and outputs)")
+    edit.setToolTip("New names for the exported model's inputs and outputs (as the CLI's --rename)")
+    return edit
+
+
+def _target_box() -> QComboBox:
+    """"Deploy to": none, or a runtime (deploy_dialog.py's list)."""
+    box = QComboBox()
+    box.addItem("No (the exported model only)", None)
+    for name, label in target_names():
+        box.addItem(label, name)
+    box.setToolTip("Deploy the result for this runtime, the input shapes and dimensions fixed in it and checked by "
+                   "running it (as the CLI's export --target)")
+    return box
+
+
 class ExportDialog(QDialog):
     def __init__(self, parent, outputs: list[str], suggested_name: str, quantize: str | None = None,
                  settings: QSettings | None = None, folder: Path | None = None, *,
@@ -164,14 +181,7 @@ class ExportDialog(QDialog):
         self.validate.setChecked(True)
         self.shapes = QLineEdit(placeholderText="e.g. x=1x3x224x224 (space between inputs)")
         self.dims = QLineEdit(placeholderText="e.g. batch=1 sequence=128, batch=dynamic, x:2=48 for an unnamed axis")
-        self.renames = QLineEdit(placeholderText="e.g. input=pixels logits=scores (inputs and outputs)")
-        self.renames.setToolTip("New names for the exported model's inputs and outputs (as the CLI's --rename)")
-        self.target = QComboBox()
-        self.target.addItem("No (the exported model only)", None)
-        for name, label in target_names():
-            self.target.addItem(label, name)
-        self.target.setToolTip("Deploy the result for this runtime, the input shapes and dimensions fixed in it and "
-                               "checked by running it (as the CLI's export --target)")
+        self.renames, self.target = _rename_edit(), _target_box()
         form = QFormLayout()
         form.addRow("Destination", row)
         form.addRow("External data", self.external)
@@ -200,6 +210,7 @@ class ExportDialog(QDialog):
         self.quantize.currentIndexChanged.connect(self._mode_changed)
         self.validate.toggled.connect(self._show_written)
         self.target.currentIndexChanged.connect(self._show_written)
+        self.renames.textChanged.connect(self._renamed)
         self._mode_changed()
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Export")
@@ -218,7 +229,7 @@ class ExportDialog(QDialog):
         shapes, dims = input_sizes(self.shapes.text(), self.dims.text(), deploying=target is not None)
         renames = parse_renames(self.renames.text().split())
         return ExportChoices(Path(self.path_edit.text()).expanduser(), self.external.currentData(), quantize,
-                             self.validate.isChecked(), self.options_box.options() if quantize else None, dims, shapes,
+                             self.validate.isChecked() and self.validate.isEnabled(), self.options_box.options() if quantize else None, dims, shapes,
                              renames, target, self.shapes.text().split() if target else [],
                              self.dims.text().split() if target else [])
 
@@ -237,6 +248,12 @@ class ExportDialog(QDialog):
             self.dims.setText(" ".join(choices.deploy_dims))
         self.target.setCurrentIndex(max(self.target.findData(choices.target), 0) if choices.target else 0)
         self.renames.setText(" ".join(f"{k}={v}" for k, v in choices.renames.items()))
+
+    def _renamed(self, text: str) -> None:
+        """Renamed ends are not validated (the reference has the old names): the box says so."""
+        self.validate.setEnabled(not text.strip())
+        self.validate.setToolTip("" if not text.strip() else "Not with renamed inputs or outputs: the reference "
+                                 "has the old names")
 
     def _mode_changed(self) -> None:
         mode = self.quantize.currentData()

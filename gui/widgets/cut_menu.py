@@ -47,11 +47,10 @@ def cut_menu(parent: QWidget, tensors: Sequence[str], starts: Sequence[str],
 class StartHere:
     """The tensors the window's export starts from (none: the model's inputs), and their menus."""
 
-    def __init__(self, window: QWidget, changed: Callable[[], None], tree: QTreeView, preview: QWidget,
-                 show_weight: Callable[[str], None] | None = None) -> None:
+    def __init__(self, window: QWidget, changed: Callable[[], None], tree: QTreeView, preview: QWidget) -> None:
         """`changed()` when the starts change; the menu on `tree`'s tensors and `preview`'s nodes
-        (its `nodeMenu`, if it draws); `show_weight(name)` shows a node's weight."""
-        self.window, self.changed, self.show_weight = window, changed, show_weight
+        (its `nodeMenu`, if it draws)."""
+        self.window, self.changed, self.tree = window, changed, tree
         self.starts: tuple[str, ...] = ()
         tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         tree.customContextMenuRequested.connect(lambda pos: self.tree_menu(tree, pos))
@@ -76,6 +75,18 @@ class StartHere:
         weights = [n for n in dict.fromkeys(table.uses[at])
                    if getattr(tensors.get(n), "kind", None) == TensorKind.PARAMETER]
         cut_menu(self.window, outputs, self.starts, self.set_starts, weights, self.show_weight).popup(global_pos)
+
+    def show_weight(self, name: str) -> None:
+        """A weight chosen on the graph (its node's menu): selected in the tree, its numbers shown in
+        the window's Overview tab (in the tree or not: a filter may hide it)."""
+        window = self.window
+        window.tabs.setCurrentWidget(window.overview)
+        index = window.model.index_of(name) if window.model is not None else None
+        if index is not None and index.isValid():
+            self.tree.scrollTo(index)
+            self.tree.setCurrentIndex(index)  # the window follows the tree's current tensor
+        elif window.session is not None and window.session.index is not None:
+            window.overview.show_tensor(window.session.index.tensors.get(name), window.runner, window.session)
 
     def set_starts(self, starts: tuple[str, ...]) -> None:
         self.starts = tuple(starts)

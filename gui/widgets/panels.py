@@ -147,8 +147,9 @@ def plan_html(plan: ExportPlan | None, error: str | None = None) -> str:
     if plan is None:
         return "<i>Check at least one output to export.</i>"
     rows = [f"<b>Keeps</b> {len(plan.outputs)} output(s): {_names(plan.outputs)}",
-            (f"starts at (new inputs): {_names(plan.new_inputs)}; the model's inputs still needed: "
-             f"{_names(plan.inputs) or '-'}" if plan.new_inputs else f"inputs: {_names(plan.inputs) or '-'}"),
+            (f"starts at (new inputs): {_names(plan.new_inputs)}"
+             + (f"; the model's inputs still needed: {_names(plan.inputs)}" if plan.inputs else "")
+             if plan.new_inputs else f"inputs: {_names(plan.inputs) or '-'}"),
             _nodes_line(plan),
             f"{len(plan.kept_parameters)} parameters kept, {len(plan.dropped_parameters)} dropped",
             (f"written size <b>{human_size(plan.estimated_bytes)}</b>" if plan.exact else

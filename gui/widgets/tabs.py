@@ -5,6 +5,7 @@ Each holds panels the window fills from core results; the window keeps no layout
 
 from __future__ import annotations
 
+from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from .panels import TextPanel, plan_html, sources_html, tensor_html
@@ -35,12 +36,25 @@ class OverviewTab(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
-        self.weight_panel.shown.connect(lambda: scroll.ensureWidgetVisible(self.weight_panel))
+        self.scroll = scroll
+        bar = scroll.verticalScrollBar()
+        self.weight_panel.shown.connect(self._reveal_weight)
+        bar.rangeChanged.connect(lambda _low, _high: self.weight_panel.revealing() and self._reveal_weight())
+        bar.actionTriggered.connect(lambda _action: self.weight_panel.stop_reveal())  # the user scrolls
 
     def show_tensor(self, info, runner, session) -> None:
         """The tensor selected in the tree (None: nothing), and a weight's numbers (`WeightPanel.follow`)."""
         self.details_panel.set_html(tensor_html(info))
         self.weight_panel.follow(runner, session, info)
+
+    def _reveal_weight(self) -> None:
+        """Scroll the Weight panel into view: whole if it fits, else from its top (its numbers and
+        histogram first). Asked again as the page grows (`rangeChanged`): the scroll range follows
+        the layout that gives the numbers their room, after the panel's own resize."""
+        panel, bar = self.weight_panel, self.scroll.verticalScrollBar()
+        top = panel.mapTo(self.scroll.widget(), QPoint(0, 0)).y()
+        room = self.scroll.viewport().height()
+        bar.setValue(top if panel.height() > room else min(max(bar.value(), top + panel.height() - room), top))
 
     def panels(self) -> tuple[TextPanel, TextPanel, TextPanel, WeightPanel]:
         """Loaded, Export keeps, Selected tensor, Weight."""

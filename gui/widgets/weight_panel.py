@@ -4,22 +4,25 @@
 counts (plain text: names come from the file), the histogram as bars (`Histogram`, painted from the
 counts, the range under it) and a page of values; `show_pending(name)` says it is being read (the
 window computes the statistics in a side job: a 2 GB weight is read in bounded chunks, never on
-the GUI thread), `clear()` hides it. Text is laid out by `stats_lines` (testable without painting).
+the GUI thread), `clear()` hides it. Every label wraps at the panel's width (the Details dock is
+narrow by default: an unwrapped line widened the whole Overview page past it, cut at the right);
+the values flow as one paragraph. Text is laid out by `stats_lines` (testable without painting).
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter
-from PySide6.QtWidgets import QGroupBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QSizePolicy, QVBoxLayout, QWidget
 
 from onnxport.core.graph.tensor_info import TensorKind
 from onnxport.core.params.tensor_stats import TensorStats
 
-from .plain_text import plain_label
+from .plain_text import make_plain
+from .wrapped_label import WrappedLabel
 
 BAR = QColor("#4a78b5")
-PER_ROW = 4  # values per line of the page shown
+VALUE_GAP = "   "  # between two values of the page (the paragraph wraps at a gap, never inside a value)
 
 
 def _number(value: float | None) -> str:
@@ -35,9 +38,16 @@ def stats_lines(stats: TensorStats, page: list) -> list[str]:
              f"mean {_number(stats.mean)}   std {_number(stats.std)}",
              f"zeros {stats.zeros:,}   NaN {stats.nan:,}   +inf {stats.posinf:,}   -inf {stats.neginf:,}"]
     lines.append(f"values [0:{len(page)}]:")
-    for row in range(0, len(page), PER_ROW):
-        lines.append("  " + "  ".join(_number(v) if isinstance(v, float) else str(v) for v in page[row:row + PER_ROW]))
+    lines.append(VALUE_GAP.join(_number(v) if isinstance(v, float) else str(v) for v in page))
     return lines
+
+
+def _wrapped(selectable: bool = True) -> WrappedLabel:
+    label = WrappedLabel()
+    make_plain(label)
+    if selectable:
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
 
 
 class Histogram(QWidget):
@@ -50,7 +60,7 @@ class Histogram(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
-        return QSize(320, 90)
+        return QSize(200, 90)  # as narrow as the dock: the bars share the width they get
 
     def set_counts(self, counts: list[int]) -> None:
         self.counts = list(counts)
@@ -71,17 +81,15 @@ class Histogram(QWidget):
 class WeightPanel(QGroupBox):
     """See the module docstring."""
 
-    shown = Signal()  # its numbers are shown: the tab scrolls them into view
+    shown = Signal()  # its numbers are shown: the tab scrolls them into view (again once laid out)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Weight", parent)
-        self.text = plain_label()  # short lines, never wrapped: their height is exact in any layout
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text = _wrapped()
         self.histogram = Histogram(self)
-        self.range = QLabel()
+        self.range = _wrapped(selectable=False)
         self.stats: TensorStats | None = None
-        self.values = plain_label()
-        self.values.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.values = _wrapped()
         layout = QVBoxLayout(self)
         for widget in (self.text, self.histogram, self.range, self.values):
             layout.addWidget(widget)
@@ -89,10 +97,27 @@ class WeightPanel(QGroupBox):
 
     def clear(self) -> None:
         self.stats = None
+        self._reveal = False
         self.hide()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Numbers shown take a few layout passes to get their room (wrapped lines): `shown` again at
+        each, so the tab scrolls to where the panel is now (scrolled once, the histogram stayed below
+        the fold), until the user scrolls himself (`stop_reveal`) or another tensor is selected."""
+        super().resizeEvent(event)
+        if self._reveal:
+            self.shown.emit()
+
+    def stop_reveal(self) -> None:
+        self._reveal = False
+
+    def revealing(self) -> bool:
+        """Numbers shown and the user has not scrolled since: the tab keeps them in view."""
+        return self._reveal and self.isVisible()
 
     def show_pending(self, name: str) -> None:
         self.stats = None
+        self._reveal = False
         self.values.setText("")
         self.text.setText(f"reading {name}…")
         self.histogram.set_counts([])
@@ -105,9 +130,10 @@ class WeightPanel(QGroupBox):
         self.text.setText("\n".join(lines[:5]))
         self.values.setText("\n".join(lines[5:]))
         self.histogram.set_counts(stats.histogram)
-        self.range.setText(f"{len(stats.histogram)} bins from {_number(stats.edges[0])} to {_number(stats.edges[-1])}"
+        self.range.setText(f"{len(stats.histogram)} bins, {_number(stats.edges[0])} to {_number(stats.edges[-1])}"
                            if stats.edges else "no finite values")
         self.show()
+        self._reveal = True
         self.shown.emit()
 
     def follow(self, runner, session, info) -> None:

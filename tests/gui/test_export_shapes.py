@@ -100,3 +100,16 @@ def test_the_choices_come_back_with_the_target(qtbot, settings, tmp_path):
     assert (again.renames, again.target, again.deploy_shapes, again.deploy_dims) == (
         {"x": "pixels"}, "ort-mobile", ["pixels=1x3x8x8"], ["batch=dynamic"])
     assert again.shapes == {"pixels": (1, 3, 8, 8)} and again.dim_sizes == {}
+
+
+def test_renamed_ends_turn_validation_off_in_the_dialog(qtbot, settings, tmp_path):
+    """The reference has the old names: Validate is off while Rename has any, and on again after."""
+    from onnxport.gui.dialogs.export_dialog import ExportDialog
+
+    dialog = ExportDialog(None, ["y"], "m.onnx", settings=settings, folder=tmp_path)
+    qtbot.addWidget(dialog)
+    assert dialog.choices().validate
+    dialog.renames.setText("y=scores")
+    assert not dialog.validate.isEnabled() and not dialog.choices().validate and "old names" in dialog.validate.toolTip()
+    dialog.renames.setText("")
+    assert dialog.validate.isEnabled() and dialog.choices().validate

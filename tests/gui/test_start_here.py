@@ -82,6 +82,7 @@ def test_start_here_from_the_tree_and_back(qtbot, window, example):
 
 
 def test_a_selected_weight_shows_its_numbers_and_histogram(qtbot, window, example):
+    window.resize(1400, 860)  # a laptop's window: the Details dock narrow, the Log under it
     open_example(qtbot, window, example)
     weights = window.session.params["fc1.weight"].array()
     index = window.model.index_of("fc1.weight")
@@ -94,6 +95,10 @@ def test_a_selected_weight_shows_its_numbers_and_histogram(qtbot, window, exampl
     assert stats.histogram == np.histogram(x, bins=64, range=(x.min(), x.max()))[0].tolist()
     assert panel.isVisible() and panel.histogram.counts == stats.histogram
     assert "fc1.weight: float32 [768 x 256]" in panel.text.text() and "from the checkpoint" in panel.text.text()
+    # the tab scrolls the numbers and the whole histogram into view, once laid out; nothing is cut
+    # at the right (the lines wrap at the dock's width)
+    qtbot.waitUntil(lambda: panel.histogram.visibleRegion().boundingRect() == panel.histogram.rect(), timeout=10_000)
+    assert window.overview.scroll.horizontalScrollBar().maximum() == 0
     window.tree.setCurrentIndex(window.model.index_of("logits"))  # not a weight: the panel goes
     assert not panel.isVisible()
 
