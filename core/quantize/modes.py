@@ -5,9 +5,9 @@ Each function reads `src` and writes `dst` (+ `dst.data` when `big`), `exclude`'
   Attention, LSTM, EmbedLayerNormalization by default, never Conv (no int8 ConvInteger on CPU);
   MatMuls of two activations and If/Loop/Scan bodies stay float. `dynamic_source` first moves
   outlier input channels into float MatMuls beside them (outlier_plan.py, exact in float).
-- static: QDQ form, uint8 activations, int8 weights, ranges from `calibration.calibrate` computed
-  once; Conv, MatMul, Gemm by default (`STATIC_OP_TYPES`: the ones with int8 kernels, the rest stays
-  float); main graph only (gain.static_reach); Gemm biases written 1-D first (gemm_bias.py).
+- static: ORT's QDQ quantizer (ort_static.py), uint8 activations, int8 weights, ranges from
+  `calibration.calibrate` computed once; Conv, MatMul, Gemm by default (`STATIC_OP_TYPES`: the
+  ones with int8 kernels, the rest stays float); main graph only (gain.static_reach); Gemm biases written 1-D first (gemm_bias.py).
 - fp16: our converter, float32 kept where values pass float16's range or the CPU provider refuses
   an op (fp16_mode.py).
 - int4: weight-only 4-bit MatMulNBits for the large MatMul weights (int4.py).
@@ -113,8 +113,9 @@ STATIC_OPTIONS = {"ActivationSymmetric": False, "WeightSymmetric": True}
 def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, reduce_range: bool,
            exclude: list[str], big: bool) -> None:
     from onnxruntime.quantization import QuantType
-    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
     from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
+
+    from onnxport.core.quantize.ort_static import ChannelQDQQuantizer
 
     model = load_model_with_shape_infer(Path(src))
     if per_channel and _opset(model) < AXIS_OPSET:
@@ -122,7 +123,7 @@ def static(src: Path, dst: Path, *, tensors_range, op_types, per_channel: bool, 
                             f"(this model has {_opset(model)}): convert it first (modes.with_axis_opset)")
     other_biases = bool(flatten_gemm_biases(model).notes)  # ORT 1.32's int32-bias check reads biases as 1-D
     options = {**STATIC_OPTIONS, **({"QDQDisableWeightAdjustForInt32Bias": True} if other_biases else {})}
-    quantizer = QDQQuantizer(model, per_channel, reduce_range, QuantType.QInt8, QuantType.QUInt8, tensors_range,
+    quantizer = ChannelQDQQuantizer(model, per_channel, reduce_range, QuantType.QInt8, QuantType.QUInt8, tensors_range,
                              [], list(exclude), static_op_types(op_types), options)
     quantizer.quantize_model()
     quantizer.model.save_model_to_file(str(dst), big)

@@ -82,13 +82,10 @@ class ChannelQuantizer(ONNXQuantizer):
         return valid and overrides == [{"axis": axis}]
 
 
-def channel_quantized(weights: np.ndarray, axis: int, qtype: int, symmetric: bool,
-                      reduce_range: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(zero points, float32 scales, quantized weights in `weights`' shape) per channel along `axis`:
-    ORT's `compute_scale_zp` and `quantize_nparray`, element for element in the same dtypes."""
+def channel_params(flat: np.ndarray, qtype: int, symmetric: bool, reduce_range: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(zero points, float32 scales) of each row of `flat` (a channel's values): ORT's
+    `compute_scale_zp`, element for element in the same dtypes."""
     qmin, qmax = get_qmin_qmax_for_qType(qtype, reduce_range, symmetric=symmetric)
-    rows = np.moveaxis(weights, axis, 0)
-    flat = rows.reshape(rows.shape[0], -1)
     rmin = np.minimum(flat.min(axis=1), np.float32(0))
     rmax = np.maximum(flat.max(axis=1), np.float32(0))
     if symmetric:
@@ -102,7 +99,16 @@ def channel_quantized(weights: np.ndarray, axis: int, qtype: int, symmetric: boo
         with np.errstate(divide="ignore", invalid="ignore"):  # the tiny channels' zero point is 0 below
             zero = np.round(qmin - rmin / scale).astype(qmin.dtype)
     stored = np.where(tiny, np.float32(1.0), scale.astype(np.float32))
-    zero = np.where(tiny, np.zeros((), qmin.dtype), zero)
+    return np.where(tiny, np.zeros((), qmin.dtype), zero), stored
+
+
+def channel_quantized(weights: np.ndarray, axis: int, qtype: int, symmetric: bool,
+                      reduce_range: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(zero points, float32 scales, quantized weights in `weights`' shape) per channel along `axis`:
+    `channel_params`, then ORT's `quantize_nparray` element for element."""
+    rows = np.moveaxis(weights, axis, 0)
+    flat = rows.reshape(rows.shape[0], -1)
+    zero, stored = channel_params(flat, qtype, symmetric, reduce_range)
     low, high = get_qmin_qmax_for_qType(qtype, reduce_range=False, symmetric=False)
     values = (flat.astype(np.float32) / stored[:, None]).round() + zero[:, None]
     np.clip(values, low, high, out=values)
@@ -110,4 +116,4 @@ def channel_quantized(weights: np.ndarray, axis: int, qtype: int, symmetric: boo
     return zero, stored, np.moveaxis(quantized, 0, axis)
 
 
-__all__ = ["ChannelQuantizer", "channel_quantized", "quantize_dynamic"]
+__all__ = ["ChannelQuantizer", "channel_params", "channel_quantized", "quantize_dynamic"]
