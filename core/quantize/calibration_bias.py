@@ -9,10 +9,10 @@ Contract:
 - `input_means(model_path, feeds, workdir, report, op_types)` runs the float model over the
   calibration feeds one batch at a time and returns `InputMeans`: per Conv/ConvTranspose (of the
   quantized `op_types`) with an initializer weight, its input's per-channel mean.
-- `correct_biases(src, dst, means, per_channel=, reduce_range=, exclude=)` writes `dst` with each
-  measured bias b replaced by b - (Wq - W) . E[x], Wq exactly as ORT's QDQ quantizer writes it;
-  nodes in `exclude` are left alone. Returns how many were corrected.
-- `bias_corrected(...)`: the same for one quantization attempt, with its note. Main graph only."""
+- `correct_biases(model, means, per_channel=, reduce_range=, exclude=)`, a checked pass (passes.py):
+  in place, each measured bias b becomes b - (Wq - W) . E[x], Wq exactly as ORT's QDQ quantizer
+  writes it; nodes in `exclude` are left alone; the nodes corrected are its REWRITTEN changes.
+- `bias_corrected(...)`: that from a file to a file for one attempt, with its note. Main graph only."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from onnx import numpy_helper
 
 from onnxport.core.evaluate.feeds import FeedSource
 from onnxport.core.evaluate.runtime import adapt_feed, load_full, model_size, run, session
+from onnxport.core.graph.passes import REWRITTEN, NodeChange, PassResult
+from onnxport.core.quantize.passes import checked
 from onnxport.core.util.progress import Reporter
 
 CORRECTED_OPS = ("Conv", "ConvTranspose")
@@ -126,15 +128,15 @@ def _shift(node: onnx.NodeProto, weight: np.ndarray, rounded: np.ndarray, mean: 
     return (delta * mean[:, None]).sum(0) / float(np.prod(strides))
 
 
-def correct_biases(src: Path, dst: Path, means: InputMeans, *, per_channel: bool, reduce_range: bool,
-                   exclude: Iterable[str] = ()) -> int:
+@checked
+def correct_biases(model: onnx.ModelProto, means: InputMeans, *, per_channel: bool, reduce_range: bool,
+                   exclude: Iterable[str] = ()) -> PassResult:
     """See the module docstring."""
-    model = load_full(src)
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     uses = Counter(name for n in graph.node for name in n.input)
     skip = set(exclude)
-    corrected = 0
+    changes: list[NodeChange] = []
     for node in _weighted_nodes(graph):
         mean = means.by_node.get(node.name)
         if mean is None or node.name in skip:
@@ -152,6 +154,8 @@ def correct_biases(src: Path, dst: Path, means: InputMeans, *, per_channel: bool
             continue  # a bias computed in the graph, or shared: leave it
         bias = numpy_helper.to_array(inits[bias_name]).astype(np.float64) if bias_name else 0.0
         new = (bias - shift).astype(np.float32)
+        if bias_name and np.array_equal(new, bias):
+            continue  # a shift that rounds to nothing: the bias stays as it is
         if bias_name:
             inits[bias_name].CopyFrom(numpy_helper.from_array(new, bias_name))
         else:
@@ -160,12 +164,8 @@ def correct_biases(src: Path, dst: Path, means: InputMeans, *, per_channel: bool
             while len(node.input) < 3:
                 node.input.append("")
             node.input[2] = bias_name
-        corrected += 1
-    if model_size(src) > BIG_MODEL_BYTES:
-        onnx.save_model(model, str(dst), save_as_external_data=True, location=dst.name + ".data")
-    else:
-        onnx.save_model(model, str(dst))
-    return corrected
+        changes.append(NodeChange(node.name, REWRITTEN, "bias corrected"))
+    return PassResult(model, changed=bool(changes), changes=changes)
 
 
 BIAS_NOTE = "bias corrected on "
@@ -177,7 +177,13 @@ def bias_corrected(src: Path, dst: Path, means: InputMeans | None, *, per_channe
     nothing was measured or corrected; `notes` gets (or has replaced) one line saying on how many."""
     if means is None or not means.by_node:
         return src
-    corrected = correct_biases(src, dst, means, per_channel=per_channel, reduce_range=reduce_range, exclude=exclude)
+    model = load_full(src)
+    corrected = len(correct_biases(model, means, per_channel=per_channel, reduce_range=reduce_range,
+                                   exclude=exclude).changes)
+    if corrected and model_size(src) > BIG_MODEL_BYTES:
+        onnx.save_model(model, str(dst), save_as_external_data=True, location=dst.name + ".data")
+    elif corrected:
+        onnx.save_model(model, str(dst))
     notes[:] = [n for n in notes if not n.startswith(BIAS_NOTE)]
     notes.append(f"{BIAS_NOTE}{corrected} convolution(s): the mean shift their int8 weights cause, "
                  f"measured on the calibration data ({means.batches} batch(es))")

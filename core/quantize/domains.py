@@ -4,13 +4,12 @@ Why: ONNX Runtime's quantizers add `com.microsoft`, `ai.onnx.ml`, `ai.onnx.train
 model they write, used or not (seven unused domains on a quantized OCR model), which tools that
 check domains refuse and readers have to wonder about.
 
-Contract: `drop_unused_domains(model)` removes, in place, each `opset_import` entry whose domain no
-node uses (main graph, sub-graph bodies at any depth, and model-local functions that are called);
-the default domain stays. Returns the domains removed, in their order.
+Contract (both checked passes, passes.py; `domains(result)` names the domains): `drop_unused_domains`
+removes, in place, each `opset_import` entry whose domain no node uses (main graph, sub-graph
+bodies at any depth, and model-local functions that are called); the default domain stays.
 `declare_used_domains(model)` adds the missing declaration of a domain the nodes use (ONNX
 Runtime's quantizer, quantizing inside If/Loop/Scan bodies, writes `com.microsoft` ops there but
-declares the domain only in the body's throwaway model: onnx.checker refuses the file). Returns
-the domains added.
+declares the domain only in the body's throwaway model: onnx.checker refuses the file).
 """
 
 from __future__ import annotations
@@ -19,10 +18,13 @@ from collections.abc import Iterator
 
 import onnx
 
+from onnxport.core.graph.passes import PassResult
 from onnxport.core.graph.uses import bodies
+from onnxport.core.quantize.passes import checked
 
 _DEFAULT = ("", "ai.onnx")
 DOMAIN_VERSIONS = {"com.microsoft": 1, "ai.onnx.ml": 1, "ai.onnx.preview.training": 1}
+DROPPED, DECLARED = "domain dropped (no node uses it): ", "domain declared (a node uses it): "
 
 
 def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
@@ -49,7 +51,13 @@ def used_domains(model: onnx.ModelProto) -> set[str]:
     return used
 
 
-def drop_unused_domains(model: onnx.ModelProto) -> list[str]:
+def domains(result: PassResult) -> list[str]:
+    """The domains a domain pass dropped or declared, in order."""
+    return [note.partition(": ")[2] for note in result.notes]
+
+
+@checked
+def drop_unused_domains(model: onnx.ModelProto) -> PassResult:
     """See the module docstring."""
     used = used_domains(model)
     removed = [o.domain for o in model.opset_import if o.domain not in used and o.domain not in _DEFAULT]
@@ -62,13 +70,14 @@ def drop_unused_domains(model: onnx.ModelProto) -> list[str]:
             copies.append(c)
         del model.opset_import[:]
         model.opset_import.extend(copies)
-    return removed
+    return PassResult(model, changed=bool(removed), notes=[DROPPED + d for d in removed])
 
 
-def declare_used_domains(model: onnx.ModelProto) -> list[str]:
+@checked
+def declare_used_domains(model: onnx.ModelProto) -> PassResult:
     """See the module docstring."""
     declared = {o.domain for o in model.opset_import}
     added = sorted(d for d in used_domains(model) - declared if d not in _DEFAULT and d in DOMAIN_VERSIONS)
     for domain in added:
         model.opset_import.add(domain=domain, version=DOMAIN_VERSIONS[domain])
-    return added
+    return PassResult(model, changed=bool(added), notes=[DECLARED + d for d in added])

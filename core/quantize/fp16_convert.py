@@ -3,8 +3,8 @@
 Why our own converter: onnxconverter-common's converter changes Constant values even for nodes it
 keeps in float (9.8e7 became 65504) and can emit Casts after their consumers (fails the checker).
 
-Contract: `to_float16(model, keep=..., keep_io_types=..., block_ops=...)` converts `model` in place
-and returns the nodes kept in float32 with why (`{label: reason}`):
+Contract: `to_float16(model, keep=..., keep_io_types=..., block_ops=...)`, a checked pass (passes.py),
+converts `model` in place; its `Fp16Result.kept`: the nodes kept in float32 with why (`{label: reason}`):
 - a node runs in float16 when its schema allows it (fp16_nodes.py), it has no sub-graph and is not
   kept (`keep`, `block_ops`, a weight beyond float16's range);
 - weights become float16 only when every reader runs in float16 (mixed readers: a float16 copy is
@@ -17,13 +17,14 @@ and returns the nodes kept in float32 with why (`{label: reason}`):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxport.core.graph.index import infer_value_info
+from onnxport.core.graph.passes import ADDED, REWRITTEN, NodeChange, PassResult
 from onnxport.core.graph.uses import bodies, graph_captures, has_bodies, subgraph_captures, walk_bodies
 from onnxport.core.quantize.fp16_nodes import (
     ATTR,
@@ -38,6 +39,7 @@ from onnxport.core.quantize.fp16_nodes import (
     node_slots,
     topological_order,
 )
+from onnxport.core.quantize.passes import checked
 
 FLOAT, HALF = TensorProto.FLOAT, TensorProto.FLOAT16
 # Standard ops ONNX Runtime's converter keeps float32 by default (no float16 kernel, or a precision need).
@@ -56,6 +58,15 @@ class _Context:
     keep_io: bool
     block_ops: set[str]
     taken: set[str]
+    changes: list[NodeChange] = field(default_factory=list)  # nodes run in float16, Casts added
+    edits: int = 0  # other edits: weights, types, attributes, output names, node order
+
+
+@dataclass
+class Fp16Result(PassResult):
+    """`to_float16`'s `PassResult`, with the nodes kept in float32 and why."""
+
+    kept: dict[str, str] = field(default_factory=dict)
 
 
 class _Converter:
@@ -69,6 +80,7 @@ class _Converter:
         self.keep_io = ctx.keep_io or outer is not None  # a body's inputs and outputs: its node's interface
         self.kept: dict[str, str] = {}
         order = topological_order(self.graph)
+        self.reordered = order != list(range(len(order)))
         self.nodes = [self.graph.node[i] for i in order]
         self.labels = [self._label(self.graph.node[i], i) for i in order]
         self.type = dict(ctx.types)
@@ -208,6 +220,7 @@ class _Converter:
         return found
 
     def _convert(self) -> None:
+        self.ctx.edits += self.reordered
         out_type = FLOAT if self.keep_io else HALF
         required = {o.name: out_type for o in self.graph.output if self.type.get(o.name) in (FLOAT, HALF)}
         wants: dict[str, set[int]] = {}
@@ -233,12 +246,12 @@ class _Converter:
             kind[name] = self._convert_weight(name, wants.get(name, set()), available)
         for vi in self.graph.input:
             if vi.name in self.inits:  # a weight listed as an input too: declared as it is stored
-                vi.type.tensor_type.elem_type = kind[vi.name]
+                self._retype(vi, kind[vi.name])
                 continue
             if self.type.get(vi.name) != FLOAT:
                 continue
             kind[vi.name] = FLOAT if self.keep_io else HALF
-            vi.type.tensor_type.elem_type = kind[vi.name]
+            self._retype(vi, kind[vi.name])
             available[(vi.name, kind[vi.name])] = vi.name
         emitted: list[onnx.NodeProto] = []
         for i, node in enumerate(self.nodes):
@@ -246,7 +259,10 @@ class _Converter:
                 want = self._wanted(i, cls)
                 if name in kind and want is not None and kind[name] != want:
                     node.input[slot] = self._cast(name, kind[name], want, available, emitted)
+                    self.ctx.edits += 1
             emitted.append(node)
+            if self.half[i]:
+                self.ctx.changes.append(NodeChange(self.labels[i], REWRITTEN, "runs in float16"))
             after = self._set_outputs(i, node, kind, required, available)
             emitted.extend(after)
         label_of = {id(node): label for node, label in zip(self.nodes, self.labels) if has_bodies(node)}
@@ -263,6 +279,7 @@ class _Converter:
             return FLOAT
         array = self._weight(name)
         half = numpy_helper.from_array(array.astype(np.float16), name)
+        self.ctx.edits += 1
         if FLOAT in wants:  # read by both kinds: a float16 copy beside the float32 original
             half.name = self.fresh(name + _SUFFIX[HALF])
             self.graph.initializer.append(half)
@@ -282,6 +299,7 @@ class _Converter:
             out = self.fresh(name + _SUFFIX[want])
             emitted.append(helper.make_node("Cast", [available[(name, have)]], [out], to=want,
                                             name=self.fresh(out + "_cast")))
+            self.ctx.changes.append(NodeChange(emitted[-1].name, ADDED, "Cast"))
             available[(name, want)] = out
         return available[(name, want)]
 
@@ -294,10 +312,11 @@ class _Converter:
         if self.half[i] and node.op_type == "Cast":
             to = next(a for a in node.attribute if a.name == "to")
             if to.i == FLOAT:
-                to.i = HALF
+                to.i, self.ctx.edits = HALF, self.ctx.edits + 1
         if self.half[i] and node.op_type == "ConstantOfShape":
             for attr in node.attribute:
                 if attr.name == "value" and attr.t.data_type == FLOAT:
+                    self.ctx.edits += 1
                     attr.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attr.t).astype(np.float16)))
         after = []
         for slot, name in enumerate(node.output):
@@ -311,6 +330,7 @@ class _Converter:
                 available[(name, has)] = inner
                 after.append(helper.make_node("Cast", [inner], [name], to=required[name],
                                               name=self.fresh(name + "_cast")))
+                self.ctx.changes.append(NodeChange(after[-1].name, ADDED, "Cast"))
                 kind[name] = required[name]
                 available[(name, required[name])] = name
             else:
@@ -321,11 +341,16 @@ class _Converter:
     def _retype_value_info(self, kind: dict, required: dict) -> None:
         for vi in list(self.graph.value_info) + list(self.graph.output):
             if vi.type.HasField("tensor_type") and vi.name in kind:
-                vi.type.tensor_type.elem_type = kind[vi.name]
+                self._retype(vi, kind[vi.name])
+
+    def _retype(self, vi: onnx.ValueInfoProto, elem_type: int) -> None:
+        self.ctx.edits += vi.type.tensor_type.elem_type != elem_type
+        vi.type.tensor_type.elem_type = elem_type
 
 
+@checked
 def to_float16(model: onnx.ModelProto, *, keep: Mapping[str, str] | None = None, keep_io_types: bool = True,
-               block_ops: Iterable[str] = ()) -> dict[str, str]:
+               block_ops: Iterable[str] = ()) -> Fp16Result:
     """See the module docstring."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     infos = infer_value_info(model, bodies=True)
@@ -337,4 +362,6 @@ def to_float16(model: onnx.ModelProto, *, keep: Mapping[str, str] | None = None,
         taken.update(t.name for t in graph.initializer)
         taken.update(name for n in graph.node for name in [*n.output, n.name])
     ctx = _Context(opset, types, dict(keep or {}), keep_io_types, set(block_ops) | set(DEFAULT_BLOCK_OPS), taken)
-    return _Converter(model.graph, ctx).run()
+    kept = _Converter(model.graph, ctx).run()
+    added = any(c.action == ADDED for c in ctx.changes)
+    return Fp16Result(model, changed=added or ctx.edits > 0, changes=ctx.changes, kept=kept)

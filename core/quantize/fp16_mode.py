@@ -134,7 +134,7 @@ def fp16(src: Path, dst: Path, *, keep_io_types: bool, block_ops, exclude: list[
         model = onnx.ModelProto()
         model.CopyFrom(source)
         kept = to_float16(model, keep={**(beyond or {}), **requested}, keep_io_types=keep_io_types,
-                          block_ops=set(block_ops) | set(outcome.blocked))
+                          block_ops=set(block_ops) | set(outcome.blocked)).kept
         outcome.kept = {k: v for k, v in kept.items() if k not in requested and not v.startswith("op type")}
         drop_unused_domains(model)
         meta = [p for p in model.metadata_props if p.key != FP16_METADATA_KEY]

@@ -91,7 +91,7 @@ def tidy_written(path: Path) -> None:
     DynamicQuantizeLinear of a value the body captures *after* the If/Loop node in the outer graph
     (ORT runs it; onnx.checker and the spec refuse it)."""
     model = onnx.load_model(str(path), load_external_data=False)
-    changed = drop_unused_domains(model) + declare_used_domains(model)
+    changed = drop_unused_domains(model).changed | declare_used_domains(model).changed
     if topological_sort(model.graph) or changed:
         onnx.save_model(model, str(path))
 

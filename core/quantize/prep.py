@@ -55,7 +55,7 @@ def preprocess(src: Path, dst: Path, *, big: bool | None = None) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - shape inference is best effort
         notes.append(f"ONNX shape inference skipped ({first_line(exc, 200)})")
     model = onnx.load_model(str(dst), load_external_data=False)
-    dropped = drop_unused_domains(model)  # ORT's optimizer declares domains it does not use
+    dropped = drop_unused_domains(model).changed  # ORT's optimizer declares domains it does not use
     if model.ir_version < FIRST_IR_WITHOUT_INITIALIZER_INPUTS:
         # ORT's optimizer writes the initializers it makes (fused Conv+BN weights...) without graph
         # inputs, which IR 3 forbids: onnx's version converter (ORT's quantizer runs it on opsets

@@ -27,6 +27,7 @@ from onnxport.core.evaluate.compare import Thresholds
 from onnxport.core.evaluate.feeds import FeedSource
 from onnxport.core.evaluate.runtime import load_full, model_size
 from onnxport.core.export.staging import Staging
+from onnxport.core.graph.passes import REWRITTEN
 from onnxport.core.quantize.attempt_check import AttemptChecker
 from onnxport.core.quantize.search import (
     SEARCH_BATCHES,
@@ -187,9 +188,11 @@ def _with_int8_weights(dst: Path, kept: list[str], stage: Staging, checker: Atte
     light = stage.path("int8_weights")
     light.mkdir(exist_ok=True)
     light = light / dst.name
-    count = int8_weights(dst, light, kept, WEIGHT_ONLY_MIN_VALUES)
+    model = load_full(dst)
+    count = len(int8_weights(model, kept, WEIGHT_ONLY_MIN_VALUES).names(REWRITTEN))
     if not count:
         return dst
+    onnx.save_model(model, str(light))
     margin = SEARCH_MARGIN * (1.0 - thresholds.min_cosine)
     if checker(light, kept, attempts) and attempts[-1]["min_cosine"] >= min(1.0, thresholds.min_cosine + margin):
         info["int8_weights"] = count

@@ -4,26 +4,26 @@ Why: the static search keeps whole stages in float because their *activations* d
 uint8 (PP-OCRv4's detector: 178 nodes, 0.46 of the weights, 0.63x the size). Their weights do:
 stored as int8 (8-bit symmetric, one scale per output channel), the node still computes in float.
 Cast + Mul, not DequantizeLinear: ONNX Runtime folds those into a float initializer when it loads
-the model (it keeps every DequantizeLinear, which then ran each time and cost the detector 33%),
+the model (it keeps every DequantizeLinear, which then runs each time: docs/performance.md),
 so the float nodes run as fast as before. 8 bits, not the CPU path's 7: no int8 kernel reads them.
 
-Contract: `int8_weights(src, dst, nodes, min_values=0)` writes `dst`: each Conv/ConvTranspose/
-MatMul/Gemm named in `nodes` that reads a float32 initializer weight (2-D or more, read by that
-node only, at least `MIN_VALUES` and `min_values` values) reads it as Mul(Cast(int8), scale)
-instead. Returns how many weights it converted (0: `dst` not written). Main graph only.
+Contract: `int8_weights(model, nodes, min_values=0)`, a checked pass (passes.py): in place, each
+Conv/ConvTranspose/MatMul/Gemm named in `nodes` that reads a float32 initializer weight (2-D or
+more, read by that node only, at least `MIN_VALUES` and `min_values` values) reads it as
+Mul(Cast(int8), scale) instead; those nodes are the result's REWRITTEN changes. Main graph only.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxport.core.evaluate.runtime import load_full
+from onnxport.core.graph.passes import ADDED, REWRITTEN, NodeChange, PassResult
+from onnxport.core.quantize.passes import checked
 
 WEIGHT_OPS = {"Conv": 0, "ConvTranspose": 1, "MatMul": 1, "Gemm": None}  # op -> channel axis of its weight
 MIN_VALUES = 256
@@ -37,14 +37,14 @@ def _axis(node: onnx.NodeProto) -> int | None:
     return axis
 
 
-def int8_weights(src: Path, dst: Path, nodes: Iterable[str], min_values: int = 0) -> int:
+@checked
+def int8_weights(model: onnx.ModelProto, nodes: Iterable[str], min_values: int = 0) -> PassResult:
     """See the module docstring."""
-    model = load_full(src)
     graph = model.graph
     wanted = set(nodes)
     inits = {t.name: t for t in graph.initializer}
     uses = Counter(name for n in graph.node for name in n.input)
-    converted = 0
+    changes: list[NodeChange] = []
     kept_inits = []
     dropped: set[str] = set()
     dequantize: list[tuple[int, list[onnx.NodeProto]]] = []
@@ -74,9 +74,10 @@ def int8_weights(src: Path, dst: Path, nodes: Iterable[str], min_values: int = 0
                              name=f"{node.name}/onnxport_weight_scale")]))
         node.input[1] = f"{name}_dequantized"
         dropped.add(name)
-        converted += 1
-    if not converted:
-        return 0
+        changes += [NodeChange(node.name, REWRITTEN, "weight stored as int8"),
+                    *(NodeChange(n.name, ADDED, "weight dequantized") for n in dequantize[-1][1])]
+    if not changes:
+        return PassResult(model)
     keep = [t for t in graph.initializer if t.name not in dropped]
     del graph.initializer[:]
     graph.initializer.extend(keep + kept_inits)
@@ -87,5 +88,4 @@ def int8_weights(src: Path, dst: Path, nodes: Iterable[str], min_values: int = 0
         if index in before:
             graph.node.extend(before[index])
         graph.node.append(node)
-    onnx.save_model(model, str(dst))
-    return converted
+    return PassResult(model, changed=True, changes=changes)

@@ -11,6 +11,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.evaluate.feeds import input_specs, open_feeds
+from onnxport.core.graph.passes import REWRITTEN
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize import modes
 from onnxport.core.quantize.calibration import calibrate
@@ -75,6 +76,15 @@ def test_rounded_weights_are_what_the_qdq_quantizer_writes(tmp_path, per_channel
     assert np.abs(stored).max() <= (64 if reduce_range else 127)
 
 
+def _corrected(src, dst, means, **kwargs) -> int:
+    """Runs the checked pass on `src`'s model, writes it to `dst`; how many biases it corrected."""
+    model = onnx.load(src)
+    result = correct_biases(model, means, **kwargs)
+    assert result.model is model and result.changed == bool(result.changes)
+    onnx.save(model, dst)
+    return len(result.names(REWRITTEN))
+
+
 def test_the_corrected_model_keeps_the_float_means(tmp_path):
     _model(tmp_path / "m.onnx")
     feeds, x = _feeds(tmp_path / "m.onnx")
@@ -82,8 +92,7 @@ def test_the_corrected_model_keeps_the_float_means(tmp_path):
     means = input_means(tmp_path / "m.onnx", feeds, tmp_path, Reporter(None, None))
     assert set(means.by_node) == {"conv1", "dw"} and means.batches == 2
     np.testing.assert_allclose(means.by_node["conv1"], x.mean(axis=(0, 2, 3)), rtol=1e-5)
-    assert correct_biases(tmp_path / "m.onnx", tmp_path / "c.onnx", means, per_channel=True,
-                          reduce_range=True) == 2
+    assert _corrected(tmp_path / "m.onnx", tmp_path / "c.onnx", means, per_channel=True, reduce_range=True) == 2
     for src, dst in (("m.onnx", "plain.qdq.onnx"), ("c.onnx", "corrected.qdq.onnx")):
         modes.static(tmp_path / src, tmp_path / dst, tensors_range=ranges, op_types=["Conv"], per_channel=True,
                      reduce_range=True, exclude=[], big=False)
@@ -102,8 +111,8 @@ def test_excluded_nodes_and_graph_computed_weights_are_left_alone(tmp_path):
     _model(tmp_path / "m.onnx", depthwise=False)
     feeds, _ = _feeds(tmp_path / "m.onnx")
     means = input_means(tmp_path / "m.onnx", feeds, tmp_path, Reporter(None, None))
-    assert correct_biases(tmp_path / "m.onnx", tmp_path / "c.onnx", means, per_channel=True, reduce_range=True,
-                          exclude=["conv1"]) == 0
+    assert _corrected(tmp_path / "m.onnx", tmp_path / "c.onnx", means, per_channel=True, reduce_range=True,
+                      exclude=["conv1"]) == 0
     before, after = (numpy_helper.to_array(next(i for i in onnx.load(tmp_path / p).graph.initializer
                                                 if i.name == "b1")) for p in ("m.onnx", "c.onnx"))
     np.testing.assert_array_equal(before, after)

@@ -11,7 +11,15 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.graph.passes import REWRITTEN, NodeChange, PassResult
-from onnxport.core.quantize import gemm_bias, outlier_split, smooth
+from onnxport.core.quantize import (
+    calibration_bias,
+    domains,
+    fp16_convert,
+    gemm_bias,
+    outlier_split,
+    smooth,
+    weight_only,
+)
 from onnxport.core.quantize.passes import PassContractError, checked, fingerprint
 
 from ..model_builders import make_model
@@ -78,8 +86,20 @@ def test_the_fingerprint_sees_a_weight_value_and_nothing_else_changes_it():
 
 
 def test_the_float_rewrites_are_checked_passes():
-    for rewrite in (smooth.smooth, outlier_split.split_outliers, gemm_bias.flatten_gemm_biases):
+    for rewrite in (smooth.smooth, outlier_split.split_outliers, gemm_bias.flatten_gemm_biases,
+                    fp16_convert.to_float16, domains.drop_unused_domains, domains.declare_used_domains,
+                    weight_only.int8_weights, calibration_bias.correct_biases):
         assert getattr(rewrite, "__wrapped__", None) is not None, rewrite  # wrapped by passes.checked
     model = _model()
     result = gemm_bias.flatten_gemm_biases(model)  # no Gemm: unchanged, said so
     assert isinstance(result, PassResult) and result.model is model and not result.changed
+
+
+def test_the_weight_passes_say_whether_they_changed_the_model():
+    model = _model()
+    assert not weight_only.int8_weights(model, ["mm"]).changed  # 16 values: below MIN_VALUES, left as it is
+    kept = fp16_convert.to_float16(model, keep={"mm": "kept float32 on request"})
+    assert not kept.changed and kept.kept == {"mm": "kept float32 on request"}
+    converted = fp16_convert.to_float16(model)
+    assert converted.changed and converted.model is model and "mm" in converted.names(REWRITTEN)
+    assert model.graph.initializer[0].data_type == T.FLOAT16

@@ -180,7 +180,7 @@ def test_fp16_converts_the_weights_and_nodes_inside_the_bodies(constants):
     source = body_models.if_model(top=True, constants=constants)
     model = onnx.ModelProto()
     model.CopyFrom(source)
-    assert to_float16(model) == {}
+    assert to_float16(model).kept == {}
     weights = _float_weights(model)
     for name in ("Wtop", "W1", "W2", "lstm.W", "lstm.R", "lstm.B"):
         assert weights[name] == onnx.TensorProto.FLOAT16, name
@@ -192,7 +192,7 @@ def test_fp16_keeps_constant_weights_of_a_float_kept_body_node_bit_exact():
     source = body_models.if_model(constants=True)
     model = onnx.ModelProto()
     model.CopyFrom(source)
-    kept = to_float16(model, keep={"then/mm2": "kept float32 on request"})
+    kept = to_float16(model, keep={"then/mm2": "kept float32 on request"}).kept
     assert kept == {"then/mm2": "kept float32 on request"}
     weights = _float_weights(model)
     assert weights["W2"] == onnx.TensorProto.FLOAT and weights["W1"] == onnx.TensorProto.FLOAT16
@@ -212,7 +212,7 @@ def test_fp16_keeps_a_body_node_whose_weight_is_beyond_float16():
                 node.attribute[0].t.CopyFrom(numpy_helper.from_array(big, "W1"))
     model = onnx.ModelProto()
     model.CopyFrom(source)
-    assert to_float16(model) == {"then/mm1": "weight 'W1' reaches 1e+06 (float16 max 65504)"}
+    assert to_float16(model).kept == {"then/mm1": "weight 'W1' reaches 1e+06 (float16 max 65504)"}
     assert _float_weights(model)["W1"] == onnx.TensorProto.FLOAT
     _runs_like(model, source, 0.9999)
 
@@ -249,7 +249,7 @@ def test_fp16_keeping_an_if_in_float32_keeps_everything_it_holds():
     source = body_models.if_model(top=True, constants=True)
     model = onnx.ModelProto()
     model.CopyFrom(source)
-    assert to_float16(model, keep={"branch": "kept float32 on request"}) == {"branch": "kept float32 on request"}
+    assert to_float16(model, keep={"branch": "kept float32 on request"}).kept == {"branch": "kept float32 on request"}
     weights = _float_weights(model)
     assert weights["Wtop"] == onnx.TensorProto.FLOAT16  # the main graph's MatMul still converts
     original = {n.output[0]: n for g in gain.all_graphs(source) for n in g.node if n.op_type == "Constant"}

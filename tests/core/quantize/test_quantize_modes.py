@@ -14,7 +14,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from onnxport.core.quantize import fp16_mode, modes
-from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.quantize.domains import domains, drop_unused_domains
 from onnxport.core.quantize.fp16_convert import to_float16
 from onnxport.core.quantize.fp16_mode import beyond_float16
 from onnxport.core.quantize.fp16_nodes import ATTR, FIXED, FOLLOW, FREE, node_slots, topological_order
@@ -51,7 +51,7 @@ def test_fp16_keeps_constant_weights_of_a_float32_node_bit_exact():
     source = mode_models.constant_bn()
     feed = {"image": np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)}
     model = _copy(source)
-    kept = to_float16(model)
+    kept = to_float16(model).kept
     assert kept == {"bn": "weight 'bn.var' reaches 9.8e+07 (float16 max 65504)"}
     onnx.checker.check_model(model, full_check=True)
     consts = {n.output[0]: n for n in model.graph.node if n.op_type == "Constant"}
@@ -113,7 +113,7 @@ def test_fp16_keeps_ops_whose_activations_overflow_in_float32():
     assert set(beyond) == {"scale_up", "double", "scale_down"}
     assert beyond["double"] == "'doubled' reaches 1.8e+05 in float32 (float16 max 65504)"
     model = _copy(source)
-    kept = to_float16(model, keep=beyond)
+    kept = to_float16(model, keep=beyond).kept
     assert set(kept) == set(beyond)
     np.testing.assert_allclose(reference(model), _run(source, feed), rtol=1e-3)
     np.testing.assert_allclose(_run(model, feed), _run(source, feed), rtol=1e-3)
@@ -122,7 +122,7 @@ def test_fp16_keeps_ops_whose_activations_overflow_in_float32():
 def test_fp16_weight_read_by_both_kinds_gets_a_float16_copy():
     source = mode_models.shared_weight()
     model = _copy(source)
-    kept = to_float16(model, keep={"keep_me": "kept float32 on request"})
+    kept = to_float16(model, keep={"keep_me": "kept float32 on request"}).kept
     assert kept == {"keep_me": "kept float32 on request"}
     inits = {t.name: t for t in model.graph.initializer}
     assert inits["w"].SerializeToString() == source.graph.initializer[0].SerializeToString()
@@ -213,9 +213,10 @@ def test_drop_unused_domains_keeps_those_used_in_bodies_and_functions():
     model.functions.append(fn)
     for domain in ("com.microsoft", "ai.onnx.ml", "local", "inner", "ai.onnx.training", "ai.onnx.preview.training"):
         model.opset_import.append(helper.make_opsetid(domain, 1))
-    removed = drop_unused_domains(model)
-    assert removed == ["ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"]
+    result = drop_unused_domains(model)
+    assert result.changed and domains(result) == ["ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"]
     assert [o.domain for o in model.opset_import] == ["", "com.microsoft", "local", "inner"]
+    assert not drop_unused_domains(model).changed  # nothing left to drop: unchanged, said so
 
 
 # --- int4 ------------------------------------------------------------------------------------------
