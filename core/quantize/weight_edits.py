@@ -1,5 +1,5 @@
 """Small edits of a graph's weights that the float rewrites before quantizing share
-(outlier_split.py, outlier_shift.py, smooth.py).
+(outlier_split.py, smooth.py).
 
 `weights` is the graph's initializers by name (`graph_lookups`), kept in step with every edit:
 `add_weight` appends and registers one; `replace_weight` gives a node's weight new values, in

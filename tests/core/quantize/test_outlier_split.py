@@ -14,8 +14,7 @@ from onnxport.core.evaluate.feeds import input_specs, open_feeds
 from onnxport.core.graph.passes import REWRITTEN, NodeChange, PassResult
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.outlier_plan import channel_maxima, split_for_dynamic
-from onnxport.core.quantize.outlier_shift import SHIFT
-from onnxport.core.quantize.outlier_split import SUFFIX, chosen_channels, float_parts, split_outliers
+from onnxport.core.quantize.outlier_split import SHIFT, SUFFIX, chosen_channels, float_parts, split_outliers
 from onnxport.core.quantize.quantize import quantize
 from onnxport.core.quantize.smooth import RESCALED_BY
 from onnxport.core.quantize.weight_edits import RESCALED
