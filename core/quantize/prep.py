@@ -11,6 +11,7 @@ optimizer adds seven). Files are written only at `dst` (and `dst.data` for model
 with external data: ORT's optimized model would otherwise name the source's data file, which is
 not beside `dst`). Returns notes on what was skipped; a model the optimizer cannot
 handle is copied as is (quantization still works, maybe with fewer weights quantized).
+`map_node_names(names, original, prepared, notes)`: the user's node names in the pre-processed model.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ import onnx
 
 from onnxport.core.evaluate.runtime import model_size, session_options
 from onnxport.core.graph.uses import used_names
+from onnxport.core.io.model_io import load_graph
+from onnxport.core.quantize import gain
 from onnxport.core.quantize.domains import drop_unused_domains
+from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import first_line
 
 BIG_MODEL_BYTES = 1536 << 20  # above this, write the optimized model with external data
@@ -93,3 +97,35 @@ def _copy_model(src: Path, dst: Path) -> None:
         return
     onnx.external_data_helper.load_external_data_for_model(model, str(src.parent))
     onnx.save_model(model, str(dst), save_as_external_data=True, location=dst.name + ".data")
+
+
+def map_node_names(names: list[str], original: Path, prepared: Path, notes: list[str]) -> list[str]:
+    """Node names of the original model -> names in the pre-processed one (ORT's fusions rename
+    a node `n` to `n/<Fusion>/`). Unknown names are an error; fused-away ones are noted."""
+    if not names:
+        return names
+    import difflib
+
+    before = node_names(original)
+    after = node_names(prepared) if prepared != original else before
+    after_set = set(after)
+    mapped: list[str] = []
+    for name in names:
+        if name in after_set:
+            mapped.append(name)
+            continue
+        if name not in before:
+            close = difflib.get_close_matches(name, before, n=3)
+            raise OnnxportError(f"{original.name}: no node named '{name}' to keep in float"
+                                + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""))
+        renamed = [a for a in after if a.startswith(name + "/")]
+        if renamed:
+            mapped += renamed
+        else:
+            notes.append(f"node '{name}' was folded away by pre-processing; nothing to keep in float")
+    return list(dict.fromkeys(mapped))
+
+
+def node_names(path: Path) -> list[str]:
+    """Names of the nodes of every graph, If/Loop/Scan bodies included (the quantizers read bodies)."""
+    return [n.name for g in gain.all_graphs(load_graph(path)) for n in g.node]

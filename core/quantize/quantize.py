@@ -36,8 +36,8 @@ from onnxport.core.io.run_reads import model_reads
 from onnxport.core.quantize import MODES, gain, held_out, modes
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
-from onnxport.core.quantize.node_names import map_node_names
 from onnxport.core.quantize.options import QuantizeOptions
+from onnxport.core.quantize.prep import map_node_names
 from onnxport.core.quantize.result import QuantizeResult
 from onnxport.core.quantize.search import LoopResult
 from onnxport.core.quantize.search_static import search_notes

@@ -28,6 +28,7 @@ from onnxport.core.evaluate.feeds import FeedSource
 from onnxport.core.evaluate.runtime import load_full, model_size
 from onnxport.core.export.staging import Staging
 from onnxport.core.graph.passes import REWRITTEN
+from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize.attempt_check import AttemptChecker
 from onnxport.core.quantize.search import (
     SEARCH_BATCHES,
@@ -63,6 +64,27 @@ class Unit:
     @property
     def score(self) -> float:
         return self.gain / (self.share + FREE_SHARE)
+
+
+def input_producers(model_path: Path, op_types: set[str] | None):
+    """For QDQ: a node kept in float still reads its inputs through the Q/DQ pair its producer's
+    quantized output got (e.g. a Softmax after an Add of a -1e4 attention mask: the error is in
+    that edge). So keeping a node in float also keeps the quantizable producers of its inputs."""
+    graph = load_graph(model_path).graph
+    producer = {o: n for n in graph.node for o in n.output if o}
+    by_name = {n.name: n for n in graph.node}
+
+    def expand(group: list[str]) -> list[str]:
+        found = []
+        for name in group:
+            node = by_name.get(name)
+            for inp in node.input if node is not None else ():
+                p = producer.get(inp)
+                if p is not None and p.name and (op_types is None or p.op_type in op_types):
+                    found.append(p.name)
+        return [n for n in dict.fromkeys(found) if n not in group]
+
+    return expand
 
 
 def _weight_bytes(model: onnx.ModelProto) -> dict[str, int]:

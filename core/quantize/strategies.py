@@ -23,9 +23,8 @@ from onnxport.core.quantize import cpu_int8, fp16_mode, gain, held_out, modes, s
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.finite_values import check_weights
 from onnxport.core.quantize.mode_choice import dynamic_refusal
-from onnxport.core.quantize.node_names import input_producers
 from onnxport.core.quantize.options import QuantizeOptions
-from onnxport.core.quantize.search_static import static_loop
+from onnxport.core.quantize.search_static import input_producers, static_loop
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.progress import Reporter
 
