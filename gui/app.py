@@ -80,8 +80,8 @@ def tune_process() -> None:
 
     - `sys.setswitchinterval`: each call from Qt into Python (a paint asking the tree model for
       data) must take the GIL; while a worker runs Python it gives the GIL up only every switch
-      interval (5 ms by default), so a repaint with dozens of such calls stalls for 50+ ms.
-      0.1 ms keeps them short (a worker pays only while the GUI thread waits for it).
+      interval (5 ms by default), so a repaint with dozens of such calls stalls for dozens of
+      intervals. 0.1 ms keeps them short (a worker pays only while the GUI thread waits for it).
     - `freeze_survivors`: what a job builds under `quiet_gc` (a 100,000-tensor index, its tree) is
       frozen when the job ends, so later collections skip it (gui/jobs/quiet_gc.py)."""
     from .jobs.quiet_gc import freeze_survivors

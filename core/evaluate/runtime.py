@@ -71,7 +71,7 @@ def serialized_within_limit(model: onnx.ModelProto) -> bytes | None:
     """The model's bytes, or None past SESSION_BYTES_LIMIT (protobuf cannot write 2 GB).
 
     Serialized once: upb's `ByteSize()` serializes the whole model to measure it, so asking the
-    size first wrote every weight twice (measured: 1.1 s and a transient copy per GB)."""
+    size first wrote every weight twice (a transient copy of the weights)."""
     try:
         data = model.SerializeToString()
     except EncodeError:

@@ -178,8 +178,7 @@ def _runs(layout) -> list[tuple[os.PathLike, int, int, int]]:
 
 def _reserve(fd: int, size: int) -> None:
     """Allocate the copy's region before the writer appends after it, so the file is not grown at
-    its end first and filled in out of order (measured here, 3.8 GB on ext4: 2.8-3.7 s for the
-    export without, 2.8-3.3 s with; noisy). Linux's fallocate(2) only: glibc's posix_fallocate
+    its end first and filled in out of order (docs/performance.md). Linux's fallocate(2) only: glibc's posix_fallocate
     falls back to writing a byte per block where the file system lacks it (NFSv3: minutes for
     gigabytes), so elsewhere nothing is reserved and the copy just writes."""
     fallocate = _libc("fallocate64", ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
@@ -190,11 +189,8 @@ def _reserve(fd: int, size: int) -> None:
 def start_writeback(fd: int, offset: int, count: int) -> None:
     """Have the kernel start writing these bytes to disk now (Linux's sync_file_range(2),
     SYNC_FILE_RANGE_WRITE: it does not wait), so the export's final fsync has less left to
-    flush: without it, 3.6 GB copied early left a 0.6-0.7 s fsync after the copy (measured).
-    The copy starts it `WRITEBACK_LAG_CHUNKS` behind itself: started right behind each chunk it
-    made the copy itself wait on a slow disk (3.8 GB into a folder whose files were just deleted,
-    this VM's discard-mounted ext4: median 3.8 s against 1.7 s without and 1.65 s lagged, 4 runs
-    each). Elsewhere nothing happens and the final fsync does it all."""
+    flush after the copy. The copy starts it `WRITEBACK_LAG_CHUNKS` behind itself: started right
+    behind each chunk it made the copy itself wait on a slow disk (docs/performance.md). Elsewhere nothing happens and the final fsync does it all."""
     sync_file_range = _libc("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
     if sync_file_range is not None:
         sync_file_range(fd, offset, count, SYNC_FILE_RANGE_WRITE)

@@ -139,8 +139,7 @@ def _type_outputs(skeleton: onnx.ModelProto, model: onnx.ModelProto, plan: Prune
     rest by shape inference of the pruned graph (an early exit of a 23k-node decoder infers ~3k
     nodes, not all of them) with its weights' headers (and the small ones whole: shape arguments)
     and the declarations of the parameter inputs a checkpoint fills. Known types spare the app's
-    worker that inference: it holds the GIL (31-42 ms for that early exit, the window frozen as
-    long). `infer` False: the known types only."""
+    worker that inference: it holds the GIL (the window frozen as long). `infer` False: the known types only."""
     for vi in skeleton.graph.output if known_types is not None else ():
         known = None if vi.HasField("type") else known_types(vi.name)
         if known is not None:

@@ -28,7 +28,7 @@ from onnxport.core.graph.prune import check_outputs
 from onnxport.core.graph.weightless import to_weightless
 from onnxport.core.util.progress import CancelToken
 
-FOCUS_BUDGET = 240  # drawn nodes: Netron lays out ~250 in 0.5-1 s here, ~1,000 in 7 s (superlinear)
+FOCUS_BUDGET = 240  # drawn nodes: Netron's layout time grows superlinearly (docs/performance.md)
 FOCUS_DOMAIN = "onnxport"
 CHECK_EVERY = 4096
 
@@ -74,7 +74,7 @@ class FocusGraph:
         self.model = model
         self.table = table if table is not None else GraphTable.read(model.graph, cancel)  # `table`: read from `model`
         # the positions of the nodes each node reads: node i's are flat[starts[i]:starts[i + 1]] (two
-        # lists of ints, not a list per node: 100k long-lived lists made gen-2 GC passes of 50-70 ms)
+        # lists of ints, not a list per node: long-lived lists per node make gen-2 GC passes long)
         self._parents: tuple[list[int], list[int]] | None = None
         self._scopes: list[list[tuple[str, int]]] | None = None  # per node: its numbered scopes
         self._initializers: dict[str, onnx.TensorProto] | None = None

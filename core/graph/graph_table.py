@@ -2,8 +2,7 @@
 
 Why: every access to a protobuf field (`node.output`, `node.input`, `node.name`) costs a wrapper
 object and a C call; a 100,000-node graph read field by field by the index, then again by
-`plan_prune` on every change of the checked outputs, spent most of its time there (1.3 s for one
-`plan_export`). `GraphTable.read(graph)` reads each node once (name, op, what it uses - captures
+`plan_prune` on every change of the checked outputs, spent most of its time there. `GraphTable.read(graph)` reads each node once (name, op, what it uses - captures
 of If/Loop/Scan bodies included, see `uses` - and outputs); the index keeps the table, and
 `plan_prune_table` answers the same question as `prune.plan_prune` from it in plain dict/list
 work that checks `cancel` as it goes. One planner (`prune.plan_from`), two readers of the graph:

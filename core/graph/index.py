@@ -297,7 +297,7 @@ def _suggested_outputs(table: GraphTable, training: set[str], graph_outputs: set
 
 def training_only(model: onnx.ModelProto, table: GraphTable, parameter_names: Iterable[str] = ()) -> set[str]:
     """The tensors `build_index(model, parameter_names=...)` marks training-only, from the graph's
-    table alone (no index: at 23,000 nodes ~0.03 s against ~0.2 s)."""
+    table alone (no index to build: several times faster)."""
     consumers: dict[str, list[int]] = {}
     for i, ins in enumerate(table.uses):
         for name in ins:

@@ -26,7 +26,7 @@ _STANDARD = ("", "ai.onnx")
 
 def has_bodies(node: onnx.NodeProto) -> bool:
     """Cheap: whether any attribute of `node` holds a graph (standard ops other than `BODY_OPS`
-    have no graph attribute: their attributes are not even looked at, 4x faster)."""
+    have no graph attribute: their attributes are not even looked at)."""
     if node.op_type not in BODY_OPS and node.domain in _STANDARD:
         return False
     return any(a.type in GRAPH_ATTRS for a in node.attribute)

@@ -1,7 +1,7 @@
 """Parse a big ONNX model a slice at a time, so no single protobuf call holds the GIL for long.
 
-Why: `ModelProto.ParseFromString` is one C call that holds Python's GIL for its whole run: 80 ms
-for a 100,000-node graph with its weights, 300 ms at 300,000 nodes. The app opens models in a
+Why: `ModelProto.ParseFromString` is one C call that holds Python's GIL for its whole run, long
+for a big graph (docs/performance.md). The app opens models in a
 worker thread, but while that call runs its GUI thread cannot take the GIL: the window freezes.
 Protobuf's wire format lets a message be parsed piecewise: parsing two byte strings one after the
 other into the same message is the same as parsing their concatenation (repeated fields append,

@@ -22,7 +22,7 @@ from onnxport.core.io.regular_files import regular_file
 from onnxport.core.util.errors import OnnxportError
 
 NODE_TAG = 1 << 3 | LENGTH_DELIMITED  # GraphProto.node: field 1, one tag byte
-MAX_FIELDS = 50_000  # graph fields walked at most (~20 ms) before giving up
+MAX_FIELDS = 50_000  # graph fields walked at most before giving up
 
 
 def count_nodes(path: str | Path, enough: int) -> int | None:

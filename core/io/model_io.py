@@ -79,7 +79,7 @@ def read_graph(path: str | Path) -> tuple[onnx.ModelProto, FileIdentity]:
 def _parse_file(f, size: int, path: Path) -> onnx.ModelProto:
     """The model in the open file `f` of `size` bytes, parsed in slices (chunked_parse: a big graph
     never holds the GIL long); a big file through a memory map: protobuf's copy of the weights is
-    the only one (a whole-file read copied them once more: 40 ms per 90 MB here). Its size is
+    the only one (a whole-file read copied them once more). Its size is
     checked before each slice: touching a mapping past the end of a file that shrank since it was
     mapped would kill the process (SIGBUS)."""
     if size <= MAPPED_PARSE_BYTES:
@@ -106,7 +106,7 @@ def _parse_file(f, size: int, path: Path) -> onnx.ModelProto:
 def check_loaded(model: onnx.ModelProto, path: str | Path, file_bytes: int) -> None:
     """What `load_graph` checks once the file is parsed: every text field is UTF-8 and every
     tensor is sound (external_data.check_model_tensors), and local functions neither recurse nor
-    expand past a bound (model_functions). ~0.5 s at 100,000 nodes."""
+    expand past a bound (model_functions)."""
     check_text(model, path)
     check_model_tensors(model, path, file_bytes=file_bytes)
     check_function_calls(model, f"{path}: ")  # before anything inlines them or infers through them
@@ -138,8 +138,8 @@ def _tensor_text_fields() -> list[tuple[object, int]]:
 def _set_fields(message) -> list:
     """(field, value) of `message`'s set fields, as `ListFields` gives them; of a TensorProto only
     its string and message fields, read one by one: `ListFields` would hand back its raw_data
-    too, as a copy (upb makes a new object per field: 0.5 s and a transient copy per GB of
-    weights, in every check of a loaded model)."""
+    too, as a copy (upb makes a new object per field: a transient copy of the weights, in every
+    check of a loaded model)."""
     if message.DESCRIPTOR is not _TENSOR:
         return message.ListFields()
     return [(fd, getattr(message, fd.name)) for fd, kind in _tensor_text_fields()
@@ -150,8 +150,8 @@ def non_utf8_text(message) -> tuple[str, bytes] | None:
     """(field name, value) of the first string field that is not UTF-8, else None.
 
     protobuf hands such a proto2 `string` back as `bytes` instead of failing the parse, and every
-    name would then break whatever compares or prints it. Walks the set fields only (~0.2 s per
-    100,000 nodes measured here; tensor values are not strings and are not read)."""
+    name would then break whatever compares or prints it. Walks the set fields only (tensor
+    values are not strings and are not read)."""
     kinds = _TEXT_FIELDS
     for fd, value in _set_fields(message):
         kind = kinds.get(fd)
@@ -215,7 +215,7 @@ def copy_without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def copy_model(model: onnx.ModelProto, initializers: bool = True, graph: bool = True) -> onnx.ModelProto:
     """A copy of `model` made field by field, a long repeated field a slice at a time: one
-    `CopyFrom` holds the GIL throughout (~55 ms for 300,000 nodes), and a worker doing that
+    `CopyFrom` holds the GIL throughout, and a worker doing that
     freezes the app's window. `graph=False`: every field but the graph (a head to measure)."""
     result = onnx.ModelProto()
     for fd, value in model.ListFields():
@@ -230,7 +230,7 @@ def copy_model(model: onnx.ModelProto, initializers: bool = True, graph: bool = 
 def release(*containers: list | dict | set) -> None:
     """Empty long lists (of protobuf wrappers, say) a slice at a time, dicts and sets an item at a
     time: freeing one at once (a function's end) is one C call that holds the GIL throughout
-    (~15 ms for a set of 300,000 names read from a graph); an item at a time lets the GUI thread in."""
+    (a set of every name of a big graph); an item at a time lets the GUI thread in."""
     for items in containers:
         if isinstance(items, dict):
             while items:
@@ -245,7 +245,7 @@ def release(*containers: list | dict | set) -> None:
 
 def byte_size(message) -> int:
     """`message.ByteSize()` (its serialized size), its long repeated message fields summed item by
-    item: upb serializes a message to measure it, holding the GIL (~45 ms for 300,000 nodes)."""
+    item: upb serializes a message to measure it, holding the GIL throughout."""
     total = 0
     rest = type(message)()
     for fd, value in message.ListFields():
@@ -265,7 +265,7 @@ def _varint_len(value: int) -> int:
 
 def items_of(repeated) -> list:
     """A long protobuf repeated field as a list, a slice (one C call) at a time, for the reason
-    `copy_model` gives (`list(graph.node)` holds the GIL ~37 ms for 300,000 nodes)."""
+    `copy_model` gives (`list(graph.node)` is one C call holding the GIL)."""
     if len(repeated) <= COPY_SLICE:
         return list(repeated)
     found: list = []

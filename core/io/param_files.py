@@ -212,7 +212,7 @@ def read_state_dict(path: str | Path) -> ParameterSet:
 
 def _check_torch_zip(path: Path) -> None:
     """Declared sizes first: torch reads data.pkl whole (inflating it if compressed) and runs it
-    through a pure-Python unpickler (~2 MB/s), so its size is bounded too (see budgets)."""
+    through a pure-Python unpickler (slow), so its size is bounded too (see budgets)."""
     with open_zip(path, "PyTorch file") as zf:
         for info in zf.infolist():
             if info.filename.endswith("data.pkl") and info.file_size > TORCH_PICKLE_MAX:

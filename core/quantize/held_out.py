@@ -88,7 +88,7 @@ def default_text(specs: Sequence, model_path: str | Path, tokenizer: str | Path 
 
 def _without_padding(batch: dict[str, np.ndarray], specs: Sequence) -> dict[str, np.ndarray]:
     """A batch cut after its last real token (`attention_mask`), unless the model fixes the length: a
-    tokenizer padding to a fixed 128 (all-MiniLM-L6-v2's) made every run 5-8x longer, mostly padding."""
+    tokenizer padding to a fixed 128 (all-MiniLM-L6-v2's) made every run mostly padding."""
     mask = batch.get("attention_mask")
     if mask is None or np.ndim(mask) != 2 or not mask.any():
         return batch

@@ -98,7 +98,7 @@ def tidy_written(path: Path) -> None:
 
 # ONNX Runtime's CPU provider fuses DQ -> op -> Q into an int8 kernel for these (QLinearConv, QGemm,
 # QLinearMatMul); Q/DQ around anything else (Add, Mul, Resize, ConvTranspose in 1.32...) is extra
-# work on float values: ORT's quantize_static, which quantizes every op, ran 1.6x slower than float
+# work on float values: ORT's quantize_static, which quantizes every op, ran slower than float
 STATIC_OP_TYPES = ("Conv", "MatMul", "Gemm")
 
 

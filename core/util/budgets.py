@@ -30,11 +30,11 @@ ARCHIVE_TOTAL_FLOOR = 256 * MiB
 SAFETENSORS_MAX_HEADER = 100_000_000  # the format's own limit on the JSON header
 # JSON parsing costs ~10-60 bytes of Python objects per value; a header's values are bounded by
 # counting its separators (, : [ {) before parsing. Real headers use ~11 per tensor: this allows
-# ~190,000 tensors and keeps parsing under ~200 MB (a 100 MB header of `1e5,` took 1.3 GB).
+# ~190,000 tensors and keeps parsing's memory bounded (docs/performance.md, figures behind comments).
 SAFETENSORS_MAX_HEADER_TOKENS = 1 << 21
 
-# --- PyTorch zip state_dicts: torch unpickles data.pkl in pure Python (~2 MB/s measured here,
-# 8 MB in 5 s); real ones hold ~150 bytes per tensor, so this allows ~100,000 tensors.
+# --- PyTorch zip state_dicts: torch unpickles data.pkl in pure Python, slowly (docs/performance.md);
+# real ones hold ~150 bytes per tensor, so this allows ~100,000 tensors.
 TORCH_PICKLE_MAX = 16 * MiB
 
 # --- sparse tensors: ONNX Runtime densifies them on load. A real sparse weight stores >= 12 bytes
@@ -43,15 +43,15 @@ TORCH_PICKLE_MAX = 16 * MiB
 SPARSE_DENSE_FLOOR = 256 * MiB
 SPARSE_DENSE_RATIO = 64
 
-# --- model-local functions: shape inference and ONNX Runtime expand every call in place (~0.5 s of
-# inference per 100,000 nodes measured here). Past this the expanded graph is refused (48 functions
+# --- model-local functions: shape inference and ONNX Runtime expand every call in place (inference
+# time grows with the expanded nodes). Past this the expanded graph is refused (48 functions
 # each calling the next twice: 3.8 KB on disk, 2^47 nodes expanded; inference never ended).
 FUNCTION_EXPANSION_FLOOR = 2_000_000  # nodes
 FUNCTION_EXPANSION_FACTOR = 16  # x the nodes the file stores (functions reused across a big model)
 
 # --- entries a source may list: tensors, optimizer states, properties (checkpoint tables, legacy
-# records). Each costs ~40-60 us and ~1.5 KB to read: 500,000 is ~25 s and ~750 MB; a
-# 100,000-parameter model with Adam state lists ~400,000. 24M entries took 3.6 GB and minutes.
+# records). Each costs time and memory to read (docs/performance.md); a 100,000-parameter model
+# with Adam state lists ~400,000.
 ENTRIES_MAX = 500_000
 
 # --- constant folding ---
@@ -72,7 +72,7 @@ GENERATED_TOTAL_MAX = 2 * GiB  # every input of every feed one request generates
 DIM_MAX = (1 << 63) - 1  # the largest size an option may give: ONNX stores dims as int64
 
 # --- text read from a file (calibration lines): read in pieces, never a whole line at once (a 1 GiB
-# one-line file made the tokenizer abort at 3.3 GB).
+# one-line file made the tokenizer run out of memory).
 TEXT_LINE_MAX = 64 * KiB  # characters kept of one line (tokenizers truncate to <= 512 tokens)
 TEXT_READ_MAX = 64 * MiB  # characters read of one text file in all
 

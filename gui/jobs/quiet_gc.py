@@ -1,7 +1,7 @@
 """Keep Python's cycle collector quiet while a job builds a big, long-lived structure.
 
 Why: the collector runs full collections while such a structure grows (a 100,000-tensor index,
-its tree), each one holding the GIL for 50-120 ms (measured at 100,000 tensors) - the GUI thread
+its tree), each one holding the GIL for a walk of every object tracked - the GUI thread
 freezes although the work is in a worker. `quiet_gc()` turns automatic collection off for the
 block and puts it back as it was after the outermost block ends (blocks may nest and run in
 several threads). Qt-free.

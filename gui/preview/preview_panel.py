@@ -231,7 +231,7 @@ class PreviewPanel(QWidget):
         retired, self._retired = self._retired, []
 
         def job(progress, cancel):
-            retired.clear()  # a 100k-node graph's lists and sets take ~20 ms to free: not on the GUI thread
+            retired.clear()  # a big graph's lists and sets take long to free: not on the GUI thread
             if pruned:
                 return draw_selection(session.selections, outputs, budget, seeds, cancel, whole, starts)
             drawing = draw_whole(session.graph, session.table, session.params or (), budget, seeds, graph, cancel,

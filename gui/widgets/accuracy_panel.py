@@ -69,8 +69,7 @@ class DiffTable(QTableWidget):
         their check; `speed`: the benchmark's paired verdict ("faster", "slower", None: no
         measurable difference), which colours the latency row (PER_P50: the two p50s). The columns are sized to their contents once, after the fill: with the
         header sizing them as it goes, cells set in a shown table measured their whole column
-        again and again (a quantize report shown over one: 67 ms of GUI CPU, two thirds of it
-        measuring text; 24 ms with this)."""
+        again and again (a quantize report shown over one: most of its GUI CPU measuring text)."""
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         try:
             self._fill(diff, failed, speed)

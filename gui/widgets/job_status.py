@@ -4,7 +4,7 @@ Progress and Cancel stay in place (disabled when idle): showing/hiding them woul
 repaint the whole window at the start of every job; for the same reason a changing message does
 not re-layout the bar (its size policy is Ignored). A new value is painted with the window's next
 frame: `QProgressBar.setValue` repaints the bar at once, in the middle of the progress signal
-(12-29 ms each on the GUI thread while the 1B decoder's quantization reported its steps). And a
+(a GUI-thread stall per step reported). And a
 progress signal that changes nothing shown paints nothing.
 """
 

@@ -3,8 +3,7 @@
 Why: in Qt, showing a child of a visible widget activates the layout of every ancestor up to the
 window at once (QWidgetPrivate::setVisible), and a word-wrapped label or a table sized to its
 contents makes each pass measure text again. The report's five hide/show changes after a
-quantization cost 1-4 ms each on the GUI thread (8-13 ms with the rest on a quiet machine; several
-times that while the host is busy). Inside the block the widgets' own layouts are disabled, so
+quantization each cost a layout pass on the GUI thread. Inside the block the widgets' own layouts are disabled, so
 those passes stop there; when the block ends they are enabled again and a layout request is
 posted: one pass, in a later event-loop turn, before the next paint.
 """

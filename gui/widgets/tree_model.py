@@ -32,9 +32,8 @@ GREY = QBrush(QColor("#8c8c8c"))
 ItemIndex = QModelIndex | QPersistentModelIndex
 
 # Qt asks `data()` for 7 roles of every cell it paints (~700 calls per repaint of the tree), each
-# a Python call made while a worker may hold the GIL. Reading `Qt.DisplayRole` costs ~3 us in
-# PySide6 (a lookup through the Qt namespace): a data() doing a few of those took ~30 us, a repaint
-# 20-40 ms (measured). The roles and flags are looked up once, here, as plain ints and values.
+# a Python call made while a worker may hold the GIL. Reading `Qt.DisplayRole` in PySide6 is a
+# lookup through the Qt namespace, a few per data() call add up over a repaint. The roles and flags are looked up once, here, as plain ints and values.
 DISPLAY, CHECK_STATE, FOREGROUND, FONT, TOOLTIP, USER = (int(role.value) for role in (
     Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.CheckStateRole, Qt.ItemDataRole.ForegroundRole,
     Qt.ItemDataRole.FontRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole))

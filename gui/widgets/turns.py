@@ -3,9 +3,8 @@ input that are due by then.
 
 Why not `QTimer.singleShot(0, ...)`: in Qt 6 that posts an event, and Qt delivers posted events
 in passes that run back to back with the pass that posted them, before it looks at timers or
-input. Work split with it still freezes the window for the sum of its parts: 20 ms turns chained
-that way kept a 10 ms heartbeat waiting 40-45 ms; chained with a timer, 20-21 ms (offscreen,
-this machine). A job's end (its result and `finished` arrive as posted events too) shows its
+input. Work split with it still freezes the window for the sum of its parts; chained with a
+timer, for one part at a time (docs/performance.md). A job's end (its result and `finished` arrive as posted events too) shows its
 result in stages with this, each stage with its own layout and paint.
 """
 

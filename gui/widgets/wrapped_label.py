@@ -3,9 +3,8 @@
 Why: one layout pass asks a word-wrapped label for its height at a width many times (its minimum,
 its hint, its geometry, once more per enclosing box layout), and QLabel lays its whole text
 document out again for each answer. The report's rich-text labels (the numbers, the first error
-jump, the last export) made a quantize report's one layout pass spend ~5 ms of GUI time on
-`QTextDocumentLayout::doLayout` from `QLabel::heightForWidth` (perf, quiet host), more than
-painting the page. The height only changes with the text, the font or the style, so it is
+jump, the last export) made a quantize report's one layout pass spend more GUI time on
+`QTextDocumentLayout::doLayout` from `QLabel::heightForWidth` than painting the page. The height only changes with the text, the font or the style, so it is
 remembered until one of those changes.
 """
 
