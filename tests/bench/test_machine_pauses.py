@@ -92,12 +92,12 @@ def test_the_slowdown_is_the_work_units_cost_in_a_gap_over_their_usual_cost():
 def _collect_until(ref: ReferenceBeat, enough, what: str) -> None:
     """Read the references' files until `enough()` holds: waiting for what they write, with a
     bound against a hang (not a measurement)."""
-    give_up = time.monotonic() + 60
+    give_up = time.monotonic() + 300
     while True:
         ref._collect(time.perf_counter())
         if enough():
             return
-        assert time.monotonic() < give_up, f"no {what} within a minute"
+        assert time.monotonic() < give_up, f"no {what} within 5 minutes"
 
 
 def test_references_beat_on_every_cpu_with_the_twin_and_steal_is_read():

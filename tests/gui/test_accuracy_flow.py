@@ -45,7 +45,7 @@ def test_keep_in_float_from_the_report_repaints_the_graph(qtbot, window, sizeabl
     with qtbot.waitSignal(window.loaded, timeout=60_000):
         window.open_paths(sizeable_example)
     window.tabs.setCurrentWidget(window.preview)  # Netron draws when its page is shown
-    assert window.preview.wait_rendered(60) > 0
+    assert window.preview.wait_rendered(300) > 0
     with qtbot.waitSignal(overlay.painted, timeout=120_000, check_params_cb=lambda n: n > 0):
         window.start_export(ExportChoices(tmp_path / "model.onnx", quantize="dynamic", validate=True))
     qtbot.waitUntil(lambda: window.job is None, timeout=60_000)

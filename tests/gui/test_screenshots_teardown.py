@@ -48,7 +48,7 @@ CHILD = textwrap.dedent("""
 def run_child(tmp_path, proper: bool) -> subprocess.CompletedProcess:
     code = CHILD.format(scripts=str(ROOT / "scripts"), settings=str(tmp_path / "s.ini"), proper=proper)
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "QT_QPA_PLATFORM")}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
                           cwd=tmp_path)
 
 
@@ -77,10 +77,10 @@ def test_readme_lists_the_packages_the_makefile_installs():
 def test_need_debs_names_what_is_missing_in_one_line():
     script = ROOT / "scripts" / "need_debs.sh"
     env = dict(os.environ, ONNXPORT_NO_APT="1")
-    ok = subprocess.run(["sh", str(script), "dpkg"], capture_output=True, text=True, env=env, timeout=60)
+    ok = subprocess.run(["sh", str(script), "dpkg"], capture_output=True, text=True, env=env, timeout=600)
     assert ok.returncode == 0 and not ok.stdout and not ok.stderr
     missing = subprocess.run(["sh", str(script), "dpkg", "onnxport-not-a-package"], capture_output=True, text=True,
-                             env=env, timeout=60)
+                             env=env, timeout=600)
     assert missing.returncode == 2
     assert missing.stderr.strip() == ("missing Debian packages: onnxport-not-a-package "
                                       "(install them: sudo apt-get install onnxport-not-a-package)")

@@ -36,7 +36,7 @@ def _menu_actions(qtbot, window):
 def test_start_here_from_the_graph_cuts_the_preview_the_plan_and_the_export(qtbot, window, example, tmp_path):
     window.tabs.setCurrentWidget(window.preview)  # Chromium lays out no page nobody sees
     open_example(qtbot, window, example)
-    assert window.preview.wait_rendered(60) == 4  # Gemm, Relu, Gemm, Softmax
+    assert window.preview.wait_rendered(300) == 4  # Gemm, Relu, Gemm, Softmax
     relu = next(n.name for n in load_graph(example[0]).graph.node if n.op_type == "Relu")
     view = window.preview.view
     with qtbot.waitCallback(timeout=60_000) as found:
@@ -108,7 +108,7 @@ def test_a_weight_chosen_on_the_graph_shows_its_numbers(qtbot, window, example):
     histogram, as selecting it in the tree does (the checkpoint's value: the trained one)."""
     window.tabs.setCurrentWidget(window.preview)
     open_example(qtbot, window, example)
-    assert window.preview.wait_rendered(60) == 4
+    assert window.preview.wait_rendered(300) == 4
     gemm = next(n for n in load_graph(example[0]).graph.node if n.op_type == "Gemm")
     view = window.preview.view
     with qtbot.waitCallback(timeout=10_000) as found:

@@ -117,7 +117,7 @@ def _no_display_env() -> dict[str, str]:
 @pytest.mark.parametrize("command", [["-m", "onnxport.gui"], ["-m", "onnxport.core.cli", "gui"]])
 def test_3_the_app_without_a_display_says_so_in_one_line(command):
     done = subprocess.run([sys.executable, *command], env=_no_display_env(), capture_output=True, text=True,
-                          timeout=120)
+                          timeout=600)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", NO_DISPLAY + "\n")
 
 

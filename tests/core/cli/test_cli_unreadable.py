@@ -58,7 +58,7 @@ def _without_read_rights(args: list[str]) -> subprocess.CompletedProcess:
         if setpriv is None:
             pytest.skip("running as root without setpriv: permissions cannot be denied")
         command = [setpriv, "--bounding-set=-dac_override,-dac_read_search", *command]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("target", ["file", "folder"])

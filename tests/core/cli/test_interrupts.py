@@ -141,7 +141,7 @@ def start_driver(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path, Pat
 
 def finish(child: subprocess.Popen) -> tuple[int, str]:
     try:
-        _, stderr = child.communicate(timeout=120)
+        _, stderr = child.communicate(timeout=300)  # a bound against a hang, under the bench's 600 s
     finally:
         if child.poll() is None:
             child.kill()

@@ -33,7 +33,7 @@ print("result", json.dumps({"code": code, "out": out.getvalue(), "heavy": sorted
 def test_version_and_help_run_in_one_process_without_heavy_imports(argv):
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argv), json.dumps(HEAVY)], env=env,
-                          capture_output=True, text=True, timeout=120, check=True)
+                          capture_output=True, text=True, timeout=600, check=True)
     lines = done.stdout.splitlines()
     assert [line for line in lines if line.startswith("started")] == [lines[0]]  # not restarted by exec
     result = json.loads(lines[-1].removeprefix("result "))

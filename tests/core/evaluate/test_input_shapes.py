@@ -30,7 +30,7 @@ def _specs(model: onnx.ModelProto) -> dict:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "onnxport.core.cli", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=600)
 
 
 def test_scalar_input_in_an_npz_goes_with_every_batch(tmp_path):

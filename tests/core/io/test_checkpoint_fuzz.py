@@ -158,6 +158,6 @@ def test_file_shrinking_under_a_reader_does_not_kill_the_process(tmp_path, layou
                          external_data=layout == "external")
         source, victim = tmp_path / "ckpt", tmp_path / ("ckpt.data" if layout == "external" else "ckpt")
     run = subprocess.run([sys.executable, "-c", SHRINK, str(source), str(victim), "100"], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=600)
     assert run.returncode == 0, f"reader died (signal {-run.returncode})" if run.returncode < 0 else run.stderr
     assert int(run.stdout) >= 1

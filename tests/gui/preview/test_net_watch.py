@@ -87,7 +87,7 @@ def test_the_watch_thread_catches_a_grandchild_connecting_udp6_off_the_machine()
                 assert child.poll() is None and time.monotonic() < give_up
                 time.sleep(0.02)
         finally:
-            child.communicate("", timeout=10)
+            child.communicate("", timeout=60)
     caught = watch.off_machine
     assert said == "connected"
     assert [(s.table, s.remote) for s in caught] == [("udp6", ("2001:db8::1", 53))]

@@ -68,7 +68,7 @@ def test_outside_requests_are_blocked(qtbot, panel, eval_model):
 
 def test_focus_selects_the_producing_node(qtbot, panel, eval_model):
     panel.set_model(session_for(eval_model, WEIGHTS), ["logits"], producer_of={"fc1.mm": "/fc1/MatMul"}.get)
-    assert panel.wait_rendered(60) == 5
+    assert panel.wait_rendered(300) == 5
     with qtbot.waitCallback(timeout=60_000) as found:
         panel.view.focus("/fc1/MatMul", found)
     assert found.args[0] is True
@@ -168,7 +168,7 @@ def test_the_main_window_previews_what_is_checked(qtbot, window, example):
     window.tabs.setCurrentWidget(window.preview)  # Chromium does not lay out pages nobody sees
     with qtbot.waitSignal(window.loaded, timeout=60_000):
         window.open_paths(example)
-    assert window.preview.wait_rendered(60) == len(
+    assert window.preview.wait_rendered(300) == len(
         window.session.selection(["logits", "probabilities"]).preview.graph.node)
     relu = window.model.index_of("/Relu_output_0")
     window.model.set_checked("logits", False)
@@ -191,7 +191,7 @@ def test_without_webengine_the_panel_says_why_and_offers_the_browser(qtbot, monk
         assert panel.view is None and "cannot start" in panel.unavailable.text()
         assert panel.browser_button.isEnabled()
         panel.set_model(session_for(eval_model, WEIGHTS), ["logits"])
-        assert panel.wait_rendered(30) == 0  # published, nothing to draw here
+        assert panel.wait_rendered(300) == 0  # published, nothing to draw here
         assert panel.last_url.startswith("http://127.0.0.1:")
     finally:
         panel.shutdown()

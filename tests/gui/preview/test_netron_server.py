@@ -25,7 +25,7 @@ def test_the_server_serves_sleeps_between_requests_and_stops_at_once(monkeypatch
     server = PreviewServer()
     try:
         server.publish(b"model bytes", "m.onnx")
-        with urllib.request.urlopen(server.data_url, timeout=5) as answer:
+        with urllib.request.urlopen(server.data_url, timeout=60) as answer:
             assert answer.read() == b"model bytes"
     finally:
         server.stop()  # joins the thread (a bound against a hang: 5 s), which a connection woke

@@ -58,7 +58,7 @@ def test_open_preview_export_validate_stays_on_this_machine(qtbot, watch, window
     window.tabs.setCurrentWidget(window.preview)  # Chromium does not lay out pages nobody sees
     with qtbot.waitSignal(window.loaded, timeout=60_000):
         window.open_paths(example)
-    drawn = window.preview.wait_rendered(60)
+    drawn = window.preview.wait_rendered(300)
     with qtbot.waitSignal(window.exportFinished, timeout=60_000):
         window.start_export(ExportChoices(out, validate=True))
     qtbot.waitUntil(lambda: window.job is None, timeout=60_000)
@@ -108,7 +108,7 @@ def test_chromium_resolves_no_host_but_the_preview_server(qtbot, window, example
     window.tabs.setCurrentWidget(window.preview)
     with qtbot.waitSignal(window.loaded, timeout=60_000):
         window.open_paths(example)
-    assert window.preview.wait_rendered(60) > 0  # 127.0.0.1 resolves
+    assert window.preview.wait_rendered(300) > 0  # 127.0.0.1 resolves
     view, server = window.preview.view, window.preview.server
     fetch = (f"fetch('http://localhost:{server.port}/resolver-probe', {{mode: 'no-cors'}})"
              ".then(() => window.__probe = 'reached', () => window.__probe = 'failed'); 1")

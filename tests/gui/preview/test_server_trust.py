@@ -21,7 +21,7 @@ def server():
 
 
 def get(server: PreviewServer, path: str, host: str | None = "127.0.0.1") -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     try:
         conn.putrequest("GET", path, skip_host=True)
         if host is not None:
