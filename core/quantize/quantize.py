@@ -31,7 +31,7 @@ from onnxport.core.evaluate.tensor_errors import in_reference, without_kept
 from onnxport.core.evaluate.validate import ReferenceRuns, ValidationReport, validate
 from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
-from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.model_io import load_graph, read_graph
 from onnxport.core.io.run_reads import model_reads
 from onnxport.core.quantize import MODES, gain, held_out, modes
 from onnxport.core.quantize.calibration_sources import calibration_data
@@ -202,7 +202,7 @@ def _check_gain(job: Job, mode: str, op_types, outcome: LoopResult, target: floa
     from onnxport.core.evaluate.benchmark import benchmark
 
     name, kept, report = job.model_path.name, outcome.kept, job.report
-    if gain.quantized_nothing(job.source, load_graph(outcome.path)):
+    if gain.quantized_nothing(job.source, read_graph(outcome.path)[0]):  # written here: checked at open
         if kept:
             raise OnnxportError(f"{name}: the accuracy target needs every quantized node ({len(kept)}) "
                                 f"kept in float: {mode} quantization gains nothing, no {mode} model written",
@@ -255,7 +255,7 @@ def _stamp(path: Path, info: dict) -> list[str]:
 
     from onnxport.core.util.data_files import data_location, external_tensors
 
-    model = load_graph(path)
+    model = read_graph(path)[0]  # written by this run from a model checked at open
     kept = [p for p in model.metadata_props if p.key != METADATA_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(kept)

@@ -18,7 +18,7 @@ from onnxport.core.evaluate.compare import Thresholds
 from onnxport.core.evaluate.feeds import FeedSource, open_feeds
 from onnxport.core.evaluate.validate import ValidationReport
 from onnxport.core.export.staging import Staging
-from onnxport.core.io.model_io import load_graph
+from onnxport.core.io.model_io import read_graph
 from onnxport.core.quantize import cpu_int8, fp16_mode, gain, held_out, modes, search
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.finite_values import check_weights
@@ -158,7 +158,7 @@ class Dynamic(Int8Strategy):
         job.prepared = modes.dynamic_source(job.prepared, job.search_feeds, job.stage.path("split.onnx"), job.notes,
                                             self.op_types, job.big)
         job.report.check()
-        model = load_graph(job.prepared)
+        model = read_graph(job.prepared)[0]  # written by this run (or the source, checked at open)
         self.gemms = {n.name for g in gain.all_graphs(model) for n in g.node if n.op_type == "Gemm"}
         self.parts = modes.dynamic_parts(model)  # read once, not per attempt
 
