@@ -37,7 +37,7 @@ def test_shapes_arrive_after_the_tree(qtbot, window, example, big):
 def test_a_newer_open_cancels_the_older_models_inference(qtbot, window, example, tmp_path, big, monkeypatch):
     from onnxport.core.graph import shape_types
 
-    monkeypatch.setattr(shape_types, "TARGET", "tests.core.util.child_functions:sleep_a_minute")  # inference that never ends
+    monkeypatch.setattr(shape_types, "TARGET", "tests.core.util.child_functions:never_answers")  # inference that never ends
     started = []
     real_start = shape_types.TypeInference.start.__func__
     monkeypatch.setattr(shape_types.TypeInference, "start",

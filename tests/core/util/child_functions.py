@@ -75,9 +75,9 @@ def exit_3(request, data, channel):
     os._exit(3)
 
 
-def sleep_a_minute(request, data, channel):
-    """A child that never answers in a test's time."""
-    time.sleep(60)
+def never_answers(request, data, channel):
+    """A child that never answers in a test's time (ten minutes: a loaded machine's test included)."""
+    time.sleep(600)
 
 
 def wait_for_cancel_then_clean(request, data, channel):
@@ -129,7 +129,7 @@ def nested_call(request, data, channel):
 
 
 def sleep_a_minute_marked(request, data, channel):
-    """`sleep_a_minute` that writes its pid to the file $ONNXPORT_TEST_CHILD_MARK names when it
+    """A child sleeping a minute that writes its pid to the file $ONNXPORT_TEST_CHILD_MARK names when it
     starts, and " finished" after its minute: a cancel that kills it leaves no " finished"."""
     mark = os.environ["ONNXPORT_TEST_CHILD_MARK"]
     with open(mark + ".tmp", "w") as f:
