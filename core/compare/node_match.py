@@ -1,8 +1,8 @@
 """Which node of graph B is which node of graph A, when names cannot be trusted (quantizers rename
 and insert, optimisers fuse): nodes match by their place in the graph and their op:
 - anchors: graph inputs (by name, then by position), weights (by name, then by content where the
-  content is unique on both sides) and graph outputs; then nodes of one name and op reading the
-  very same matched inputs;
+  content is unique on both sides) and graph outputs; then nodes at the same place in both node
+  lists, and nodes of one name and op, that read the very same matched inputs;
 - forward, in A's topological order: a node matches the unmatched node of B with the same op that
   reads the most of the same (matched) tensors, seen through pass-through copies (Q/DQ, Cast,
   Identity: `graph_view.root`); a tie is left for later unless the name settles it;
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
 
 from onnxport.core.compare.graph_view import GraphView
 
@@ -28,15 +29,19 @@ STRICT, LENIENT, SKIPPING = "strict", "lenient", "skipping"
 
 @dataclass
 class Matching:
+    """Nodes and tensors of A paired with B's (matched nodes share their op)."""
+
     a: GraphView
     b: GraphView
     nodes: dict[int, int] = field(default_factory=dict)  # A node -> B node
     back: dict[int, int] = field(default_factory=dict)  # B node -> A node
     tensors: dict[str, str] = field(default_factory=dict)  # A tensor -> B tensor
     tensors_back: dict[str, str] = field(default_factory=dict)
-    anchors: list[tuple[str, str]] = field(default_factory=list)  # pairs known before any node matched
+    anchors: list[tuple[str, str]] = field(default_factory=list)  # pairs known before any node matched, made by nodes
     walked: set[int] = field(default_factory=set)  # matched nodes of A whose inputs `_backward` paired
-    same: set[int] = field(default_factory=set)  # nodes of A `_same_names` matched (inputs known equal)
+    unwalked: list[int] = field(default_factory=list)  # matched since `_backward` last ran
+    same: set[int] = field(default_factory=set)  # matched nodes of A reading the very inputs B's node reads
+    identical: set[int] = field(default_factory=set)  # of `same`: also one op, attributes, outputs' count
 
     def pair_tensors(self, ta: str, tb: str) -> bool:
         if not ta or not tb or ta in self.tensors or tb in self.tensors_back:
@@ -46,6 +51,7 @@ class Matching:
 
     def pair_nodes(self, ia: int, ib: int) -> None:
         self.nodes[ia], self.back[ib] = ib, ia
+        self.unwalked.append(ia)
         tensors, back = self.tensors, self.tensors_back
         for ta, tb in zip(self.a.outputs[ia], self.b.outputs[ib]):
             if ta and tb and ta not in tensors and tb not in back:
@@ -72,7 +78,8 @@ def match_graphs(a: GraphView, b: GraphView, weight_pairs: Callable[[Matching], 
     _anchor_names(m, a.graph_inputs, b.graph_inputs)
     weight_pairs(m)
     _anchor_outputs(m)
-    m.anchors = list(m.tensors.items())
+    m.anchors = [(ta, tb) for ta, tb in m.tensors.items() if ta in a.producer and tb in b.producer]
+    _same_places(m)
     _same_names(m)
     for _ in range(ROUNDS):
         changed = _forward(m, STRICT) + _backward(m, is_weight)
@@ -117,11 +124,72 @@ def _anchor_outputs(m: Matching) -> None:
             m.pair_tensors(ta, tb)
 
 
+def _complete(m: Matching) -> bool:
+    """Every node of one side is matched: nothing is left to pair nodes with."""
+    return len(m.nodes) == len(m.a) or len(m.back) == len(m.b)
+
+
+def _reads_same(m: Matching, ia: int, ib: int) -> bool:
+    """Every input of `ia` is matched to the very input `ib` reads, slot by slot."""
+    ins_a, ins_b, tensors = m.a.inputs[ia], m.b.inputs[ib], m.tensors
+    return len(ins_a) == len(ins_b) and all(tensors.get(ta) == tb if ta else not tb for ta, tb in zip(ins_a, ins_b))
+
+
+def _same_places(m: Matching) -> None:
+    """Node i of A and node i of B, in graph order, when they are the same node under other names:
+    one op, the very inputs (at least one: a Constant is placed by its weight), outputs unpaired
+    or paired to each other, equal attributes, and names equal or each unknown to the other side
+    (else `_same_names` decides). A converter that renumbers, or a re-export, pairs here in one
+    linear pass (written out flat: it visits every node); the rest goes to the passes below."""
+    a, b = m.a, m.b
+    ops_a, ops_b, names_a, names_b, attrs_a, attrs_b = a.ops, b.ops, a.names, b.names, a.attributes, b.attributes
+    ins_a, in_a, ins_b, in_b = a.inputs.flat, a.inputs.starts, b.inputs.flat, b.inputs.starts
+    outs_a, out_a, outs_b, out_b = a.outputs.flat, a.outputs.starts, b.outputs.flat, b.outputs.starts
+    known_a, known_b = set(names_a), set(names_b)
+    tensors, back = m.tensors, m.tensors_back
+    get = tensors.get
+    paired = []
+    for i in range(min(len(ops_a), len(ops_b))):
+        start, stop, start_b = in_a[i], in_a[i + 1], in_b[i]
+        if ops_a[i] != ops_b[i] or start == stop or stop - start != in_b[i + 1] - start_b:
+            continue
+        reads = ins_b[start_b:start_b + stop - start]
+        if list(map(get, ins_a[start:stop])) != reads and ("" not in reads or not _reads_same(m, i, i)):
+            continue
+        name, name_b = names_a[i], names_b[i]
+        if name != name_b and (name in known_b or name_b in known_a):
+            continue
+        made, made_b = outs_a[out_a[i]:out_a[i + 1]], outs_b[out_b[i]:out_b[i + 1]]
+        if len(made) != len(made_b) or not _free_or_paired(tensors, back, made, made_b):
+            continue
+        if (attrs_a[i] or attrs_b[i]) and (attrs_a[i] != attrs_b[i] or a.node(i).attribute != b.node(i).attribute):
+            continue
+        paired.append(i)
+        for ta, tb in zip(made, made_b):  # `pair_nodes`, written out
+            if ta and tb and ta not in tensors:
+                tensors[ta], back[tb] = tb, ta
+    m.nodes.update(zip(paired, paired))
+    m.back.update(zip(paired, paired))
+    m.walked.update(paired)  # inputs paired already: nothing left for `_backward`
+    m.same.update(paired)
+    m.identical.update(paired)
+
+
+def _free_or_paired(tensors: dict[str, str], back: dict[str, str], made: list[str], made_b: list[str]) -> bool:
+    """Each output of A is paired to B's at its slot, or neither is paired yet."""
+    for ta, tb in zip(made, made_b):
+        paired = tensors.get(ta)
+        if paired != tb if paired is not None else tb in back:
+            return False
+    return True
+
+
 def _same_names(m: Matching) -> None:
-    """The cheap first pass, in A's order: a node whose (name, op) is unique in B and whose every
-    input is already matched to the very input B's node reads is that node (nothing left for
-    `_backward` to pair either)."""
-    a, b, tensors = m.a, m.b, m.tensors
+    """The cheap pass, in A's order: a node whose (name, op) is unique in B and whose every input
+    is already matched to the very input B's node reads is that node."""
+    if _complete(m):
+        return
+    a, b = m.a, m.b
     named: dict[tuple[str, str], int] = {}
     for ib, name in enumerate(b.names):
         if name:
@@ -129,22 +197,21 @@ def _same_names(m: Matching) -> None:
             named[key] = -1 if key in named else ib
     for ia in a.order:
         name = a.names[ia]
-        ib = named.get((name, a.ops[ia]), -1) if name else -1
+        ib = named.get((name, a.ops[ia]), -1) if name and ia not in m.nodes else -1
         if ib < 0 or ib in m.back:
             continue
-        ins_a, ins_b = a.inputs[ia], b.inputs[ib]
-        if len(ins_a) == len(ins_b) and all(tensors.get(ta) == tb if ta else not tb for ta, tb in zip(ins_a, ins_b)):
+        if _reads_same(m, ia, ib):
             m.pair_nodes(ia, ib)
-            m.walked.add(ia)
+            m.walked.add(ia)  # inputs paired already: nothing left for `_backward`
             m.same.add(ia)
 
 
 def _forward(m: Matching, mode: str) -> int:
+    if _complete(m):
+        return 0
     a, nodes, mapped_root = m.a, m.nodes, m.mapped_root
     found = 0
-    for ia in a.order:
-        if ia in nodes:
-            continue
+    for ia in [i for i in a.order if i not in nodes]:
         roots = set()
         for t in a.inputs[ia]:
             if t:
@@ -167,7 +234,7 @@ def _skipped_roots(m: Matching, ia: int) -> set[str]:
     a = m.a
     roots = set()
     for t in a.inputs[ia]:
-        made = a.producer.get(t)
+        made = a.made(t)
         if t and made is not None and made[0] not in m.nodes:
             roots |= {r for u in a.inputs[made[0]] if u and (r := m.mapped_root(u)) is not None}
     return roots
@@ -200,7 +267,7 @@ def _best(m: Matching, ia: int, roots: set[str], mode: str) -> int | None:
     for ib in candidates:
         reads = {root(t) for t in b.inputs[ib] if t}
         if mode == SKIPPING:
-            reads |= {root(u) for t in b.inputs[ib] if t and (p := b.producer.get(t)) and p[0] not in m.back
+            reads |= {root(u) for t in b.inputs[ib] if t and (p := b.made(t)) and p[0] not in m.back
                       for u in b.inputs[p[0]] if u}
         shared = len(roots & reads)
         if shared:
@@ -220,23 +287,32 @@ def _backward(m: Matching, is_weight: Callable[[str, str], bool]) -> int:
     """Producers of the same input slot of matched nodes, consumers first; then the producers of
     matched tensors (the anchors: outputs, weights held in Constant nodes)."""
     a, b = m.a, m.b
+    todo = [ia for ia in m.unwalked if ia not in m.walked]
+    m.unwalked.clear()
+    rank = a.rank if todo else []
+    heap = [(-rank[ia], ia) for ia in todo]
+    heapify(heap)
     found = 0
-    for ia in reversed(a.order):  # a pair's inputs are walked once: what fails now fails for good
-        ib = m.nodes.get(ia)
-        if ib is None or ia in m.walked:
+    while heap:  # a pair's inputs are walked once: what fails now fails for good
+        ia = heappop(heap)[1]
+        if ia in m.walked:
             continue
         m.walked.add(ia)
+        ib = m.nodes[ia]
         for ta, tb in zip(a.inputs[ia], b.inputs[ib]):
             if not ta or not tb or ta in m.tensors or tb in m.tensors_back:
                 continue
-            pa, pb = a.producer.get(ta), b.producer.get(tb)
+            pa, pb = a.made(ta), b.made(tb)
             if pa is None and pb is None:
                 if is_weight(ta, tb):
                     m.pair_tensors(ta, tb)
             elif pa is not None and pb is not None:
                 found += _pair_producers(m, pa, pb)
+        for new in m.unwalked:  # producers paired just now: walked in this sweep, in order
+            heappush(heap, (-rank[new], new))
+        m.unwalked.clear()
     for ta, tb in m.anchors:
-        pa, pb = a.producer.get(ta), b.producer.get(tb)
+        pa, pb = a.made(ta), b.made(tb)
         if pa is not None and pb is not None:
             found += _pair_producers(m, pa, pb)
     return found
@@ -251,6 +327,8 @@ def _pair_producers(m: Matching, pa: tuple[int, int], pb: tuple[int, int]) -> in
 
 
 def _by_name(m: Matching) -> int:
+    if _complete(m):
+        return 0
     a, b = m.a, m.b
     left: dict[tuple[str, str], list[int]] = {}
     for ib, name in enumerate(b.names):

@@ -254,9 +254,9 @@ def _add(acc: Accumulator, va, vb) -> None:
 
 def _result(m: Matching, pair: tuple[str, str], stats: DiffStats, tol: Tolerance) -> TensorResult:
     ta, tb = pair
-    made = m.a.producer.get(ta)
+    made = m.a.made(ta)
     node, op = (m.a.label(made[0]), m.a.ops[made[0]]) if made else ("", "")
-    made_b = m.b.producer.get(tb)
+    made_b = m.b.made(tb)
     node_b = m.b.label(made_b[0]) if made_b else ""
     return TensorResult(ta, tb, node, op, stats, stats.count > 0 and tol.departs(stats) or stats.shape_differs,
                         node_b)

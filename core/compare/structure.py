@@ -136,17 +136,16 @@ def _graph_diff(diff: StructureDiff, m: Matching, ga: onnx.GraphProto, gb: onnx.
     va, vb = m.a, m.b
     diff.nodes_added += [{"name": prefix + vb.label(i), "op": vb.ops[i]} for i in range(len(vb)) if i not in m.back]
     diff.nodes_removed += [{"name": prefix + va.label(i), "op": va.ops[i]} for i in range(len(va)) if i not in m.nodes]
-    changes, renamed = _node_changes(m, va.nodes, vb.nodes, prefix)
+    changes, renamed = _node_changes(m, prefix)
     diff.renamed += renamed
     report(None, "comparing weights")
     _weight_changes(diff, m, wa, wb, prefix, report)
     for change in changes:
         diff.nodes_changed.append(change)
-    for ia in va.order:
+    for ia in va.bodied:  # matched nodes share their op
         ib = m.nodes.get(ia)
-        if ib is not None and (va.may_hold_bodies(ia) or vb.may_hold_bodies(ib)) and (
-                has_bodies(va.nodes[ia]) or has_bodies(vb.nodes[ib])):
-            _body_diffs(diff, m, va.nodes[ia], vb.nodes[ib], f"{prefix}{va.label(ia)}/", report)
+        if ib is not None and (has_bodies(va.node(ia)) or has_bodies(vb.node(ib))):
+            _body_diffs(diff, m, va.node(ia), vb.node(ib), f"{prefix}{va.label(ia)}/", report)
 
 
 def _body_diffs(diff: StructureDiff, outer: Matching, na: onnx.NodeProto, nb: onnx.NodeProto, prefix: str,
@@ -182,17 +181,18 @@ def _pair_weights(m: Matching, wa: dict[str, WeightRef], wb: dict[str, WeightRef
             m.pair_tensors(names[0], other[0])
 
 
-def _node_changes(m: Matching, nodes_a, nodes_b, prefix: str) -> tuple[list[NodeChange], int]:
-    va, vb = m.a, m.b
-    changes, renamed = [], 0
-    for ia in va.order:
-        ib = m.nodes.get(ia)
-        if ib is None:
+def _node_changes(m: Matching, prefix: str) -> tuple[list[NodeChange], int]:
+    """Matched pairs that differ, in A's graph order (as nodes added and removed are listed), and
+    how many pairs of named nodes differ in name; pairs `_same_places` found identical are skipped."""
+    va, vb, identical = m.a, m.b, m.identical
+    names_a, names_b = va.names, vb.names
+    renamed = sum(1 for ia, ib in m.nodes.items() if names_a[ia] != names_b[ib] and names_a[ia] and names_b[ib])
+    changes = []
+    for ia, ib in sorted(m.nodes.items()) if len(identical) < len(m.nodes) else ():
+        if ia in identical:
             continue
-        if va.names[ia] and vb.names[ib] and va.names[ia] != vb.names[ib]:
-            renamed += 1
         found = [] if ia in m.same else _input_changes(m, ia, ib)
-        found += _attribute_changes(nodes_a[ia], nodes_b[ib])
+        found += _attribute_changes(va.node(ia), vb.node(ib))
         if len(va.outputs[ia]) != len(vb.outputs[ib]):
             found.append(f"outputs: {len(va.outputs[ia])} -> {len(vb.outputs[ib])}")
         if found:
