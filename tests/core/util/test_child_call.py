@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from onnxport.core.util import child_call
 from onnxport.core.util.child_call import Child, call_in_child
 from onnxport.core.util.errors import Cancelled, OnnxportError
 from onnxport.core.util.progress import CancelToken
@@ -30,7 +31,8 @@ def test_a_user_error_keeps_its_line_and_hint():
     assert "refuse" in caught.value.child_traceback
 
 
-def test_a_cancel_reaches_the_child(tmp_path):
+def test_a_cancel_reaches_the_child(tmp_path, monkeypatch):
+    monkeypatch.setattr(child_call, "GRACE_S", 600.0)  # the child stops itself: no kill after a grace ends it
     token, marker = CancelToken(), tmp_path / "running"
     threading.Thread(target=lambda: (_wait_for(marker), token.cancel()), daemon=True).start()
     with pytest.raises(Cancelled):
