@@ -40,7 +40,7 @@ def no_job_outlives_its_test(qtbot):
     from onnxport.gui.jobs.runner import serial_lane
 
     pools = (QThreadPool.globalInstance(), serial_lane())
-    qtbot.waitUntil(lambda: all(pool.activeThreadCount() == 0 for pool in pools), timeout=60_000)
+    qtbot.waitUntil(lambda: all(pool.activeThreadCount() == 0 for pool in pools), timeout=300_000)
 
 
 @pytest.fixture(autouse=True)
@@ -66,11 +66,11 @@ def window(qtbot, settings):
     yield win
     if win.job is not None:
         win.job.cancel()
-        qtbot.waitUntil(lambda: win.job is None, timeout=60_000)
+        qtbot.waitUntil(lambda: win.job is None, timeout=300_000)
     # side jobs (plan, preview, types...) too: one left running holds a thread of the shared pool
     # (2 on a 2-core machine), and the next test's jobs would queue behind it
     win.runner.drop_all()
-    qtbot.waitUntil(lambda: not win.runner.side_jobs, timeout=60_000)
+    qtbot.waitUntil(lambda: not win.runner.side_jobs, timeout=300_000)
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def painted_page(qtbot, window) -> tuple[dict, dict]:
 
 
 def drawn_names(qtbot, window) -> set[str]:
-    with qtbot.waitCallback(timeout=60_000) as got:
+    with qtbot.waitCallback(timeout=300_000) as got:
         window.preview.view.run("JSON.stringify(Array.from(document.querySelectorAll('g.graph-node'))"
                                 ".map((g) => g.id.replace(/^node-name-/, '')))", got)
     return set(json.loads(got.args[0]))
@@ -42,13 +42,13 @@ def drawn_names(qtbot, window) -> set[str]:
 
 def test_keep_in_float_from_the_report_repaints_the_graph(qtbot, window, sizeable_example, tmp_path, avx2):  # noqa: F811
     overlay = window.error_overlay
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         window.open_paths(sizeable_example)
     window.tabs.setCurrentWidget(window.preview)  # Netron draws when its page is shown
     assert window.preview.wait_rendered(300) > 0
-    with qtbot.waitSignal(overlay.painted, timeout=120_000, check_params_cb=lambda n: n > 0):
+    with qtbot.waitSignal(overlay.painted, timeout=300_000, check_params_cb=lambda n: n > 0):
         window.start_export(ExportChoices(tmp_path / "model.onnx", quantize="dynamic", validate=True))
-    qtbot.waitUntil(lambda: window.job is None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.job is None, timeout=300_000)
     before, state = painted_page(qtbot, window)
     assert before and state["painted"] == len(before) == overlay.last_painted
     assert all(state["fills"][n] == rgb(fill) for n, fill in before.items())
@@ -60,9 +60,9 @@ def test_keep_in_float_from_the_report_repaints_the_graph(qtbot, window, sizeabl
                      if e["node"] == worst)
     old_layers = window.report_view.report["quantize"]["validation"]["layers"]
     nodes.item(0).setCheckState(Qt.CheckState.Checked)
-    with qtbot.waitSignal(overlay.painted, timeout=120_000):
+    with qtbot.waitSignal(overlay.painted, timeout=300_000):
         window.report_view.requantize_button.click()  # "Keep checked nodes in float and quantize again"
-    qtbot.waitUntil(lambda: window.job is None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.job is None, timeout=300_000)
     from onnxport.core.quantize.quantize import quantize_info
 
     group = next(e["group"] for e in old_layers if e["node"] == worst)  # e.g. the MatMul fused ahead of an Add

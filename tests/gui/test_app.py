@@ -20,9 +20,9 @@ def test_a_window_opening_a_model_changes_no_process_wide_state(qtbot, settings,
     interval, frozen, enabled = sys.getswitchinterval(), gc.get_freeze_count(), gc.isenabled()
     window = MainWindow(settings=settings)
     qtbot.addWidget(window)
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         window.open_paths(example)  # opened under quiet_gc in the worker
-    qtbot.waitUntil(lambda: not window.busy and not window.runner.side_jobs, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.busy and not window.runner.side_jobs, timeout=300_000)
     assert (sys.getswitchinterval(), gc.get_freeze_count(), gc.isenabled()) == (interval, frozen, enabled)
 
 
@@ -35,7 +35,7 @@ def test_tune_process_sets_what_main_sets(qtbot):
             built = [[i] for i in range(1000)]
         # the freeze comes when the outermost block ends: a side job of an earlier window may
         # still be inside one, so wait for it rather than assume this block was the outermost
-        qtbot.waitUntil(lambda: gc.get_freeze_count() > frozen, timeout=60_000)
+        qtbot.waitUntil(lambda: gc.get_freeze_count() > frozen, timeout=300_000)
         assert built
     finally:
         sys.setswitchinterval(interval)

@@ -41,12 +41,12 @@ def test_an_eval_graph_alone_is_not_exported_with_its_weights_as_inputs_unless_a
     assert "No checkpoint: fc1.weight, fc1.bias, fc2.weight, fc2.bias are inputs without values" in overview
     out = tmp_path / "model.onnx"
     window.start_export(ExportChoices(out, validate=True))
-    qtbot.waitUntil(lambda: _question() is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: _question() is not None, timeout=300_000)
     box = _question()
     assert "4 parameter inputs (fc1.weight, fc1.bias, fc2.weight and 1 more) would stay inputs" in box.text()
     assert not out.exists() and not error_boxes() and window.last_export is None
 
-    with qtbot.waitSignal(window.exportFinished, timeout=60_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         _answer(box, "Keep them as inputs")
     assert {i.name for i in onnx.load(str(out)).graph.input} >= {"fc1.weight", "fc2.bias"}
 
@@ -57,11 +57,11 @@ def test_a_partial_checkpoint_is_embedded_only_when_asked_and_the_report_lists_w
     assert window.export_action.isEnabled()  # a partial fit is asked about, not switched off
     out = tmp_path / "model.onnx"
     window.start_export(ExportChoices(out, validate=False))
-    qtbot.waitUntil(lambda: _question() is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: _question() is not None, timeout=300_000)
     assert "only partly: 2 of 9 parameters matched, 7 unexpected" in _question().text()
     assert not out.exists()
 
-    with qtbot.waitSignal(window.exportFinished, timeout=60_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         _answer(_question(), "Embed what matches")
     assert window.report_view.report["export"]["partial"]["stayed"] == ["fc2.weight", "fc2.bias"]
 

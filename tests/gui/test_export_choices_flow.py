@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gui
 def export_dialog(qtbot, window, quantize=None) -> ExportDialog:
     window.export_dialog(quantize)
     dialog = window.findChild(ExportDialog)
-    qtbot.waitUntil(dialog.isVisible, timeout=60_000)
+    qtbot.waitUntil(dialog.isVisible, timeout=300_000)
     return dialog
 
 
@@ -42,7 +42,7 @@ def test_static_int8_calibrates_on_the_data_chosen_in_the_dialog(qtbot, window, 
     box.calibration.setText(str(data))
     box.int8_path.setCurrentIndex(box.int8_path.findData("avx2"))
     box.no_target.setChecked(True)
-    with qtbot.waitSignal(window.exportFinished, timeout=120_000) as finished:
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000) as finished:
         dialog._accept()
     _export, post = finished.args[0]
     q = post.report["quantize"]
@@ -60,7 +60,7 @@ def test_a_failed_quantization_says_what_stays_written_and_the_choices_come_back
     dialog.path_edit.setText(str(out))
     dialog.quantize.setCurrentIndex(dialog.quantize.findData("static"))  # no calibration data, not "random"
     dialog.options_box.int8_path.setCurrentIndex(dialog.options_box.int8_path.findData("avx2"))
-    with qtbot.waitSignal(window.errorShown, timeout=120_000) as shown:
+    with qtbot.waitSignal(window.errorShown, timeout=300_000) as shown:
         dialog._accept()
     assert "static quantization needs calibration data" in shown.args[0]
     assert "choose Calibration data" in shown.args[0] and '"random inputs"' in shown.args[0]  # the app's fields
@@ -74,7 +74,7 @@ def test_a_failed_quantization_says_what_stays_written_and_the_choices_come_back
     assert "What to try: choose Calibration data" in boxes[0].detailedText()
     boxes[0].close()
     assert out.exists() and window.last_export == out and not (out.parent / "m.qdq.onnx").exists()
-    qtbot.waitUntil(lambda: not window.busy, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.busy, timeout=300_000)
     close_dialog(dialog)
     again = export_dialog(qtbot, window)  # the destination and options chosen, not the defaults
     assert again.path_edit.text() == str(out) and again.quantize.currentData() == "static"

@@ -30,15 +30,15 @@ def sizeable_example(tmp_path) -> list[Path]:
 def test_requantize_keeps_the_chosen_nodes_in_float(qtbot, window, sizeable_example, tmp_path):
     from onnxport.core.quantize.quantize import quantize_info
 
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         window.open_paths(sizeable_example)
     out = tmp_path / "model.onnx"
-    with qtbot.waitSignal(window.exportFinished, timeout=120_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
-    qtbot.waitUntil(lambda: window.job is None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.job is None, timeout=300_000)
     assert window.last_quantized is not None and window.last_quantized.exists()
     node = next(n.name for n in onnx.load(out).graph.node if n.op_type in ("Gemm", "MatMul"))
-    with qtbot.waitSignal(window.jobEnded, timeout=120_000) as ended:
+    with qtbot.waitSignal(window.jobEnded, timeout=300_000) as ended:
         window.report_view.requantizeRequested.emit([node])  # what the report's button emits
     assert ended.args == ["requantize", "returned"]
     info = quantize_info(window.last_quantized)
@@ -64,14 +64,14 @@ def test_import_a_torchscript_program_ends_in_the_outputs_tree(qtbot, window, tm
     errors = []
     window.errorShown.connect(errors.append)
     window.import_source(source)
-    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=300_000)
     dialog = window.findChild(ImportDialog)
     dialog.inputs_table.setRowCount(0)  # a TorchScript file does not say its inputs: the user types them
     dialog.add_input_row(InputSpec("image", "float32", ("batch", 1, 6, 6)))
     dialog.out_edit.setText(str(tmp_path / "net.onnx"))
-    qtbot.waitUntil(lambda: window.job is None, timeout=60_000)  # generous: a loaded CI machine
+    qtbot.waitUntil(lambda: window.job is None, timeout=300_000)  # generous: a loaded CI machine
     dialog.accept()
-    qtbot.waitUntil(lambda: bool(errors) or window.session is not None, timeout=120_000)
+    qtbot.waitUntil(lambda: bool(errors) or window.session is not None, timeout=300_000)
     assert not errors
     assert (tmp_path / "net.onnx").exists()
     assert window.session.model_path == tmp_path / "net.onnx"
@@ -122,12 +122,12 @@ def test_an_int4_export_writes_matmulnbits_beside_the_float_model(qtbot, window,
                               [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
     source = tmp_path / "forward.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), source)
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         window.open_paths([source])
     out = tmp_path / "model.onnx"
     errors = []
     window.errorShown.connect(errors.append)
     window.start_export(ExportChoices(out, quantize="int4", validate=True))
-    qtbot.waitUntil(lambda: window.job is None and (window.last_quantized is not None or errors), timeout=120_000)
+    qtbot.waitUntil(lambda: window.job is None and (window.last_quantized is not None or errors), timeout=300_000)
     assert not errors and window.last_quantized == tmp_path / "model.int4.onnx"
     assert "MatMulNBits" in {n.op_type for n in onnx.load(window.last_quantized).graph.node}

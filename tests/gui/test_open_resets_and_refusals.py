@@ -30,9 +30,9 @@ def _shown(markup: str) -> list[str]:
 def test_opening_another_model_clears_the_report(qtbot, window, example, tmp_path):
     open_example(qtbot, window, example)
     out = tmp_path / "model.onnx"
-    with qtbot.waitSignal(window.exportFinished, timeout=60_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         window.start_export(ExportChoices(out, validate=False))
-    qtbot.waitUntil(lambda: not window.busy, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.busy, timeout=300_000)
     assert window.report_view.report is not None and "Wrote" in window.result_panel.text()
     assert window.last_export == out
 
@@ -82,9 +82,9 @@ def test_a_quantization_that_fails_after_the_export_still_shows_the_export(qtbot
     out = tmp_path / "out.onnx"
     errors = []
     window.errorShown.connect(errors.append)
-    with qtbot.waitSignal(window.exportFinished, timeout=120_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
-    qtbot.waitUntil(lambda: bool(errors), timeout=60_000)
+    qtbot.waitUntil(lambda: bool(errors), timeout=300_000)
     assert "dynamic" in errors[0] and out.exists() and window.last_export == out
     assert "Wrote" in window.result_panel.text() and "validation passed" in window.result_panel.text()
     assert window.report_view.report["validation"]["passed"] is True
@@ -98,12 +98,12 @@ def test_a_file_of_no_kind_onnxport_reads_is_named_as_such(qtbot, window, exampl
     wheel = tmp_path / "tool-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("tool/__init__.py", "")
-    with qtbot.waitSignal(window.errorShown, timeout=60_000) as shown:
+    with qtbot.waitSignal(window.errorShown, timeout=300_000) as shown:
         window.open_paths([wheel])
     assert shown.args[0].startswith(f"{wheel}: not an ONNX model or parameter file onnxport can read")
     assert "eval model" not in shown.args[0] and "give an .onnx model" in shown.args[0]
-    qtbot.waitUntil(lambda: not window.busy, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.busy, timeout=300_000)
     checkpoint = [p for p in example if p.name == "checkpoint"]
-    with qtbot.waitSignal(window.errorShown, timeout=60_000) as shown:
+    with qtbot.waitSignal(window.errorShown, timeout=300_000) as shown:
         window.open_paths(checkpoint)
     assert "no ONNX model among the files opened" in shown.args[0] and "add the eval model" in shown.args[0]

@@ -20,7 +20,7 @@ def test_drop_an_ortmodule_folder_and_a_state_dict_then_export(qtbot, window, tm
     state = save_state_dict(module, tmp_path / "state.pt", "module.")  # saved from a DDP job
     errors: list[str] = []
     window.errorShown.connect(errors.append)
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         drop(window, [state, folder])
     assert not errors and not error_boxes()
 
@@ -34,11 +34,11 @@ def test_drop_an_ortmodule_folder_and_a_state_dict_then_export(qtbot, window, tm
     assert "Not used by the model: module.bn.num_batches_tracked" in panel
     assert "decoy" not in panel and "Not used here" not in panel  # the other graphs are not "unused files"
     assert "parameter names fitted to the model" in window.log.toPlainText()
-    qtbot.waitUntil(lambda: "8 parameters kept" in window.plan_panel.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "8 parameters kept" in window.plan_panel.text(), timeout=300_000)
 
     out = tmp_path / "out" / "model.onnx"
     out.parent.mkdir()
-    with qtbot.waitSignal(window.exportFinished, timeout=120_000) as blocker:
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000) as blocker:
         window.start_export(ExportChoices(out, validate=True))
     export, post = blocker.args[0]
     assert export.path == out and export.outputs == [OUTPUT]

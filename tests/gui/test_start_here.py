@@ -28,7 +28,7 @@ def _menu_actions(qtbot, window):
     from PySide6.QtWidgets import QApplication, QMenu
 
     qtbot.waitUntil(lambda: any(isinstance(w, QMenu) and w.isVisible() for w in QApplication.topLevelWidgets()),
-                    timeout=60_000)
+                    timeout=300_000)
     menu = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QMenu) and w.isVisible())
     return menu, {a.text(): a for a in menu.actions()}
 
@@ -39,20 +39,20 @@ def test_start_here_from_the_graph_cuts_the_preview_the_plan_and_the_export(qtbo
     assert window.preview.wait_rendered(300) == 4  # Gemm, Relu, Gemm, Softmax
     relu = next(n.name for n in load_graph(example[0]).graph.node if n.op_type == "Relu")
     view = window.preview.view
-    with qtbot.waitCallback(timeout=60_000) as found:
+    with qtbot.waitCallback(timeout=300_000) as found:
         view.run(NODE_CENTRE_JS % json.dumps(f"node-name-{relu}"), found)
     x, y = json.loads(found.args[0])
     view.node_menu_at(QPoint(int(x), int(y)), view.mapToGlobal(QPoint(int(x), int(y))))  # the right click
     menu, actions = _menu_actions(qtbot, window)
     (start,) = [a for text, a in actions.items() if text.startswith("Start here at ")]
     tensor = start.text().removeprefix("Start here at ")
-    with qtbot.waitSignal(window.preview.rendered, timeout=60_000) as drawn:
+    with qtbot.waitSignal(window.preview.rendered, timeout=300_000) as drawn:
         start.trigger()
         menu.close()
     assert window.cut.starts == (tensor,) and drawn.args[0] == 2  # the second Gemm and the Softmax
-    qtbot.waitUntil(lambda: "starts at (new inputs)" in window.plan_panel.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "starts at (new inputs)" in window.plan_panel.text(), timeout=300_000)
     out = tmp_path / "head.onnx"
-    with qtbot.waitSignal(window.exportFinished, timeout=120_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         window.start_export(ExportChoices(out, validate=True))  # a cut is not validated: said in the log
     written = onnx.load(out)
     onnx.checker.check_model(written, full_check=True)
@@ -71,14 +71,14 @@ def test_start_here_from_the_tree_and_back(qtbot, window, example):
     actions[f"Start here at {relu_out}"].trigger()
     menu.close()
     assert window.cut.starts == (relu_out,)
-    qtbot.waitUntil(lambda: "starts at (new inputs)" in window.plan_panel.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "starts at (new inputs)" in window.plan_panel.text(), timeout=300_000)
     window.cut.tree_menu(window.tree, pos)
     menu, actions = _menu_actions(qtbot, window)
     actions["Start from the model's inputs again"].trigger()
     menu.close()
     assert window.cut.starts == ()
     qtbot.waitUntil(lambda: "starts at" not in window.plan_panel.text() and "inputs:" in window.plan_panel.text(),
-                    timeout=60_000)
+                    timeout=300_000)
 
 
 def test_a_selected_weight_shows_its_numbers_and_histogram(qtbot, window, example):
@@ -88,7 +88,7 @@ def test_a_selected_weight_shows_its_numbers_and_histogram(qtbot, window, exampl
     index = window.model.index_of("fc1.weight")
     window.tree.setCurrentIndex(index)
     panel = window.weight_panel
-    qtbot.waitUntil(lambda: panel.stats is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: panel.stats is not None, timeout=300_000)
     stats, x = panel.stats, np.asarray(weights, np.float64)
     assert (stats.min, stats.max, stats.count) == (x.min(), x.max(), x.size)
     assert stats.mean == pytest.approx(x.mean()) and stats.std == pytest.approx(x.std())
@@ -97,7 +97,7 @@ def test_a_selected_weight_shows_its_numbers_and_histogram(qtbot, window, exampl
     assert "fc1.weight: float32 [768 x 256]" in panel.text.text() and "from the checkpoint" in panel.text.text()
     # the tab scrolls the numbers and the whole histogram into view, once laid out; nothing is cut
     # at the right (the lines wrap at the dock's width)
-    qtbot.waitUntil(lambda: panel.histogram.visibleRegion().boundingRect() == panel.histogram.rect(), timeout=10_000)
+    qtbot.waitUntil(lambda: panel.histogram.visibleRegion().boundingRect() == panel.histogram.rect(), timeout=300_000)
     assert window.overview.scroll.horizontalScrollBar().maximum() == 0
     window.tree.setCurrentIndex(window.model.index_of("logits"))  # not a weight: the panel goes
     assert not panel.isVisible()
@@ -111,7 +111,7 @@ def test_a_weight_chosen_on_the_graph_shows_its_numbers(qtbot, window, example):
     assert window.preview.wait_rendered(300) == 4
     gemm = next(n for n in load_graph(example[0]).graph.node if n.op_type == "Gemm")
     view = window.preview.view
-    with qtbot.waitCallback(timeout=10_000) as found:
+    with qtbot.waitCallback(timeout=300_000) as found:
         view.run(NODE_CENTRE_JS % json.dumps(f"node-name-{gemm.name}"), found)
     x, y = json.loads(found.args[0])
     view.node_menu_at(QPoint(int(x), int(y)), view.mapToGlobal(QPoint(int(x), int(y))))
@@ -122,7 +122,7 @@ def test_a_weight_chosen_on_the_graph_shows_its_numbers(qtbot, window, example):
     actions[weights[0]].trigger()
     menu.close()
     panel = window.weight_panel
-    qtbot.waitUntil(lambda: panel.stats is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: panel.stats is not None, timeout=300_000)
     x = np.asarray(window.session.params["fc1.weight"].array(), np.float64)
     assert (panel.stats.name, panel.stats.min, panel.stats.max) == ("fc1.weight", x.min(), x.max())
     assert panel.stats.histogram == np.histogram(x, bins=64, range=(x.min(), x.max()))[0].tolist()

@@ -45,10 +45,10 @@ def test_window_deploys_through_its_worker(qtbot, window, tmp_path):
     assert window.deploy_action.isEnabled() and window.deploy_action in window.model_menu.actions()
     window.deploy_flow.choose()
     dialog = window.deploy_flow.dialog
-    qtbot.waitUntil(dialog.isVisible, timeout=60_000)
+    qtbot.waitUntil(dialog.isVisible, timeout=300_000)
     dialog.target.setCurrentIndex(dialog.target.findData("ort-1.17"))
     dialog.dims.setText("batch=1")
-    with qtbot.waitSignal(window.deploy_flow.deployed, timeout=60_000) as blocker:
+    with qtbot.waitSignal(window.deploy_flow.deployed, timeout=300_000) as blocker:
         dialog._accept()
     result = blocker.args[0]
     assert result.check.passed and result.written == [str(tmp_path / "m.ort-1.17.onnx")]

@@ -16,6 +16,6 @@ def test_export_starts_beside_the_model(qtbot, window, example, settings, tmp_pa
     open_example(qtbot, window, example)
     window.export_dialog()
     dialog = window.findChild(ExportDialog)
-    qtbot.waitUntil(dialog.isVisible, timeout=60_000)
+    qtbot.waitUntil(dialog.isVisible, timeout=300_000)
     assert dialog.choices().path == example[0].parent / "model_inference.onnx"
     dialog.reject()

@@ -51,15 +51,15 @@ def test_a_yes_is_remembered_for_the_file_and_reaches_the_export_options(qtbot, 
     source = builders.save_torchscript(builders.bn_net(), tmp_path / "net.pt")
     queue.append(QMessageBox.StandardButton.Yes)
     window.import_source(source)
-    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=300_000)
     dialog = window.findChild(ImportDialog)
     assert dialog.trust_code and dialog.options().trust_code
     assert len(asked) == 1
     dialog.reject()
     dialog.deleteLater()
-    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is None and window.job is None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is None and window.job is None, timeout=300_000)
     window.import_source(source)  # the same file again in this session: not asked again
-    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.findChild(ImportDialog) is not None, timeout=300_000)
     assert len(asked) == 1 and window.findChild(ImportDialog).options().trust_code
 
 

@@ -20,7 +20,7 @@ def test_cancel_while_quantizing_names_the_float_model_written(qtbot, window, ex
     out.parent.mkdir()
     clicks = []
     clicking_cancel_when(monkeypatch, lambda message, token: "quantiz" in message.lower() and not clicks.append(message))
-    with qtbot.waitSignal(window.jobEnded, timeout=120_000) as ended:
+    with qtbot.waitSignal(window.jobEnded, timeout=300_000) as ended:
         window.start_export(ExportChoices(out, quantize="dynamic", validate=False))
     assert clicks, "the cancel was never clicked"
     assert ended.args == ["export", "cancelled"]
@@ -35,7 +35,7 @@ def test_cancel_before_anything_is_written_says_nothing_was(qtbot, window, examp
     open_example(qtbot, window, example)
     out = tmp_path / "model.onnx"
     clicking_cancel_when(monkeypatch, lambda message, token: "export" in message.lower())
-    with qtbot.waitSignal(window.jobEnded, timeout=60_000) as ended:
+    with qtbot.waitSignal(window.jobEnded, timeout=300_000) as ended:
         window.start_export(ExportChoices(out, quantize="dynamic", validate=False))
     assert ended.args == ["export", "cancelled"]
     assert not out.exists()

@@ -44,7 +44,7 @@ def opened(qtbot, *args):
 
 def test_divergence_is_painted_on_the_overlay_scale_and_listed(qtbot, pair):
     win = opened(qtbot, *pair)
-    with qtbot.waitSignal(win.painted, timeout=120_000):
+    with qtbot.waitSignal(win.painted, timeout=300_000):
         win.start()
     report = win.report
     first = report["numeric"]["first_divergence"]
@@ -61,10 +61,10 @@ def test_divergence_is_painted_on_the_overlay_scale_and_listed(qtbot, pair):
 
 def test_a_row_of_a_removed_node_shows_graph_a(qtbot, pair):
     win = opened(qtbot, *pair)
-    with qtbot.waitSignal(win.painted, timeout=120_000):
+    with qtbot.waitSignal(win.painted, timeout=300_000):
         win.start()
     row = next(r for r in range(win.table.rowCount()) if win.table.item(r, 0).text() == "removed")
-    with qtbot.waitSignal(win.painted, timeout=60_000):
+    with qtbot.waitSignal(win.painted, timeout=300_000):
         win.show_row(row)
     assert win.side == "a"
     state = page_state(qtbot, win.view, ["/softmax/Softmax"])
@@ -77,7 +77,7 @@ def test_two_checkpoints_give_a_sortable_table_of_parameters(qtbot, tmp_path):
     a = write_checkpoint(tmp_path / "a.ckpt", w)
     b = write_checkpoint(tmp_path / "b.ckpt", dict(w, **{"fc2.bias": w["fc2.bias"] + np.float32(1.0)}))
     win = opened(qtbot, a, b)
-    with qtbot.waitSignal(win.shown, timeout=120_000):
+    with qtbot.waitSignal(win.shown, timeout=300_000):
         win.start()
     table = win.table
     assert table.rowCount() == 4 and win.view is None or not win.view.isVisible()
@@ -89,7 +89,7 @@ def test_two_checkpoints_give_a_sortable_table_of_parameters(qtbot, tmp_path):
 
 def test_cancel_stops_the_comparison(qtbot, pair):
     win = opened(qtbot, *pair)
-    with qtbot.waitSignal(win.runner.ended, timeout=60_000) as ended:
+    with qtbot.waitSignal(win.runner.ended, timeout=300_000) as ended:
         win.start()
         win.cancel()
     assert ended.args[1] == "cancelled" and win.report is None
@@ -101,12 +101,12 @@ def test_compare_with_from_the_main_window_uses_the_open_model(qtbot, window, pa
     from onnxport.gui.preview.compare_window import CompareWindow
 
     a, b = pair
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         window.open_paths([a])
     assert window.compare_action in window.menuBar().actions()[0].menu().actions()
     win = window.compare_with([b])
     assert isinstance(win, CompareWindow) and (win.a, win.b) == (a, b)
     qtbot.addWidget(win)
-    with qtbot.waitSignal(win.shown, timeout=120_000):
+    with qtbot.waitSignal(win.shown, timeout=300_000):
         pass
     assert win.report["structure"]["initializers_changed"][0]["name"] == "fc2.weight"

@@ -39,14 +39,14 @@ def rgb(hex_colour: str) -> str:
 
 
 def page_state(qtbot, view, names: list[str]) -> dict:
-    with qtbot.waitCallback(timeout=60_000) as got:
+    with qtbot.waitCallback(timeout=300_000) as got:
         view.run(FILLS_JS % json.dumps(names), got)
     return json.loads(got.args[0])
 
 
 def paint_and_read(qtbot, overlay, report) -> tuple[dict, dict]:
     """Show `report`, wait for the page to be painted, return (payload, page state)."""
-    with qtbot.waitSignal(overlay.painted, timeout=60_000):
+    with qtbot.waitSignal(overlay.painted, timeout=300_000):
         overlay.report_view.set_report(report)
     names = list(overlay.payload["nodes"])
     return overlay.payload, page_state(qtbot, overlay.preview.view, names)
@@ -75,7 +75,7 @@ def overlay(qtbot):
 def test_nodes_are_painted_with_the_colours_of_the_error_they_add(qtbot, overlay, quantized):
     fp32, report = quantized
     panel = overlay.preview
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(panel.rendered, timeout=300_000):
         panel.set_model(session_for(fp32), ["logits"])
     error_map = accuracy_map(report)
     assert error_map["nodes"], "the quantization must add a measurable error somewhere"
@@ -94,12 +94,12 @@ def test_nodes_are_painted_with_the_colours_of_the_error_they_add(qtbot, overlay
     assert _js(qtbot, panel.view, js) == "3px"  # the first jump gets a thick border of its colour
     # the hover title carries the figures
     name = next(iter(expected))
-    with qtbot.waitCallback(timeout=60_000) as title:
+    with qtbot.waitCallback(timeout=300_000) as title:
         panel.view.run(f"document.getElementById({json.dumps('node-name-' + name)}).querySelector('title').textContent",
                        title)
     assert "relative error" in title.args[0] and name in title.args[0]
     # a report without a map clears the page
-    with qtbot.waitSignal(overlay.painted, timeout=60_000) as cleared:
+    with qtbot.waitSignal(overlay.painted, timeout=300_000) as cleared:
         overlay.report_view.set_report(build_report(export={"path": str(fp32)}))
     assert cleared.args == [0]
     state = page_state(qtbot, panel.view, list(expected))
@@ -112,7 +112,7 @@ def test_the_map_is_built_after_the_report_s_turn_and_only_the_newest_report_ans
     the window with it), and of two reports in one turn only the newest is painted and reported."""
     fp32, report = quantized
     panel = overlay.preview
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(panel.rendered, timeout=300_000):
         panel.set_model(session_for(fp32), ["logits"])
     payload, state = paint_and_read(qtbot, overlay, report)
     assert state["painted"] > 0
@@ -120,12 +120,12 @@ def test_the_map_is_built_after_the_report_s_turn_and_only_the_newest_report_ans
     overlay.painted.connect(answers.append)
     overlay.report_view.set_report(build_report(export={"path": str(fp32)}))  # no map: would clear
     assert overlay.payload is payload  # not built in the report's own turn
-    with qtbot.waitSignal(overlay.painted, timeout=60_000):
+    with qtbot.waitSignal(overlay.painted, timeout=300_000):
         overlay.report_view.set_report(report)  # the newest, in the same turn
     # a stale answer (the clear's) needs a page call made before now: the page answers in order,
     # so once a call made now has answered, every earlier one has
     assert not overlay._build_timer.isActive() and not overlay._apply_timer.isActive()  # nothing left to send
-    with qtbot.waitCallback(timeout=60_000) as flushed:
+    with qtbot.waitCallback(timeout=300_000) as flushed:
         panel.view.run("0", flushed)
     assert answers == [state["painted"]]
     assert page_state(qtbot, panel.view, list(payload["nodes"]))["painted"] == state["painted"]
@@ -136,7 +136,7 @@ def test_the_report_list_and_the_graph_pick_each_others_nodes(qtbot, overlay, qu
 
     fp32, report = quantized
     panel, nodes = overlay.preview, overlay.report_view.nodes
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(panel.rendered, timeout=300_000):
         panel.set_model(session_for(fp32), ["logits"])
     paint_and_read(qtbot, overlay, report)
     assert nodes.count() >= 1
@@ -145,11 +145,11 @@ def test_the_report_list_and_the_graph_pick_each_others_nodes(qtbot, overlay, qu
     # report -> graph: picking a node in the list selects it in Netron
     nodes.setCurrentRow(0)
     selected_js = f"document.getElementById({json.dumps('node-name-' + listed[0])}).classList.contains('select')"
-    qtbot.waitUntil(lambda: _js(qtbot, panel.view, selected_js) is True, timeout=60_000)
+    qtbot.waitUntil(lambda: _js(qtbot, panel.view, selected_js) is True, timeout=300_000)
     # graph -> report: a click on a node in the page selects it in the list
     target = listed[-1]
     nodes.setCurrentRow(-1)
-    with qtbot.waitSignal(overlay.nodeClicked, timeout=60_000) as clicked:
+    with qtbot.waitSignal(overlay.nodeClicked, timeout=300_000) as clicked:
         panel.view.run(f"document.getElementById({json.dumps('node-name-' + target)})"
                        ".querySelector('.node-item-type').dispatchEvent(new MouseEvent('click', {bubbles: true}))")
     assert clicked.args == [target]
@@ -157,7 +157,7 @@ def test_the_report_list_and_the_graph_pick_each_others_nodes(qtbot, overlay, qu
 
 
 def _js(qtbot, view, code):
-    with qtbot.waitCallback(timeout=60_000) as got:
+    with qtbot.waitCallback(timeout=300_000) as got:
         view.run(code, got)
     return got.args[0]
 
@@ -196,7 +196,7 @@ def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay,
 
     fp32, report = quantized
     panel = overlay.preview
-    with qtbot.waitSignal(overlay.painted, timeout=60_000) as cleared:  # drawn, and no map to paint
+    with qtbot.waitSignal(overlay.painted, timeout=300_000) as cleared:  # drawn, and no map to paint
         panel.set_model(session_for(fp32), ["logits"])
     assert cleared.args == [0]
     before = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
@@ -221,10 +221,10 @@ def test_only_the_error_colours_nodes_and_the_legend_covers_none(qtbot, overlay,
     overlay.focus(relu)  # Netron's selection is red: blue while the map is on
     relu_js = json.dumps("node-name-" + relu)
     qtbot.waitUntil(lambda: _js(qtbot, panel.view, f"document.getElementById({relu_js}).classList.contains('select')"),
-                    timeout=60_000)
+                    timeout=300_000)
     border = f"getComputedStyle(document.getElementById({relu_js}).querySelector('.node-border')).stroke"
     assert _js(qtbot, panel.view, border) == "rgb(31, 111, 208)"
-    with qtbot.waitSignal(overlay.painted, timeout=60_000):
+    with qtbot.waitSignal(overlay.painted, timeout=300_000):
         overlay.report_view.set_report(build_report(export={"path": str(fp32)}))
     after = json.loads(_js(qtbot, panel.view, GEOMETRY_JS))
     assert not after["overlay"] and after["legend"] is None

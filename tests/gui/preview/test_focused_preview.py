@@ -42,16 +42,16 @@ def test_a_big_graph_is_drawn_focused_and_show_more_grows_it(qtbot, panel, big):
     assert "showing 12 of 62 nodes around logits" in panel.status.text()
     assert "layers.1 … layers.10" in panel.status.text()
     assert panel.more_button.isVisible()
-    with qtbot.waitCallback(timeout=60_000) as found:
+    with qtbot.waitCallback(timeout=300_000) as found:
         panel.view.focus("/model/layers.1…10", found)  # the placeholder is drawn under its name
     assert found.args[0] is True
-    with qtbot.waitSignal(panel.rendered, timeout=60_000) as more:
+    with qtbot.waitSignal(panel.rendered, timeout=300_000) as more:
         panel.show_more()
     assert panel.budget == 28
     assert more.args[0] == len(panel.focused.model.graph.node) == 28  # layers 8-10 drawn again
     assert "layers.1 … layers.7" in panel.status.text()
     for expected in (53, 62):  # budget 56: layers 3-10 drawn; 112: the whole graph
-        with qtbot.waitSignal(panel.rendered, timeout=60_000) as whole:
+        with qtbot.waitSignal(panel.rendered, timeout=300_000) as whole:
             panel.show_more()
         assert whole.args[0] == expected
     assert panel.focused.complete and not panel.more_button.isVisible()
@@ -63,7 +63,7 @@ def test_selecting_a_tensor_it_does_not_draw_focuses_the_view_on_it(qtbot, panel
     panel.set_model(session, ["logits"], producer_of=producer_of)
     panel.wait_rendered(300)
     assert "/model/layers.6/Relu" not in panel.focused.shown_names
-    with qtbot.waitSignal(panel.rendered, timeout=60_000) as drawn:
+    with qtbot.waitSignal(panel.rendered, timeout=300_000) as drawn:
         panel.focus_node(INSIDE)
     assert panel.focused.seeds == [INSIDE] and "/model/layers.6/Relu" in panel.focused.shown_names
     assert drawn.args[0] == len(panel.focused.model.graph.node)

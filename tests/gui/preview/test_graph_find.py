@@ -44,7 +44,7 @@ def panel(qtbot):
 
 
 def _js(qtbot, view, code):
-    with qtbot.waitCallback(timeout=60_000) as got:
+    with qtbot.waitCallback(timeout=300_000) as got:
         view.run(code, got)
     return got.args[0]
 
@@ -59,29 +59,29 @@ OUTPUT_IN_VIEW_JS = """(function () {
 
 
 def test_a_tall_graph_opens_on_its_outputs(qtbot, panel, tmp_path):
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(panel.rendered, timeout=300_000):
         panel.set_model(session_for(tall_chain(tmp_path / "tall.onnx")), ["y"])
-    qtbot.waitUntil(lambda: _js(qtbot, panel.view, OUTPUT_IN_VIEW_JS) is True, timeout=60_000)
+    qtbot.waitUntil(lambda: _js(qtbot, panel.view, OUTPUT_IN_VIEW_JS) is True, timeout=300_000)
 
 
 def test_the_search_box_selects_drawn_nodes_and_tensors(qtbot, panel, tmp_path):
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(panel.rendered, timeout=300_000):
         panel.set_model(session_for(tall_chain(tmp_path / "tall.onnx")), ["y"])
     search = panel.search
     search.box.setText("layer7/RELU")  # case does not matter
-    with qtbot.waitSignal(search.searched, timeout=60_000) as found:
+    with qtbot.waitSignal(search.searched, timeout=300_000) as found:
         search.box.returnPressed.emit()
     assert found.args == [1] and search.found.text() == "1 found"
     selected = "document.getElementById('node-name-/layer7/Relu').classList.contains('select')"
     assert _js(qtbot, panel.view, selected) is True
     search.box.setText("h12")  # a tensor: Netron's edge
-    with qtbot.waitSignal(search.searched, timeout=60_000) as found:
+    with qtbot.waitSignal(search.searched, timeout=300_000) as found:
         search.box.returnPressed.emit()
     assert found.args[0] >= 1
     edges = _js(qtbot, panel.view, "JSON.stringify(Array.from(document.querySelectorAll('.select.edge-path'))"
                                    ".map((e) => e.id))")
     assert "edge-h12" in json.loads(edges)
     search.box.setText("no such thing")
-    with qtbot.waitSignal(search.searched, timeout=60_000) as found:
+    with qtbot.waitSignal(search.searched, timeout=300_000) as found:
         search.box.returnPressed.emit()
     assert found.args == [0] and search.found.text() == "not found"

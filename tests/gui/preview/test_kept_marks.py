@@ -29,10 +29,10 @@ def test_the_original_view_dims_what_the_export_drops(qtbot, tmp_path):
     panel.show()
     try:
         panel.set_mode("original")
-        with qtbot.waitSignal(panel.rendered, timeout=60_000):
+        with qtbot.waitSignal(panel.rendered, timeout=300_000):
             panel.set_model(session, ["logits"])
-        qtbot.waitUntil(lambda: "drops" in panel.status.text(), timeout=60_000)
-        with qtbot.waitCallback(timeout=60_000) as got:
+        qtbot.waitUntil(lambda: "drops" in panel.status.text(), timeout=300_000)
+        with qtbot.waitCallback(timeout=300_000) as got:
             panel.view.run(CLASSES_JS, got)
         marks = json.loads(got.args[0])
         dropped = {name for name, is_dropped, _ in marks if is_dropped}
@@ -40,9 +40,9 @@ def test_the_original_view_dims_what_the_export_drops(qtbot, tmp_path):
         assert {name for name, is_dropped, _ in marks if not is_dropped} <= kept
         assert all(float(opacity) < 0.5 for _, is_dropped, opacity in marks if is_dropped)
         assert f"drops {len(dropped)}" in panel.status.text()
-        with qtbot.waitSignal(panel.rendered, timeout=60_000):
+        with qtbot.waitSignal(panel.rendered, timeout=300_000):
             panel.set_mode("pruned")
-        with qtbot.waitCallback(timeout=60_000) as got:
+        with qtbot.waitCallback(timeout=300_000) as got:
             panel.view.run(CLASSES_JS, got)
         assert not any(is_dropped for _, is_dropped, _ in json.loads(got.args[0]))  # the export's own graph: no marks
     finally:

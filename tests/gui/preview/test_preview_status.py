@@ -23,9 +23,9 @@ def test_status_shows_the_size_of_the_new_selection(qtbot, panel, tmp_path):  # 
     for outputs in (["logits"], ["hidden"]):
         sizes[outputs[0]] = human_size(len(draw_selection(session.selections, outputs).data))
     assert sizes["logits"] != sizes["hidden"]
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(panel.rendered, timeout=300_000):
         panel.set_model(session, ["logits"])
     assert sizes["logits"] in panel.status.text()
     panel.set_model(session, ["hidden"])
     assert sizes["logits"] not in panel.status.text()  # not the old size while the new one is built
-    qtbot.waitUntil(lambda: sizes["hidden"] in panel.status.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: sizes["hidden"] in panel.status.text(), timeout=300_000)

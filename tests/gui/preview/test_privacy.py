@@ -56,19 +56,19 @@ def test_open_preview_export_validate_stays_on_this_machine(qtbot, watch, window
     ended = []
     window.jobEnded.connect(lambda name, how: ended.append((name, how)))
     window.tabs.setCurrentWidget(window.preview)  # Chromium does not lay out pages nobody sees
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         window.open_paths(example)
     drawn = window.preview.wait_rendered(300)
-    with qtbot.waitSignal(window.exportFinished, timeout=60_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         window.start_export(ExportChoices(out, validate=True))
-    qtbot.waitUntil(lambda: window.job is None, timeout=60_000)
-    with qtbot.waitSignal(window.jobEnded, timeout=60_000):
+    qtbot.waitUntil(lambda: window.job is None, timeout=300_000)
+    with qtbot.waitSignal(window.jobEnded, timeout=300_000):
         window.validate_last()
     # the page asks for something outside (the interceptor's positive control), after it drew
     # the graph: its start-up requests (analytics included) were made by then
     interceptor = window.preview.view.interceptor
     window.preview.view.run("fetch('https://example.com/privacy-probe').catch(() => null); 1")
-    qtbot.waitUntil(lambda: any("privacy-probe" in u for u in interceptor.blocked), timeout=60_000)
+    qtbot.waitUntil(lambda: any("privacy-probe" in u for u in interceptor.blocked), timeout=300_000)
     # the watcher's positive control: the preview server speaks HTTP/1.0, so the page's own
     # connections last a few ms and a 50 ms poll may miss them all; this loopback listener never
     # answers, so the page's connection to it (from Chromium's network service) stays open until
@@ -81,7 +81,7 @@ def test_open_preview_export_validate_stays_on_this_machine(qtbot, watch, window
             watch.poll()
             return any(s.remote == ("127.0.0.1", hold_port) for s in watch.seen)
 
-        qtbot.waitUntil(page_holds_a_connection, timeout=60_000)
+        qtbot.waitUntil(page_holds_a_connection, timeout=300_000)
 
     # the flow really ran: Netron drew the pruned graph, the export was written and validated
     expected = window.session.selection(window.model.checked_outputs()).preview
@@ -106,7 +106,7 @@ def test_chromium_resolves_no_host_but_the_preview_server(qtbot, window, example
     """The resolver rule (gui/app.py): even a request the interceptor lets through (localhost is
     loopback) finds no address, so it never reaches a server; 127.0.0.1 still works."""
     window.tabs.setCurrentWidget(window.preview)
-    with qtbot.waitSignal(window.loaded, timeout=60_000):
+    with qtbot.waitSignal(window.loaded, timeout=300_000):
         window.open_paths(example)
     assert window.preview.wait_rendered(300) > 0  # 127.0.0.1 resolves
     view, server = window.preview.view, window.preview.server
@@ -119,7 +119,7 @@ def test_chromium_resolves_no_host_but_the_preview_server(qtbot, window, example
         view.run("window.__probe || ''", answers.append)
         return bool(answers and answers[-1])
 
-    qtbot.waitUntil(answered, timeout=60_000)
+    qtbot.waitUntil(answered, timeout=300_000)
     assert any("localhost" in r.url and not r.blocked for r in view.interceptor.entries())  # let through...
     assert answers[-1] == "failed"  # ...yet it found no address
     assert not any("resolver-probe" in p for p in server.requests)

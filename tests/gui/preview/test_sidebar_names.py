@@ -28,7 +28,7 @@ MEASURE = """JSON.stringify(Array.from(document.querySelectorAll('.sidebar-item-
 
 
 def js(qtbot, view, code):
-    with qtbot.waitCallback(timeout=60_000) as done:
+    with qtbot.waitCallback(timeout=300_000) as done:
         view.run(code, done)
     return done.args[0]
 
@@ -39,11 +39,11 @@ def test_a_long_output_name_wraps_in_the_node_sidebar(qtbot, panel, tmp_path):  
                               [helper.make_tensor_value_info(LONG, T.FLOAT, [1, 4])])
     path = tmp_path / "long.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    with qtbot.waitSignal(panel.rendered, timeout=60_000):
+    with qtbot.waitSignal(panel.rendered, timeout=300_000):
         panel.set_model(session_for(path), [LONG])
     assert js(qtbot, panel.view, CLICK_RELU) is True
     found: list = []
-    qtbot.waitUntil(lambda: bool(found.extend(json.loads(js(qtbot, panel.view, MEASURE))) or found), timeout=60_000)
+    qtbot.waitUntil(lambda: bool(found.extend(json.loads(js(qtbot, panel.view, MEASURE))) or found), timeout=300_000)
     for scroll_width, client_width, height in found:
         assert scroll_width <= client_width + 1, "the name is cut (it scrolls sideways)"
         assert height >= 24  # on two lines or more (11 px text): wrapped, all of it shown

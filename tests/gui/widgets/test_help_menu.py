@@ -31,7 +31,7 @@ def test_help_menu_lists_the_shortcuts(qtbot, window):
     assert rows["Outputs"] == native("Ctrl+1") and rows["Keyboard Shortcuts"] == native("Ctrl+/")
     window.shortcuts_action.trigger()
     dialog = window.findChild(help_dialogs.ShortcutsDialog)
-    qtbot.waitUntil(dialog.isVisible, timeout=60_000)
+    qtbot.waitUntil(dialog.isVisible, timeout=300_000)
     shown = {dialog.table.item(r, 0).text(): dialog.table.item(r, 1).text() for r in range(dialog.table.rowCount())}
     assert shown == rows
     dialog.close()
@@ -64,7 +64,7 @@ def test_documentation_opens_local_files_only(qtbot, window):
 def test_about_names_the_versions(qtbot, window):
     window.about_action.trigger()
     box = window.findChild(QMessageBox, "aboutDialog")
-    qtbot.waitUntil(box.isVisible, timeout=60_000)
+    qtbot.waitUntil(box.isVisible, timeout=300_000)
     text = box.text()
     for version in (importlib.metadata.version("onnxport"), onnxruntime.__version__, onnx.__version__,
                     PySide6.__version__, importlib.metadata.version("netron")):

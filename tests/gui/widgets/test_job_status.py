@@ -27,12 +27,12 @@ def test_status_bar_progress_of_a_real_export_validate_quantize(qtbot, window, t
     window.runner.progress.connect(record)
     out = tmp_path / "out" / "m.onnx"
     out.parent.mkdir()
-    with qtbot.waitSignal(window.exportFinished, timeout=120_000):
+    with qtbot.waitSignal(window.exportFinished, timeout=300_000):
         window.start_export(ExportChoices(out, quantize="dynamic", validate=True))
     assert (out.parent / "m.int8.onnx").is_file()
     check_reports(shown, ["exporting", "validating", "quantizing", "benchmarking", "writing the report"],
                   optional=("writing the report",))
-    qtbot.waitUntil(lambda: window.job_status.text.text() == "ready", timeout=60_000)
+    qtbot.waitUntil(lambda: window.job_status.text.text() == "ready", timeout=300_000)
 
 
 class Paints:
@@ -60,13 +60,13 @@ def flush_paints(qtbot, sentinel: Paints) -> None:
     is still due. An event to wait for, instead of waiting for time to pass."""
     before = sentinel.count
     sentinel.widget.update()
-    qtbot.waitUntil(lambda: sentinel.count > before, timeout=60_000)
+    qtbot.waitUntil(lambda: sentinel.count > before, timeout=300_000)
 
 
 def test_a_progress_step_is_painted_with_the_next_frame_not_inside_the_signal(qtbot, window):
     """QProgressBar.setValue repaints at once; the status bar defers it to the event loop."""
     bar = window.job_status.progress
-    qtbot.waitUntil(bar.isVisible, timeout=60_000)
+    qtbot.waitUntil(bar.isVisible, timeout=300_000)
     counter, sentinel = Paints(bar), Paints(window.job_status.text)
     window.job_status.busy("exporting")
     flush_paints(qtbot, sentinel)
@@ -74,7 +74,7 @@ def test_a_progress_step_is_painted_with_the_next_frame_not_inside_the_signal(qt
     window.job_status.show_progress(0.5, "exporting: writing parameters")
     assert counter.count == before, "painted inside the progress call"
     assert bar.value() == STEPS // 2 and window.job_status.text.text() == "exporting: writing parameters"
-    qtbot.waitUntil(lambda: counter.count > before, timeout=60_000)  # ...and with the next frame
+    qtbot.waitUntil(lambda: counter.count > before, timeout=300_000)  # ...and with the next frame
     flush_paints(qtbot, sentinel)
     painted = counter.count
     for fraction in (0.501, 0.503, 0.505):  # the same percent, the same message: nothing to show
@@ -82,7 +82,7 @@ def test_a_progress_step_is_painted_with_the_next_frame_not_inside_the_signal(qt
     flush_paints(qtbot, sentinel)
     assert counter.count == painted, "repainted a bar that did not change"
     window.job_status.show_progress(0.51, "exporting: writing parameters")
-    qtbot.waitUntil(lambda: counter.count > painted, timeout=60_000)  # a new percent is painted
+    qtbot.waitUntil(lambda: counter.count > painted, timeout=300_000)  # a new percent is painted
     painted = counter.count
     window.job_status.idle()
     assert counter.count == painted and bar.value() == 0

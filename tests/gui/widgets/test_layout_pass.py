@@ -22,7 +22,7 @@ def panel(qtbot):
     labels[2].hide()
     outer.resize(300, 400)
     outer.show()
-    qtbot.waitExposed(outer, timeout=60_000)
+    qtbot.waitExposed(outer, timeout=300_000)
     return outer, inner, labels
 
 
@@ -36,7 +36,7 @@ def test_parts_shown_in_the_block_are_laid_out_once_later(qtbot):
         labels[2].show()
         assert labels[3].y() == last_y  # no layout pass yet: the window was not laid out twice
     assert inner.layout().isEnabled()
-    qtbot.waitUntil(lambda: labels[3].y() > last_y, timeout=60_000)  # one pass, posted
+    qtbot.waitUntil(lambda: labels[3].y() > last_y, timeout=300_000)  # one pass, posted
     assert labels[1].y() < labels[2].y() < labels[3].y() and labels[2].height() > 0
 
 
@@ -58,4 +58,4 @@ def test_a_nested_block_leaves_the_outer_one_in_charge(qtbot):
             labels[1].show()
         assert not inner.layout().isEnabled() and labels[3].y() == last_y
     assert inner.layout().isEnabled()
-    qtbot.waitUntil(lambda: labels[3].y() > last_y, timeout=60_000)
+    qtbot.waitUntil(lambda: labels[3].y() > last_y, timeout=300_000)

@@ -31,11 +31,11 @@ def test_a_long_line_wraps_at_the_docks_width_instead_of_being_cut(qtbot):
     qtbot.addWidget(dock)
     dock.resize(260, 200)
     dock.show()
-    qtbot.waitExposed(dock, timeout=60_000)
+    qtbot.waitExposed(dock, timeout=300_000)
     path = "/tmp/onnxport-shots-3b5_qka3/" + "a_long_folder_name/" * 4 + "model_inference.report.json"
     dock.log_line(f"report: {path}")
     block = dock.view.document().firstBlock()
-    qtbot.waitUntil(lambda: block.layout().lineCount() > 1, timeout=60_000)  # wrapped, all of it in sight
+    qtbot.waitUntil(lambda: block.layout().lineCount() > 1, timeout=300_000)  # wrapped, all of it in sight
     assert dock.view.horizontalScrollBar().maximum() == 0
 
 

@@ -28,7 +28,7 @@ def test_chart_x_labels_never_overlap(qtbot, width):
     view.resize(width, 600)
     view.show()
     view.set_report(report(True))
-    qtbot.waitExposed(view, timeout=60_000)
+    qtbot.waitExposed(view, timeout=300_000)
     panels = view.chart.label_rects()
     assert len(panels) == 3 and [len(p) for p in panels] == [2, 2, len(NAMES)]
     small = QFont(view.chart.font())

@@ -13,13 +13,13 @@ pytestmark = pytest.mark.gui
 def test_a_long_report_scrolls_in_its_tab_and_the_window_keeps_its_size(qtbot, window, tmp_path):
     report = quantized_mlp_report(tmp_path, bench=True)[1]
     window.resize(1000, 600)
-    qtbot.waitUntil(lambda: (window.width(), window.height()) == (1000, 600), timeout=60_000)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (1000, 600), timeout=300_000)
     window.tabs.setCurrentWidget(window.report_tab)
     QApplication.sendPostedEvents()  # the tab's layout requests
     size = window.size()
     window.report_view.set_report(report)
     tab = window.report_tab
-    qtbot.waitUntil(lambda: tab.verticalScrollBar().maximum() > 0, timeout=60_000)  # taller than the tab: it scrolls
+    qtbot.waitUntil(lambda: tab.verticalScrollBar().maximum() > 0, timeout=300_000)  # taller than the tab: it scrolls
     QApplication.sendPostedEvents()  # the report's layout requests: a minimum that grew would resize now
     assert window.size() == size  # as a plain widget the report raised the window's minimum: 600 -> 700+ px
     assert window.minimumSizeHint().height() <= size.height()

@@ -31,7 +31,7 @@ def run_stages(qtbot, schedule) -> list[str]:
         schedule(owner, lambda: order.append("stage two"))
 
     QTimer.singleShot(1, owner, one)
-    qtbot.waitUntil(lambda: len(order) == 3, timeout=60_000)
+    qtbot.waitUntil(lambda: len(order) == 3, timeout=300_000)
     return order
 
 

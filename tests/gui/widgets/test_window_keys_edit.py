@@ -43,9 +43,9 @@ def test_ctrl_e_in_the_filter_box_opens_the_export_dialog(qtbot, window, example
     window.activateWindow()
     edit = window.left.filter_edit
     edit.setFocus()
-    qtbot.waitUntil(edit.hasFocus, timeout=60_000)
+    qtbot.waitUntil(edit.hasFocus, timeout=300_000)
     QTest.keyClicks(edit, "relu")
     QTest.keyClick(edit, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
-    qtbot.waitUntil(lambda: window.findChild(ExportDialog) is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.findChild(ExportDialog) is not None, timeout=300_000)
     assert edit.text() == "relu"
     window.findChild(ExportDialog).reject()
