@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 SUITES = ["startup_bench", "export_bench", "checkpoint_bench", "gui_bench", "preview_bench", "quant_bench", "decoder_bench", "cut_bench",
-          "decoder_app_bench", "compare_bench"]
+          "decoder_app_bench", "compare_bench", "decoder_int4_bench"]
 
 
 def main(argv: list[str]) -> int:

@@ -50,8 +50,9 @@ def fitted_feeds(model_path: str | Path, inputs: FeedsLike = None, *, model: onn
                  specs: list[InputSpec] | None = None, references: Sequence[Reference] = (), count: int = 2,
                  batch_size: int | None = None, batch: int = BATCH, dim_sizes: Mapping[str, int] | None = None,
                  shapes: Mapping[str, tuple[int, ...]] | None = None, seed: int = 0,
-                 cancel: CancelToken | None = None) -> FeedSource:
-    """See the module docstring."""
+                 cancel: CancelToken | None = None, probe: bool = True) -> FeedSource:
+    """See the module docstring; `probe` False: the default sizes, not tried in a child (a model
+    too big to load twice: the caller's own run of it is the first)."""
     model_path = Path(model_path)
     graph = model if model is not None else load_graph(model_path)
     specs = specs if specs is not None else input_specs(graph)
@@ -71,7 +72,7 @@ def fitted_feeds(model_path: str | Path, inputs: FeedsLike = None, *, model: onn
 
     models = [model_path] + [r if isinstance(r, tuple) else Path(r) for r in references
                              if isinstance(r, tuple) or Path(r).is_file()]
-    found, failures = _probe(models, feed, len(trials), cancel)
+    found, failures = _probe(models, feed, len(trials), cancel) if probe else (None, {})
     hint = _hint(plan)
     if found is None and failures:
         raise _failure(model_path.name, failures, feed, hint)

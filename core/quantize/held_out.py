@@ -11,6 +11,7 @@ Contract:
   when there are twice that many, else half (one batch is cut in two); `search` the first ones
   (<= `SEARCH_SAMPLES`); `seen` all but the held-out part. Generated feeds are made afresh: the
   search's first, the held-out ones from batch `after` on (past what calibration generates).
+- `first_batches(part, count)`: the first `count` batches of a part (a verdict that must be short).
 """
 
 from __future__ import annotations
@@ -187,3 +188,14 @@ def _generated(feeds: FeedSource, after: int) -> Split:
 
     searched = source(search, "searched on")
     return Split(searched, source(held, "held out"), searched)
+
+
+def first_batches(part: FeedSource, count: int) -> FeedSource:
+    """The first `count` batches of `part` (all of them when it has no more), described so."""
+    if len(part) <= count:
+        return part
+    batches = list(itertools.islice(iter(part), count))
+    source = open_feeds(batches, list(part.specs))
+    source.description = f"the first {len(batches)} of {part.description}"
+    source.hint = part.hint
+    return source

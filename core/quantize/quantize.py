@@ -33,7 +33,7 @@ from onnxport.core.export.staging import Staging
 from onnxport.core.export.writer import check_destination
 from onnxport.core.io.model_io import load_graph, read_graph
 from onnxport.core.io.run_reads import model_reads
-from onnxport.core.quantize import MODES, gain, held_out, modes
+from onnxport.core.quantize import MODES, bounded, gain, held_out, modes
 from onnxport.core.quantize.calibration_sources import calibration_data
 from onnxport.core.quantize.domains import drop_unused_domains
 from onnxport.core.quantize.options import QuantizeOptions
@@ -71,14 +71,16 @@ def quantize(
     modes.check_op_types(mode, list(o.op_types) if o.op_types else None)
     model_path, out_path = Path(model_path), Path(out_path)
     report = Reporter(progress, cancel)
-    source, float_session, calibration, validation_inputs = _open(model_path, out_path, o, report)
+    source, float_session, calibration, validation_inputs, size = _open(model_path, out_path, o, report, mode)
     strategy = strategy_for(mode, o)
-    source_bytes = model_size(model_path)
     with Staging(out_path) as stage:
         job = Job(model_path, out_path.name, source, input_specs(source), stage, report,
-                  source_bytes > modes.SAVE_EXTERNAL_BYTES, model_path, source_bytes=source_bytes,
+                  size > modes.SAVE_EXTERNAL_BYTES, model_path, source_bytes=size,
                   calibration=calibration, validation_inputs=validation_inputs, float_session=float_session,
-                  thresholds=lossy(o.accuracy_target) if o.accuracy_target is not None else None)
+                  thresholds=lossy(o.accuracy_target) if o.accuracy_target is not None else None,
+                  bounded=bounded.applies(mode, size))
+        if job.bounded:
+            job.notes.append(bounded.note(size))
         if strategy.needs_text(job):
             job.text = held_out.default_text(job.specs, model_path, o.tokenizer)
         strategy.check(job)
@@ -91,10 +93,14 @@ def quantize(
             report.check()
             report(at, "validating against the float32 model on held-out inputs")
             assert job.parts is not None
+            if job.bounded:
+                return bounded.verdict(dst, model_path, job.parts.held_out, job.thresholds or LOSSY, report.sub(at, 0.9))
             return validate(dst, model_path, inputs=job.parts.held_out, thresholds=job.thresholds or LOSSY,
                             layers=True, reuse=refs)
 
-        outcome = strategy.search(job, verdict)
+        outcome = (bounded.one_attempt(lambda exclude, dst: strategy.attempt(exclude, dst, job), stage, out_path.name,
+                                       job.excluded, verdict, o.accuracy_target)
+                   if job.bounded else strategy.search(job, verdict))
         job.notes += search_notes(outcome.search, mode)
         final = _judged(job, strategy, outcome, o.accuracy_target, verdict)
         final.model = str(out_path)
@@ -108,7 +114,7 @@ def quantize(
     return QuantizeResult(
         path=out_path, data_path=next((p for p in written if p != out_path), None), mode=mode,
         size_bytes=sum(p.stat().st_size for p in written), source_path=model_path,
-        source_size_bytes=source_bytes, kept_float_nodes=outcome.kept, excluded_nodes=job.excluded,
+        source_size_bytes=size, kept_float_nodes=outcome.kept, excluded_nodes=job.excluded,
         options=chosen,
         attempts=outcome.attempts, target=o.accuracy_target, int8_path=strategy.int8_line, search=outcome.search,
         target_met=outcome.met if o.accuracy_target is not None else None, validation=final, notes=job.notes,
@@ -116,9 +122,10 @@ def quantize(
     )
 
 
-def _open(model_path: Path, out_path: Path, o: QuantizeOptions, report: Reporter):
+def _open(model_path: Path, out_path: Path, o: QuantizeOptions, report: Reporter, mode: str):
     """The destination checked, the model loaded and checked to run in ORT (a model ORT cannot run
-    cannot be quantized: said first), and the calibration and validation data read."""
+    cannot be quantized: said first; not one too big to load whole (bounded.py): its verdict runs
+    it in pieces), the calibration and validation data read, and the model's bytes."""
     check_destination(out_path)
     data_reads = {p: "a data file this run reads" for p in (o.calibration, o.validation_inputs, o.tokenizer)
                   if isinstance(p, (str, os.PathLike))}
@@ -129,16 +136,17 @@ def _open(model_path: Path, out_path: Path, o: QuantizeOptions, report: Reporter
     source = load_graph(model_path)
     check_output(out_path, model_reads(model_path, source))  # and its external data
     specs = input_specs(source)
-    float_session = session(model_path, checked=True)
+    size = model_size(model_path)
+    float_session = None if bounded.applies(mode, size) else session(model_path, checked=True)
     calibration, validation_inputs = (calibration_data(d, specs, model_path, o.tokenizer)
                                       for d in (o.calibration, o.validation_inputs))
-    return source, float_session, calibration, validation_inputs
+    return source, float_session, calibration, validation_inputs, size
 
 
 def _inputs(job: Job, strategy: Strategy, o: QuantizeOptions) -> None:
     """Pre-processing, the exclusions in its names, and the validation inputs split in two."""
     report = job.report
-    if strategy.preprocess and o.preprocess:
+    if strategy.preprocess and o.preprocess and not job.bounded:
         report.check()
         report(0.02, "pre-processing (ONNX Runtime optimizer, shape inference)")
         job.prepared = job.stage.path("prepared.onnx")
@@ -147,10 +155,12 @@ def _inputs(job: Job, strategy: Strategy, o: QuantizeOptions) -> None:
     val_source = strategy.validation_source(job)
     job.fitted = fitted_feeds(job.model_path, val_source, model=job.source, specs=job.specs,
                               batch_size=CALIBRATION_BATCH, dim_sizes=o.dim_sizes, shapes=o.shapes,
-                              cancel=report.token)  # sizes that run
+                              cancel=report.token, probe=not job.bounded)  # sizes that run
     # static with calibration and validation data: not the search on the calibration data, the
     # model fits the data its ranges came from (PP-OCR: 0.993 there, 0.989 on other pages)
     job.parts = held_out.split(job.fitted, after=strategy.held_out_after)
+    if job.bounded:
+        job.parts.held_out = bounded.limited(job.parts.held_out)
     job.notes += job.parts.notes
     if job.fitted.generated:
         job.notes.append(f"validated on generated inputs ({job.parts.held_out.description})")

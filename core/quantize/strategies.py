@@ -54,6 +54,7 @@ class Job:
     fitted: FeedSource | None = None  # every validation batch (the split's parent)
     thresholds: Thresholds | None = None
     float_session: object = None  # the float model's session, handed to the verdict's ReferenceRuns
+    bounded: bool = False  # quantized without holding the model (bounded.py)
 
     @property
     def search_feeds(self) -> FeedSource:
