@@ -76,6 +76,30 @@ def onnxport(fp32: Path, out: Path, option: str) -> Job:
     return job
 
 
+def onnxport_int4(fp32: Path, out: Path, option: str) -> Job:
+    """onnxport's int4; OPTION `key=value` pairs joined by `,`: block (32), method (auto), target
+    (a cosine or `none`), ops (`+`-joined op types; default MatMul and Gather); the tokenizer folder
+    in ONNXPORT_TOKENIZER, calibration data (an .npz) in ONNXPORT_CALIBRATION when set."""
+    from onnxport.core.quantize.quantize import QuantizeOptions, quantize
+
+    def job() -> dict:
+        asked = dict(part.split("=") for part in option.split(",") if part)
+        target = asked.get("target", "0.99")
+        options = QuantizeOptions(block_size=int(asked.get("block", 32)), int4_method=asked.get("method", "auto"),
+                                  accuracy_target=None if target == "none" else float(target),
+                                  op_types=asked["ops"].split("+") if "ops" in asked else None,
+                                  calibration=os.environ.get("ONNXPORT_CALIBRATION"),
+                                  tokenizer=os.environ.get("ONNXPORT_TOKENIZER"))
+        result = quantize(fp32, out, "int4", options)
+        worst = min(result.validation.outputs, key=lambda o: o.cosine)
+        return {"kept_float_nodes": result.kept_float_nodes, "search": result.search, "notes": result.notes,
+                "bits": result.options.get("bits"), "attempts": result.attempts,
+                "verdict": {"inputs": result.validation.inputs, "cosine": worst.cosine,
+                            "passed": result.validation.passed}}
+
+    return job
+
+
 def _calibration_reader(path: Path):
     """ORT's CalibrationDataReader over the rows of an .npz (one sentence per call, as GPTQ takes them)."""
     import numpy as np
@@ -120,7 +144,8 @@ def ort_int4(fp32: Path, out: Path, option: str) -> Job:
     return job
 
 
-JOBS = {"optimum": optimum, "ort": ort, "onnxport": onnxport, "ort_int4": ort_int4}
+JOBS = {"optimum": optimum, "ort": ort, "onnxport": onnxport, "ort_int4": ort_int4,
+        "onnxport_int4": onnxport_int4}
 
 
 def main(argv: list[str]) -> int:

@@ -7,6 +7,8 @@ Two cases (both by default):
   export, dynamic int8 against Optimum and ORT per-channel, each quantizer in its own process; bars
   cosine >= 0.99 on unseen sentences, size <= 0.27x, latency <= 1.05x ORT per-channel's (b1, b8),
   time <= 1.5x Optimum's, for this CPU's int8 path and for the AVX2 path;
+- int4 (with `--real`, bench/quant_int4.py): MiniLM weight-only int4 against ORT's
+  MatMulNBitsQuantizer (DEFAULT, RTN, HQQ, GPTQ) at blocks 32 and 128, and the default target's mix;
 - real CNN (with `--real`, bench/quant_cnn.py): static QDQ of PP-OCRv4's text detector on rendered
   pages against ORT's quantize_static (bars: cosine and text-mask agreement >= 0.99 on held-out
   pages, size <= 0.6x, latency <= 0.85x, time <= 2x ORT's);
@@ -45,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import quant_cnn, quant_fp16, quant_real
+from bench import quant_cnn, quant_fp16, quant_int4, quant_real
 
 OUT = Path("build/bench")
 NO_TRAINING = "n/a (no training environment)"
@@ -302,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.synthetic:
             (work / "real").mkdir(parents=True, exist_ok=True)
             results["real"] = _report_real(quant_real.run(work / "real", args.seconds, args.threads), verdicts)
+            (work / "int4").mkdir(parents=True, exist_ok=True)
+            dynamic = results["real"].get("rows", {}).get("onnxport_auto", {}).get("size_ratio")
+            results["int4"] = _report_int4(quant_int4.run(work / "real", work / "int4", args.seconds, args.threads,
+                                                          dynamic), verdicts)
             (work / "cnn").mkdir(parents=True, exist_ok=True)
             results["real_cnn"] = _report_cnn(quant_cnn.run(work / "cnn", args.seconds, args.threads), verdicts)
             results["fp16"] = _report_fp16(quant_fp16.run(_fp16_models(work), work / "fp16"), verdicts)
@@ -337,6 +343,18 @@ def _report_real(data: dict, verdicts: dict[str, bool]) -> dict:
     _say_bars(data["bars"], verdicts, "real")
     for name, ok in data["goals"].items():
         print(f"  goal {'met' if ok else 'not met'}: {name}")
+    return data
+
+
+def _report_int4(data: dict, verdicts: dict[str, bool]) -> dict:
+    print("\n--- real: all-MiniLM-L6-v2, weight-only int4 vs ONNX Runtime's MatMulNBitsQuantizer ---")
+    if "skipped" in data:
+        print(f"skipped: {data['skipped']}")
+        verdicts["int4: MiniLM present"] = False
+        return data
+    print(quant_int4.table(data))
+    data["bars"] = quant_int4.bars(data)
+    _say_bars(data["bars"], verdicts, "int4")
     return data
 
 

@@ -45,6 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Hugging Face tokenizer folder for a .txt --calibration (default: beside the model or the text)")
     p.add_argument("--block-size", type=int, default=32, metavar="N",
                    help="int4: values per quantization block along K (32 or 128 typical; default 32)")
+    p.add_argument("--int4-method", default="auto", choices=("auto", "rtn", "hqq", "gptq"),
+                   help="int4: how block scales are chosen: rtn (round to nearest), hqq (optimised scales), gptq "
+                        "(error compensation; needs --calibration); auto: gptq with --calibration, else hqq")
+    p.add_argument("--symmetric", action="store_true", help="int4: symmetric blocks (no zero points)")
     p.add_argument("--per-channel", action=argparse.BooleanOptionalAction, default=None,
                    help="per-channel weight scales (default: dynamic tries per-channel first)")
     p.add_argument("--reduce-range", action=argparse.BooleanOptionalAction, default=None,
@@ -92,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         keep_io_types=not args.fp16_io, block_ops=split_names(args.block_ops),
         accuracy_target=None if args.no_target else args.target, validation_inputs=args.validation_inputs,
         preprocess=not args.no_preprocess, tokenizer=args.tokenizer, block_size=args.block_size,
+        int4_method=args.int4_method, symmetric=args.symmetric,
         **input_sizes(args),
     )
     progress = StderrProgress(quiet=args.quiet, verbose=args.verbose)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SHRINK = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75)  # range fractions tried as starting points by `refine`
-REFINE_ROUNDS = 3
+SHRINK = (1.0, 0.9, 0.8)  # range fractions tried as starting points by `refine`
+REFINE_ROUNDS = 2
 
 
 @dataclass
@@ -103,7 +103,7 @@ def refine(blocks: np.ndarray, start: Quantized, importance: np.ndarray | None =
     """HQQ-style optimised scales; see the module docstring."""
     top = (1 << start.bits) - 1
     weights = block_weights(importance, blocks.shape)
-    best_q, best_s = start.q, start.scales
+    best_q, best_s = start.q.copy(), start.scales.copy()
     best_z = start.zero_points.astype(np.float32)
     best_e = block_error(blocks, best_q, best_s, best_z, weights)
     for shrink in SHRINK:
@@ -112,10 +112,10 @@ def refine(blocks: np.ndarray, start: Quantized, importance: np.ndarray | None =
             q = _round(blocks, scales, zero, top)
             err = block_error(blocks, q, scales, zero, weights)
             better = err < best_e
-            best_q = np.where(better[..., None], q, best_q)
-            best_s = np.where(better, scales, best_s)
-            best_z = np.where(better, zero, best_z)
-            best_e = np.minimum(err, best_e)
+            np.copyto(best_q, q, where=better[..., None])
+            np.copyto(best_s, scales, where=better, casting="unsafe")
+            np.copyto(best_z, zero, where=better, casting="unsafe")
+            np.minimum(err, best_e, out=best_e)
             scales, zero = _least_squares(blocks, q, weights, zero, start.symmetric, top)
     return Quantized(best_q, best_s.astype(np.float32), best_z.astype(np.uint8), start.bits, start.k,
                      start.symmetric)

@@ -28,18 +28,29 @@ from onnxport.core.graph.const_tensors import ConstTensor, from_initializer
 from onnxport.core.graph.uses import used_names
 from onnxport.core.io.model_io import copy_without_initializers, load_graph
 from onnxport.core.quantize import nbits_pack
+from onnxport.core.quantize.cpu_int8 import detect
 from onnxport.core.quantize.domains import declare_used_domains, drop_unused_domains
 from onnxport.core.quantize.gain import all_graphs
-from onnxport.core.quantize.nbits_plan import MATMUL, WeightUse, weight_uses
+from onnxport.core.quantize.nbits_plan import GATHER, MATMUL, WeightUse, weight_uses
 from onnxport.core.quantize.weights import WeightMethod, chunks, quantize_weight
 from onnxport.core.util.errors import OnnxportError
+
+__all__ = ["WEIGHT_OPS", "NbitsPlan", "candidates", "int4", "weight_uses", "write_weight_only"]
 
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 DEFAULT_BLOCK_SIZE = 32
 MIN_ELEMENTS = 1 << 14  # 128 x 128: below this a weight's bytes are not worth the error
-# MatMulNBits' compute type per weight bits: 4 = int8 activations in blocks (MLAS's fastest CPU
-# kernel; 4-bit x int8 pairs cannot saturate int16 on AVX2), 0 = float (8-bit weights: see cpu_nbits)
-ACCURACY_LEVEL = {4: 4, 8: 0}
+WEIGHT_OPS = (MATMUL, GATHER)
+# MatMulNBits' compute type per weight bits: 4 = int8 activations in blocks (MLAS's int8 kernels, for
+# 4- and 8-bit weights; 4-bit x int8 pairs cannot saturate int16 on AVX2), 0 = float (CPUs without
+# fast int8: MLAS's float kernels)
+ACCURACY_LEVEL = {4: 4, 8: 4}
+FLOAT_COMPUTE = {4: 0, 8: 0}
+
+
+def accuracy_levels() -> dict[int, int]:
+    """MatMulNBits' accuracy_level per weight width for the CPU this runs on (cpu_int8.detect)."""
+    return dict(ACCURACY_LEVEL if detect().fast else FLOAT_COMPUTE)
 
 
 @dataclass
@@ -49,8 +60,9 @@ class NbitsPlan:
     bits: dict[str, int]
     block_size: int = DEFAULT_BLOCK_SIZE
     method: WeightMethod = field(default_factory=WeightMethod)
-    accuracy_level: dict[int, int] = field(default_factory=lambda: dict(ACCURACY_LEVEL))
+    accuracy_level: dict[int, int] = field(default_factory=accuracy_levels)
     min_elements: int = MIN_ELEMENTS
+    cache: dict | None = None  # (weight, op, bits) -> its tensors, kept across a search's attempts
 
 
 def check_block_size(block_size: int) -> None:
@@ -110,7 +122,7 @@ def _add_weight(use: WeightUse, bits: int, plan: NbitsPlan, graphs: list[onnx.Gr
         return names
     body = graphs[use.owner]
     float_weight = next(t for t in body.initializer if t.name == use.weight)
-    arrays = _tensors(numpy_helper.to_array(float_weight), use, bits, plan)
+    arrays = _cached(lambda: numpy_helper.to_array(float_weight), use, bits, plan)
     body.initializer.extend(numpy_helper.from_array(a, name) for a, name in zip(arrays, names))
     return names
 
@@ -118,13 +130,24 @@ def _add_weight(use: WeightUse, bits: int, plan: NbitsPlan, graphs: list[onnx.Gr
 def _tensors(values: np.ndarray, use: WeightUse, bits: int, plan: NbitsPlan) -> list[np.ndarray]:
     """The packed weight, scales and zero points of `values`, quantized a chunk of columns at a time."""
     weight = values if use.op == MATMUL else values.T  # an embedding [V, D]: blocks along D
-    hessian = plan.method.statistics(use.node) if use.op == MATMUL else None
+    hessian, importance = plan.method.statistics(use.node) if use.op == MATMUL else (None, None)
     parts: list[list[np.ndarray]] = []
     for start, stop in chunks(use.n, use.k):
-        qz = quantize_weight(weight[:, start:stop], bits, plan.block_size, plan.method, hessian)
+        qz = quantize_weight(weight[:, start:stop], bits, plan.block_size, plan.method, hessian, importance)
         packed = nbits_pack.matmul_tensors(qz) if use.op == MATMUL else nbits_pack.gather_tensors(qz, use.k)
         parts.append([p for p in packed if p is not None])
     return [np.concatenate(group) for group in zip(*parts)]
+
+
+def _cached(values, use: WeightUse, bits: int, plan: NbitsPlan) -> list[np.ndarray]:
+    """`_tensors` of the weight `values()` returns, from `plan.cache` when it holds them."""
+    key = (use.weight, use.op, bits)
+    if plan.cache is not None and key in plan.cache:
+        return plan.cache[key]
+    arrays = _tensors(values(), use, bits, plan)
+    if plan.cache is not None:
+        plan.cache[key] = arrays
+    return arrays
 
 
 def _lazy(weight: ConstTensor, use: WeightUse, bits: int, plan: NbitsPlan, names: list[str]) -> list[ConstTensor]:
@@ -134,7 +157,7 @@ def _lazy(weight: ConstTensor, use: WeightUse, bits: int, plan: NbitsPlan, names
     def compute(name: str):
         def get() -> np.ndarray:
             if not ready:
-                ready.update(zip(names, _tensors(weight.values(), use, bits, plan)))
+                ready.update(zip(names, _cached(weight.values, use, bits, plan)))
             return ready.pop(name)
         return get
 

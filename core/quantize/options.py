@@ -35,5 +35,7 @@ class QuantizeOptions:
     preprocess: bool = True  # ONNX Runtime's pre-processing (not for fp16)
     tokenizer: str | Path | None = None  # for the bundled sentences of a text model
     block_size: int = 32  # int4
+    int4_method: str = "auto"  # int4: rtn, hqq, gptq; auto: gptq with calibration data, else hqq
+    symmetric: bool = False  # int4: symmetric blocks (no zero points)
     dim_sizes: dict[str, int] | None = None  # sizes of symbolic dims for generated inputs
     shapes: dict[str, tuple[int, ...]] | None = None  # whole input shapes for generated inputs

@@ -30,6 +30,7 @@ from onnxport.core.export.staging import Staging
 from onnxport.core.graph.passes import REWRITTEN
 from onnxport.core.io.model_io import load_graph
 from onnxport.core.quantize.attempt_check import AttemptChecker
+from onnxport.core.quantize.int4_search import describe as describe_bits
 from onnxport.core.quantize.search import (
     SEARCH_BATCHES,
     SEARCH_MARGIN,
@@ -320,6 +321,8 @@ def search_notes(info: dict, mode: str) -> list[str]:
     """The report's lines about what an accuracy search measured (`info`: `LoopResult.search`)."""
     if not info:
         return []
+    if "bits" in info:  # int4: the widths the search chose (int4_search.py)
+        return describe_bits(info)
     if "screened" in info:  # dynamic: one sensitivity pass, then the top suspects measured (search.py)
         lines = [f"accuracy search: {info['candidates']} quantized node(s) ranked by added error in one pass, "
                  f"the top {info['screened']} measured in float, {info['evaluations']} runs"]

@@ -19,9 +19,11 @@ from onnxport.core.evaluate.feeds import FeedSource, open_feeds
 from onnxport.core.evaluate.validate import ValidationReport
 from onnxport.core.export.staging import Staging
 from onnxport.core.io.model_io import read_graph
-from onnxport.core.quantize import cpu_int8, fp16_mode, gain, held_out, modes, search
+from onnxport.core.quantize import cpu_int8, fp16_mode, gain, held_out, int4, modes, search
 from onnxport.core.quantize.calibration_bias import bias_corrected, input_means
 from onnxport.core.quantize.finite_values import check_weights
+from onnxport.core.quantize.int4_method import weight_method
+from onnxport.core.quantize.int4_search import bits_loop
 from onnxport.core.quantize.mode_choice import dynamic_refusal
 from onnxport.core.quantize.options import QuantizeOptions
 from onnxport.core.quantize.search_static import input_producers, static_loop
@@ -255,19 +257,58 @@ class Fp16(Strategy):
 
 
 class Int4(Strategy):
+    """Weight-only 4/8-bit (int4.py): the weights' method and statistics first (int4_method.py), then
+    the search for each weight's width (int4_search.py)."""
+
     mode = "int4"
 
     def weight_ops(self) -> list[str]:
-        return ["MatMul"]
+        return list(self._ops())
+
+    def _ops(self) -> tuple[str, ...]:
+        return tuple(o for o in (self.op_types or int4.WEIGHT_OPS) if o in int4.WEIGHT_OPS)
 
     def choose(self, job: Job) -> dict:
-        return {**super().choose(job), "block_size": self.options.block_size}
+        method = getattr(self, "method", None)
+        return {**super().choose(job), "block_size": self.options.block_size, "symmetric": self.options.symmetric,
+                "int4_method": method.name if method else self.options.int4_method,
+                "accuracy_level": int4.accuracy_levels(), "bits": getattr(self, "bits", {})}
 
-    def ranked_ops(self) -> set[str]:
-        return set(self.op_types or modes.DYNAMIC_OP_TYPES) | {"Gemm"}
+    def prepare(self, job: Job) -> None:
+        int4.check_block_size(self.options.block_size)
+        uses = [u for u in int4.weight_uses(read_graph(job.prepared)[0], self.options.block_size, int4.MIN_ELEMENTS)
+                if u.op in self._ops()]
+        self.nodes = list(dict.fromkeys(u.node for u in uses))
+        self.sizes = {u.node: u.values for u in uses}
+        calibration = None
+        if job.calibration is not None and not job.bounded:
+            calibration = open_feeds(job.calibration, job.specs, batch_size=CALIBRATION_BATCH)
+        # a model too big to hold (bounded.py): no activation statistics (they run it whole), one attempt
+        self.cache: dict | None = None if job.bounded else {}  # each weight quantized once per width
+        self.method = weight_method(self.options.int4_method, self.options.symmetric, job.prepared, self.nodes,
+                                    calibration, None if job.bounded else job.search_feeds, job.stage.path(""),
+                                    job.report.sub(0.1, 0.4))
+        levels = ", ".join(f"{b}-bit weights: {lvl}" for b, lvl in int4.accuracy_levels().items())
+        job.notes.append(f"int4 weights: {self.method.describe()}, blocks of {self.options.block_size}; "
+                         f"MatMulNBits accuracy_level for this CPU ({cpu_int8.detect().label}): {levels}")
+
+    def write(self, bits: dict[str, int], dst: Path, job: Job) -> None:
+        plan = int4.NbitsPlan({n: b for n, b in bits.items() if b}, self.options.block_size, self.method,
+                              int4.accuracy_levels(), cache=self.cache)
+        int4.write_weight_only(job.prepared, dst, plan, job.big)
 
     def attempt(self, exclude: list[str], dst: Path, job: Job) -> None:
-        modes.int4(job.prepared, dst, exclude=exclude, block_size=self.options.block_size, big=job.big)
+        """Every candidate but `exclude` in 4 bits (bounded.py's one attempt)."""
+        self.bits = {n: 4 for n in self.nodes if n not in set(exclude)}
+        self.write(self.bits, dst, job)
+
+    def search(self, job: Job, verdict) -> search.LoopResult:
+        assert job.parts is not None
+        outcome = bits_loop(lambda bits, dst: self.write(bits, dst, job), self.sizes, job.stage, job.out_name, job.prepared,
+                            job.search_feeds, job.excluded, job.thresholds, self.nodes, job.report.sub(0.4, 0.92),
+                            verdict if job.parts.apart else None)
+        self.bits = outcome.search.get("bits", {})
+        return outcome
 
 
 STRATEGIES = {s.mode: s for s in (Dynamic, Static, Fp16, Int4)}

@@ -1,11 +1,13 @@
 """How one weight is quantized to 4 or 8 bits in blocks: the method and the statistics it uses.
 
 Contract: `WeightMethod` names the method (`rtn`: round to nearest; `hqq`: HQQ-style optimised
-scales, blockwise.refine; `gptq`: GPTQ-style error compensation, gptq.py, which needs a Hessian and
-falls back to `hqq` without one), symmetric or not, and holds the calibration statistics per node
-(`hessians`: X^T X / rows of the node's input activations, [K, K]). `quantize_weight(w, bits,
-block_size, method, hessian)` quantizes a weight [K, N] (or a chunk of its columns: columns are
-independent) and returns `blockwise.Quantized`. `chunks(n, k)` gives the column ranges a weight is
+scales, blockwise.refine, weighted by the input channels' mean square where known; `gptq`:
+GPTQ-style error compensation, gptq.py, which needs X^T X and falls back to `hqq` without it),
+symmetric or not, and holds per node the calibration statistics (`importance`: mean x_k^2 of the
+node's input, [K]; `hessians`: X^T X / rows, [K, K]). `quantize_weight(w, bits, block_size,
+method, hessian, importance)` quantizes one weight [K, N] (or a chunk of its columns: columns are
+independent) and returns `blockwise.Quantized`; a caller streaming weights calls it per weight
+(or chunk) with `method.statistics(node)`. `chunks(n, k)` gives the column ranges a weight is
 quantized in, so that the work memory stays small whatever the weight's size.
 """
 
@@ -25,17 +27,23 @@ CHUNK_VALUES = 1 << 22  # values of a weight quantized at once (16 MB of float32
 class WeightMethod:
     name: str = "hqq"
     symmetric: bool = False
+    importance: dict[str, np.ndarray] = field(default_factory=dict)
     hessians: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def statistics(self, node: str) -> np.ndarray | None:
-        return self.hessians.get(node)
+    def statistics(self, node: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(X^T X, mean x^2) of `node`'s input, each None when not collected."""
+        hessian = self.hessians.get(node)
+        importance = self.importance.get(node)
+        if importance is None and hessian is not None:
+            importance = np.diag(hessian).astype(np.float32)
+        return hessian, importance
 
     def describe(self) -> str:
         kind = "symmetric" if self.symmetric else "asymmetric"
-        if self.name == "gptq":
+        if self.name == "gptq" and self.hessians:
             return f"GPTQ-style error compensation on calibration activations ({len(self.hessians)} weights), {kind}"
-        if self.name == "hqq":
-            weighted = ", weighted by calibration activations" if self.hessians else ""
+        if self.name in ("hqq", "gptq"):
+            weighted = " weighted by the activations' channel power" if self.importance or self.hessians else ""
             return f"HQQ-style optimised scales{weighted}, {kind}"
         return f"round to nearest, {kind}"
 
@@ -46,7 +54,7 @@ def chunks(n: int, k: int) -> list[tuple[int, int]]:
 
 
 def quantize_weight(w: np.ndarray, bits: int, block_size: int, method: WeightMethod,
-                    hessian: np.ndarray | None = None) -> Quantized:
+                    hessian: np.ndarray | None = None, importance: np.ndarray | None = None) -> Quantized:
     """See the module docstring; `w` [K, N] float32 (a view is fine)."""
     k = w.shape[0]
     if method.name == "gptq" and hessian is not None:
@@ -57,5 +65,6 @@ def quantize_weight(w: np.ndarray, bits: int, block_size: int, method: WeightMet
     start = rtn(blocks, bits, method.symmetric, k)
     if method.name == "rtn":
         return start
-    importance = None if hessian is None else np.diag(hessian).astype(np.float32)
+    if importance is None and hessian is not None:
+        importance = np.diag(hessian).astype(np.float32)
     return refine(blocks, start, importance)

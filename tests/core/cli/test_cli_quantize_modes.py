@@ -35,6 +35,20 @@ def test_quantize_int4_with_a_bad_block_size_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "o.onnx").exists()
 
 
+def test_quantize_int4_method_and_symmetric_from_the_cli(tmp_path, capsys):
+    src, out = tmp_path / "mlp.onnx", tmp_path / "mlp.int4.onnx"
+    onnx.save(mode_models.transformer_mlp(layers=1, d=128, ff=512), src)
+    assert main(["quantize", str(src), "-o", str(out), "--mode", "int4", "--int4-method", "gptq", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GPTQ-style int4 method needs calibration data" in err[0], err
+    assert not out.exists()
+    assert main(["quantize", str(src), "-o", str(out), "--mode", "int4", "--int4-method", "rtn", "--symmetric",
+                 "--no-target", "--json", "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)["quantize"]
+    assert data["options"]["int4_method"] == "rtn" and data["options"]["symmetric"] is True
+    assert all(len(n.input) == 3 for n in onnx.load(out).graph.node if n.op_type == "MatMulNBits")
+
+
 def test_quantize_fp16_cli_says_what_stayed_float32(tmp_path, capsys):
     src, out = tmp_path / "bn.onnx", tmp_path / "bn.fp16.onnx"
     onnx.save(mode_models.constant_bn(c=64), src)  # big enough that float16 halves it
