@@ -42,4 +42,4 @@ def dynamic_refusal(name: str, model: onnx.ModelProto) -> OnnxportError | None:
     if mode == "dynamic" or top["Gather"] or inside["Gather"]:
         return None
     return OnnxportError(f"{name}: dynamic quantization found nothing to quantize: {why}; no dynamic model written",
-                         hint="use --mode static for Conv layers")
+                         hint="use --mode static for Conv layers", option="--mode")

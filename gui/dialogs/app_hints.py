@@ -10,6 +10,7 @@ from onnxport.core.util.errors import OnnxportError
 APP_HINTS = {
     "--calibration": "choose Calibration data in Export's quantization options (inputs like the real ones), "
                      'or tick "random inputs" there to calibrate on generated inputs anyway',
+    "--mode": 'choose "Static int8 (QDQ, calibrated)" under Quantize in Export for Conv layers',
     "--validation-inputs": "choose Validation inputs in Export's quantization options (inputs the float model "
                            "computes finite outputs for); NaN/Inf on every input points at its weights",
 }

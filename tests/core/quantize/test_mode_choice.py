@@ -38,6 +38,7 @@ def test_a_conv_only_model_is_offered_static_and_dynamic_really_cannot_help(tmp_
     with pytest.raises(OnnxportError, match="dynamic quantization found nothing to quantize") as refused:
         quantize(path, tmp_path / "q.onnx", "dynamic", QuantizeOptions(int8_path="avx2"))
     assert reason in str(refused.value)  # one policy: the CLI and the API say the app's reason
+    assert refused.value.option == "--mode"  # ...and the app its own words for the hint (app_hints.py)
     static = quantize(path, tmp_path / "s.onnx", "static", QuantizeOptions(int8_path="avx2", accuracy_target=None))
     assert static.path.exists()  # the mode offered does quantize it
 

@@ -75,7 +75,8 @@ def test_a_fifo_in_the_logs_place_never_blocks_the_dialog(qtbot):
 
 
 @pytest.mark.parametrize(("option", "field"), [("--calibration", "choose Calibration data"),
-                                               ("--validation-inputs", "choose Validation inputs")])
+                                               ("--validation-inputs", "choose Validation inputs"),
+                                               ("--mode", 'choose "Static int8')])
 def test_a_hint_about_a_cli_option_is_said_in_the_apps_words(option, field):
     """The policy's hint names the CLI's option; the app names its own field (app_hints.py)."""
     from onnxport.core.util.errors import OnnxportError
