@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -57,10 +56,38 @@ def _changed_checkpoint(tmp: Path) -> tuple[Path, Path]:
     return ckpt, write_checkpoint(tmp / "checkpoint_moved", arrays)
 
 
-def _settle(until, seconds: float = 2.0) -> None:
-    """Let WebEngine composite what was painted before the X server is read (Xvfb, llvmpipe)."""
-    deadline = time.perf_counter() + seconds
-    until(lambda: time.perf_counter() > deadline)
+# Set `window.__onnxportShown` once the page has rendered two frames running with the graph's scroll
+# position unchanged: the paint is on screen and a centring scroll (Netron's `scrollTo`) has ended.
+STILL_JS = """(function () {
+  window.__onnxportShown = false;
+  const target = document.getElementById('target') || document.scrollingElement;
+  let last = '', still = 0;
+  function frame() {
+    const now = target ? target.scrollLeft + ',' + target.scrollTop : '';
+    still = now === last ? still + 1 : 0;
+    last = now;
+    if (still >= 2) { window.__onnxportShown = true; } else { requestAnimationFrame(frame); }
+  }
+  requestAnimationFrame(frame);
+})()"""
+SHOWN_JS = "window.__onnxportShown === true"
+
+
+def _settle(win, until) -> None:
+    """Wait until the page has rendered what was painted, scrolled still (the event, not a time)."""
+    win.view.run(STILL_JS)
+    state = {"asked": False, "shown": False}
+
+    def answered(ok) -> None:
+        state["asked"], state["shown"] = False, bool(ok)
+
+    def ask() -> bool:  # one question in flight at a time
+        if not state["shown"] and not state["asked"]:
+            state["asked"] = True
+            win.view.run(SHOWN_JS, answered)
+        return state["shown"]
+
+    until(ask, timeout=60)
 
 
 def compare_shots(window, tmp: Path, shot, until) -> None:
@@ -76,12 +103,12 @@ def compare_shots(window, tmp: Path, shot, until) -> None:
         win.painted.connect(painted.append)
         until(lambda: painted, timeout=300)
         print(f"compare view: {painted[-1]} nodes painted on graph B")
-        _settle(until)
+        _settle(win, until)
         shot("12-compare-float-vs-qdq", win)
         row = next(r for r in range(win.table.rowCount()) if win.table.item(r, 0).text() == "removed")
         win.show_row(row)
         until(lambda: len(painted) > 1, timeout=60)
-        _settle(until)
+        _settle(win, until)
         shot("12b-compare-graph-a", win)
         win.close()
     else:
