@@ -5,6 +5,8 @@ Given a model: its inputs, outputs, the forward outputs an eval graph hides, par
 checkpoint: its tensors, trainable/frozen split, optimizer state and properties; given both: how
 the checkpoint's parameters match the model's. With --tensor NAME: that weight's statistics (min,
 max, mean, std, zeros, non-finite counts), histogram and first values, read in bounded chunks.
+Files of a folder that are not used: the text lists the first 20 and counts the rest (a folder of
+100,000 files would flood the terminal); --json lists every one under "not_used", for scripts.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 from onnxport.core.util.errors import OnnxportError
 from onnxport.core.util.text import human_size, shown
 
+NOT_USED_SHOWN = 20  # files not used listed in text
+
 if TYPE_CHECKING:  # the modules behind them import onnx and numpy: not at parser build
     from onnxport.core.graph.index import TensorIndex, TensorInfo
     from onnxport.core.io.parameter_set import ParameterSet
@@ -32,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("source", help="an ONNX model, a checkpoint, or a folder of training artifacts")
     p.add_argument("--checkpoint", action="append", default=[], metavar="CKPT",
                    help="checkpoint(s) to match against the model (repeatable; merged)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables (every file not used listed)")
     p.add_argument("--all", action="store_true", help="list every tensor, not only inputs/outputs")
     p.add_argument("--tensor", metavar="NAME", help="a weight's statistics, histogram and first values")
     p.set_defaults(func=run)
@@ -243,5 +247,14 @@ def print_tables(loaded: ModelSession, include_all: bool) -> None:
             print(shown(f"  not in the model: {name}"))
         for mm in m.mismatched[:20]:
             print(shown(f"  mismatch: {mm.name}: model {mm.expected}, checkpoint {mm.got}"))
-    for path, kind in loaded.others:
-        print("\n" + shown(f"Not used: {path} ({kind.value})"))
+    _print_not_used(loaded.others)
+
+
+def _print_not_used(others) -> None:
+    """The first NOT_USED_SHOWN files not used, one a line, then how many more (--json has all)."""
+    if others:
+        print()
+    for path, kind in others[:NOT_USED_SHOWN]:
+        print(shown(f"Not used: {path} ({kind.value})"))
+    if len(others) > NOT_USED_SHOWN:
+        print(f"... and {len(others) - NOT_USED_SHOWN:,} more not used (--json lists every one)")

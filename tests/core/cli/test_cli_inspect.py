@@ -49,3 +49,25 @@ def test_folder_picks_eval_model_and_matches(artifacts_folder, capsys):
     assert main(["inspect", str(artifacts_folder)]) == 0
     text = capsys.readouterr().out
     assert "Forward outputs inside the graph" in text and "Match: 4 matched" in text
+
+
+def test_a_crowded_folder_lists_a_few_unused_files_and_counts_the_rest(tmp_path, capsys):
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    from onnxport.core.cli.inspect_cmd import NOT_USED_SHOWN
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", T.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "model.onnx")
+    files = NOT_USED_SHOWN + 37
+    for i in range(files):
+        (tmp_path / f"note{i:03d}.txt").write_text("x")
+    assert main(["inspect", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len([line for line in lines if line.startswith("Not used: ")]) == NOT_USED_SHOWN
+    assert lines[-1] == "... and 37 more not used (--json lists every one)"
+    assert main(["inspect", str(tmp_path), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["not_used"]
+    assert sorted(o["path"].rsplit("/", 1)[-1] for o in listed) == [f"note{i:03d}.txt" for i in range(files)]
