@@ -6,12 +6,12 @@ first-run probe, the per-layer search, the reference run of the verdict, the per
 holds all of it, some twice. For int4 of a model over `BOUNDED_BYTES`: the weights are read from
 the source's files and quantized a weight at a time by the writer (int4.py); ORT's pre-processing,
 the probe, the search and the ranking are skipped, and said so; the held-out verdict runs both
-models a piece at a time (evaluate/segments.py) on the first `VERDICT_BATCHES` held-out batches.
+models a piece at a time (evaluate/segments.py) on the first `VERDICT_BATCHES` held-out batches
+(generated ones of `VERDICT_BATCH` samples: a float LLM's run costs seconds per sequence).
 
-Contract: `applies(mode, model_bytes)`; `note(model_bytes)` the line the report shows;
-`limited(part)` the held-out part the verdict runs; `verdict(dst, source, feeds, thresholds,
-report)`; `one_attempt(attempt, stage, name, excluded, verdict, target)` -> the `LoopResult` of
-one attempt with `excluded` in float, judged by `verdict` (met: passed, or no target).
+Contract: `applies(mode, model_bytes)`; `note(model_bytes)`; `limited(part)`: the held-out part
+the verdict runs; `verdict(...)`; `one_attempt(...)` -> the `LoopResult` of one attempt with the
+excluded nodes in float, judged by `verdict` (met: passed, or no target).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from onnxport.core.util.progress import Reporter
 
 BOUNDED_BYTES = 1 << 30
 BOUNDED_MODES = ("int4",)
-VERDICT_BATCHES = 2
+VERDICT_BATCHES = 1
+VERDICT_BATCH = 1  # samples in a generated batch
 
 
 def applies(mode: str, model_bytes: int) -> bool:
@@ -45,7 +46,7 @@ def note(model_bytes: int) -> str:
 
 
 def limited(part: FeedSource) -> FeedSource:
-    """The held-out part cut to its first `VERDICT_BATCHES` batches (a float LLM's run costs seconds per batch)."""
+    """The held-out part cut to its first `VERDICT_BATCHES` batches."""
     return held_out.first_batches(part, VERDICT_BATCHES)
 
 

@@ -155,7 +155,8 @@ def _inputs(job: Job, strategy: Strategy, o: QuantizeOptions) -> None:
     val_source = strategy.validation_source(job)
     job.fitted = fitted_feeds(job.model_path, val_source, model=job.source, specs=job.specs,
                               batch_size=CALIBRATION_BATCH, dim_sizes=o.dim_sizes, shapes=o.shapes,
-                              cancel=report.token, probe=not job.bounded)  # sizes that run
+                              cancel=report.token, probe=not job.bounded,  # sizes that run
+                              **({"batch": bounded.VERDICT_BATCH} if job.bounded else {}))
     # static with calibration and validation data: not the search on the calibration data, the
     # model fits the data its ranges came from (PP-OCR: 0.993 there, 0.989 on other pages)
     job.parts = held_out.split(job.fitted, after=strategy.held_out_after)
