@@ -1,13 +1,14 @@
 """Int4 at LLM scale: a decoder larger than the memory it may use, onnxport against ORT's DEFAULT int4.
 
-    python -m bench decoder_int4_bench [--scale 1.0] [--seven-b] [--rounds 1] [--keep]
+    python -m bench decoder_int4_bench [--scale 1.0] [--seven-b] [--rounds 1] [--keep] [--int4-method M]
 
 The model is bench/decoder_model.py's Llama-like decoder (random weights, written to disk a tensor
 at a time, one external data file per layer): `--scale 1.0` is 2.0e9 parameters (36 layers, hidden
 2048, 7.9 GB of float32), `--scale 0.2` a fifth of that; `--seven-b` adds the 7B-shaped one (32
 layers, hidden 4096, ~27 GB) where the disk has room (else it says so). Each side runs in its own
 process on a warm page cache, one at a time, alternating for `--rounds`:
-- onnxport: `onnxport quantize MODEL --mode int4 --no-target -o OUT` (block 32, the held-out verdict);
+- onnxport: `onnxport quantize MODEL --mode int4 --no-target -o OUT` (block 32, the held-out verdict;
+  `--int4-method` passed on when given: `rtn` is ORT DEFAULT's method);
 - ORT: `MatMulNBitsQuantizer` with its DEFAULT config (block 32, asymmetric, accuracy level 4), the
   model loaded with its external data (how ORT's quantizer takes it), saved with external data.
 ORT is not run where its model alone would not fit in the machine's memory (said so).
@@ -119,7 +120,7 @@ def warm(folder: Path) -> None:
                 pass
 
 
-def side(name: str, model: Path, work: Path) -> dict:
+def side(name: str, model: Path, work: Path, extra: list[str]) -> dict:
     """One run of one side, its outputs measured and deleted."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -127,7 +128,7 @@ def side(name: str, model: Path, work: Path) -> dict:
     out = work / "int4.onnx"
     if name == "onnxport":
         result = run([sys.executable, "-c", ONNXPORT, "quantize", str(model), "--mode", "int4", "--no-target",
-                      "-o", str(out)])
+                      "-o", str(out), *extra])
     else:
         result = run([sys.executable, "-c", ORT_DEFAULT, str(model), str(out)])
     result["written_bytes"] = written_bytes(work)
@@ -140,7 +141,7 @@ def ort_fits(param_bytes: int) -> bool:
     return param_bytes * 1.2 < psutil.virtual_memory().available
 
 
-def measure(label: str, config: DecoderConfig, rounds: int, keep: bool) -> dict:
+def measure(label: str, config: DecoderConfig, rounds: int, keep: bool, extra: list[str]) -> dict:
     folder = OUT / "decoder_int4" / label
     need = config.parameters() * 4 * 1.4  # the source and the biggest output beside it
     free = shutil.disk_usage(OUT).free + (sum(p.stat().st_size for p in folder.iterdir()) if folder.is_dir() else 0)
@@ -152,7 +153,7 @@ def measure(label: str, config: DecoderConfig, rounds: int, keep: bool) -> dict:
     sides = ["ort_default", "onnxport"] if ort_fits(param_bytes) else ["onnxport"]
     for _ in range(rounds):
         for name in sides:
-            runs[name].append(side(name, model, OUT / "decoder_int4" / "work"))
+            runs[name].append(side(name, model, OUT / "decoder_int4" / "work", extra))
             print(f"  {label} {name}: {json.dumps(runs[name][-1])}", flush=True)
     if not keep:
         shutil.rmtree(folder, ignore_errors=True)
@@ -205,11 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seven-b", action="store_true", help="also the 7B-shaped decoder (~27 GB)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the source models for the next run")
+    parser.add_argument("--int4-method", help="onnxport's --int4-method (default: its own default)")
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
-    rows = [measure(f"2b_x{args.scale:g}", scaled(TWO_B, args.scale), args.rounds, args.keep)]
+    extra = ["--int4-method", args.int4_method] if args.int4_method else []
+    rows = [measure(f"2b_x{args.scale:g}", scaled(TWO_B, args.scale), args.rounds, args.keep, extra)]
     if args.seven_b:
-        rows.append(measure("7b", SEVEN_B, args.rounds, args.keep))
+        rows.append(measure("7b", SEVEN_B, args.rounds, args.keep, extra))
     for row in rows:
         show(row)
     (OUT / "decoder_int4_bench.json").write_text(json.dumps(rows, indent=1))
