@@ -113,3 +113,32 @@ def test_renamed_ends_turn_validation_off_in_the_dialog(qtbot, settings, tmp_pat
     assert not dialog.validate.isEnabled() and not dialog.choices().validate and "old names" in dialog.validate.toolTip()
     dialog.renames.setText("")
     assert dialog.validate.isEnabled() and dialog.choices().validate
+
+
+def test_the_deploy_dialog_refuses_a_dim_the_model_lacks_naming_it(qtbot, window, tmp_path):
+    """The Deploy dialog's dims are checked on the model by the deploy: a dim it lacks is one line
+    naming it, in an error dialog, and nothing is written; a dynamic batch deploys and runs."""
+    source = tmp_path / "m.onnx"
+    save(conv_model(opset=18, ir_version=8, batch=1), source)
+    window.last_export = source
+    window.deploy_flow.choose()
+    dialog = window.deploy_flow.dialog
+    qtbot.waitUntil(dialog.isVisible)
+    dialog.target.setCurrentIndex(dialog.target.findData("ort-1.17"))
+    dialog.dims.setText("sequence=3")
+    with qtbot.waitSignal(window.errorShown, timeout=60_000) as shown:
+        dialog._accept()
+    assert "no input dimension is named 'sequence'" in shown.args[0] and "\n" not in shown.args[0]
+    assert not (tmp_path / "m.ort-1.17.onnx").exists()
+    window.deploy_flow.choose()
+    dialog = window.deploy_flow.dialog
+    qtbot.waitUntil(dialog.isVisible)
+    dialog.target.setCurrentIndex(dialog.target.findData("ort-1.17"))
+    dialog.dims.setText("batch=dynamic h=8 w=8")
+    with qtbot.waitSignal(window.deploy_flow.deployed, timeout=60_000) as deployed:
+        dialog._accept()
+    assert deployed.args[0].check.passed
+    (name, shape), = _inputs(tmp_path / "m.ort-1.17.onnx")
+    assert name == "x" and isinstance(shape[0], str) and shape[1:] == [3, 8, 8]
+    sess = ort.InferenceSession(str(tmp_path / "m.ort-1.17.onnx"), providers=["CPUExecutionProvider"])
+    assert sess.run(None, {"x": np.ones((2, 3, 8, 8), np.float32)})[0].shape == (2, 4)
