@@ -245,7 +245,7 @@ def open_case(app, window, beat: Heartbeat, path: Path, kind: str, nodes: int, m
     side_gaps = beat.worst_gaps()
     if not done:
         raise RuntimeError(f"opening {path.name} failed")
-    return {"model": kind, "nodes": nodes, "tensors": len(window.sources.index), "bytes": path.stat().st_size,
+    return {"model": kind, "nodes": nodes, "tensors": len(window.session.index), "bytes": path.stat().st_size,
             "open_seconds": round(open_s, 3), "onnx_load_seconds": round(reference, 3),
             "ratio": round(open_s / reference, 1), "tree_seconds_gui_thread": round(window.bench_tree_seconds[-1], 3),
             "stall_open_ms": round(open_stall, 1), "app_stall_open_ms": open_app, "side_jobs_seconds": round(side_s, 2),
