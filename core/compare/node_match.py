@@ -242,7 +242,7 @@ def _skipped_roots(m: Matching, ia: int) -> set[str]:
 
 def _candidates(m: Matching, ia: int, roots: set[str], mode: str) -> list[int]:
     b, op, back, reach = m.b, m.a.ops[ia], m.back, m.b.reach
-    lists = [reach.get(r, ()) for r in roots]
+    lists = [reach.get(r, ()) for r in sorted(roots)]  # sorted: a tie never follows a set's hash order
     first = min(lists, key=len)
     pool = list(first[:CANDIDATES])
     if mode == SKIPPING:  # also past one unmatched node of B (a node A lacks)
