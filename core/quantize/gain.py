@@ -6,9 +6,10 @@ Contract:
 - `quantized_nothing(source, result)`: True when `result` holds no weight or op the quantizer
   converted, in any graph (If/Loop/Scan bodies included); `nothing_quantized(...)` is the one-line
   error saying why (op types there, how many inside bodies, what would quantize them).
-- `nothing_gained(size_ratio, latency_ratio)`: None when something was gained, else the reason. At
-  most `SMALLER` (0.9x) the size gains; barely smaller or larger gains only when measured faster by
-  `FASTER` (`latency_ratio` None: not faster).
+- `nothing_gained(size_ratio, latency_ratio, latency_high)`: None when something was gained, else
+  the reason. At most `SMALLER` (0.9x) the size gains; barely smaller or larger gains only when
+  measured faster by `FASTER` (`latency_ratio` None: not faster), the slow end of the ratio's
+  interval (`latency_high`) included: a median faster within the noise is no gain.
 - `static_reach(name, source)`: static QDQ sees the main graph only: the one-line error when every
   weight op is inside a body, else a note of how many stay float, or None.
 - `heavy_ops(model)`: counts of the weight-holding op types (`HEAVY_OPS`), in the main graph and
@@ -110,12 +111,18 @@ def static_reach(name: str, source: onnx.ModelProto) -> str | None:
             "QDQ quantizes the main graph only (--mode dynamic or fp16 reach into bodies)")
 
 
-def nothing_gained(size_ratio: float, latency_ratio: float | None) -> str | None:
+def nothing_gained(size_ratio: float, latency_ratio: float | None, latency_high: float | None = None) -> str | None:
     """See the module docstring."""
     if size_ratio <= SMALLER:
         return None
-    if latency_ratio is not None and latency_ratio < FASTER:
+    slowest = latency_ratio if latency_high is None else latency_high
+    if slowest is not None and slowest < FASTER:
         return None
-    speed = "not measured faster" if latency_ratio is None else f"not faster (latency {latency_ratio:.2f}x)"
+    if latency_ratio is None:
+        speed = "not measured faster"
+    elif latency_ratio < FASTER:
+        speed = f"not measurably faster (latency {latency_ratio:.2f}x, within noise up to {slowest:.2f}x)"
+    else:
+        speed = f"not faster (latency {latency_ratio:.2f}x)"
     size = "not smaller" if size_ratio >= 0.995 else f"barely smaller (over {SMALLER:.1f}x)"
     return f"{size_ratio:.2f}x the size, {size}, and {speed}"

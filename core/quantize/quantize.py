@@ -220,13 +220,13 @@ def _check_gain(job: Job, mode: str, op_types, outcome: LoopResult, target: floa
                                 hint="lower the target, or validate with representative inputs")
         raise gain.nothing_quantized(name, mode, job.source, list(op_types or modes.DYNAMIC_OP_TYPES))
     ratio = model_size(outcome.path) / max(job.source_bytes, 1)
-    latency = None
+    latency = high = None
     if ratio > gain.SMALLER:  # not (meaningfully) smaller: it must at least be faster
         report.check()
         report(0.92, "measuring whether the result, hardly smaller, is faster")
-        latency = benchmark([job.model_path, outcome.path], inputs=job.search_feeds.first(), seconds=1.0,
-                            threads=1).latency_ratio
-    why = gain.nothing_gained(ratio, latency)
+        bench = benchmark([job.model_path, outcome.path], inputs=job.search_feeds.first(), seconds=1.0, threads=1)
+        latency, high = bench.latency_ratio, bench.ratio.high if bench.ratio is not None else None
+    why = gain.nothing_gained(ratio, latency, high)
     if why and kept and target is not None:
         raise OnnxportError(f"{name}: {mode} quantization misses the accuracy target (cosine >= {target}) unless "
                             f"{len(kept)} node(s) stay in float, and then gains nothing ({why}); {_whole(job, outcome)}; "
