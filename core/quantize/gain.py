@@ -1,6 +1,5 @@
-"""Did quantizing gain anything? A result that is neither smaller nor faster is a failure, said so.
-
-Why: without it a quantization that changed nothing, or grew the model, reported success.
+"""Did quantizing gain anything? A result neither smaller nor faster is a failure, said so (else
+a quantization that changed nothing, or grew the model, reported success).
 
 Contract:
 - `quantized_nothing(source, result)`: True when `result` holds no weight or op the quantizer
