@@ -156,9 +156,10 @@ def main(argv: list[str]) -> int:
     extra = run()
     api = time.perf_counter() - started
     use = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"job": job, "option": option, "seconds": _since_start(), "api_seconds": api,
-                      "cpu_seconds": use.ru_utime + use.ru_stime, "peak_rss_mb": use.ru_maxrss / 1024,
-                      "path": str(out), **extra}, default=str))
+    line = json.dumps({"job": job, "option": option, "seconds": _since_start(), "api_seconds": api,
+                       "cpu_seconds": use.ru_utime + use.ru_stime, "peak_rss_mb": use.ru_maxrss / 1024,
+                       "path": str(out), **extra}, default=str)
+    print(f"\n{line}")  # on a line of its own: ORT's RTN leaves its progress bar without a newline
     return 0
 
 

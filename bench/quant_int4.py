@@ -5,7 +5,7 @@ quantize the model ORT's `quant_pre_process` made (not timed): `MatMulNBitsQuant
 DEFAULT, RTN, HQQ and GPTQ configs (GPTQ calibrated on 32 of onnxport's bundled sentences, none
 of which is scored) at blocks 32 and 128. onnxport quantizes the float32 model itself (its
 pre-processing and held-out verdict timed): `--no-target`, MatMuls only (as the peers) at both
-blocks; then, with its default target (0.99) and every candidate (MatMuls and embeddings), the
+blocks, without data (HQQ-style) and with GPTQ's calibration rows (GPTQ-style); then, with its default target (0.99) and every candidate (MatMuls and embeddings), the
 mixed 4/8-bit/float model. Each job runs once in its own process (bench/peer_jobs.py). Measured:
 size vs float32, min cosine on the unseen sentences, p50 latency vs DEFAULT's at the same block
 (alternating, 1 thread, 128 tokens). Bars (issue 40), per block: min cosine >= the best peer's at
@@ -48,6 +48,8 @@ def _plan(real: Path, pre: Path, calibration: Path, tokenizer: Path) -> list[tup
     env = {"ONNXPORT_TOKENIZER": str(tokenizer)}
     plan += [(f"onnxport_{b}", "onnxport_int4", real / "model.onnx", f"block={b},target=none,ops=MatMul", env)
              for b in BLOCKS]
+    plan += [(f"onnxport_gptq_{b}", "onnxport_int4", real / "model.onnx", f"block={b},target=none,ops=MatMul",
+              {**env, "ONNXPORT_CALIBRATION": str(calibration)}) for b in BLOCKS]  # the data ORT's GPTQ gets
     plan.append(("onnxport_target", "onnxport_int4", real / "model.onnx", "block=32", env))
     return plan
 
@@ -96,21 +98,22 @@ def _latencies(rows: dict, work: Path, inputs: Path, seconds: float, threads: in
 
 def bars(data: dict) -> dict[str, bool]:
     rows, verdicts = data["rows"], {}
-    for b in BLOCKS:
-        ours = rows.get(f"onnxport_{b}", {})
+    for key in [k for b in BLOCKS for k in (f"onnxport_{b}", f"onnxport_gptq_{b}")]:
+        b = int(key.rsplit("_", 1)[1])
+        ours = rows.get(key, {})
         peers = {k: r for k, r in rows.items() if k.startswith("ort_") and k.endswith(f"_{b}") and "size_ratio" in r}
         if "size_ratio" not in ours or not peers:
-            verdicts[f"block {b}: onnxport and the peers ran"] = False
+            verdicts[f"{key}: it and the peers ran"] = False
             continue
         best = max(peers, key=lambda k: peers[k]["min_cosine"])
-        verdicts[f"block {b}: min cosine >= the best peer's ({best})"] = (
+        verdicts[f"{key}: min cosine >= the best peer's ({best})"] = (
             ours["min_cosine"] >= peers[best]["min_cosine"])
-        verdicts[f"block {b}: size <= {best}'s"] = ours["size_ratio"] <= peers[best]["size_ratio"]
+        verdicts[f"{key}: size <= {best}'s"] = ours["size_ratio"] <= peers[best]["size_ratio"]
         if "latency_vs_default" in ours:
-            verdicts[f"block {b}: latency <= {BARS['latency_vs_default']}x DEFAULT's"] = (
+            verdicts[f"{key}: latency <= {BARS['latency_vs_default']}x DEFAULT's"] = (
                 ours["latency_vs_default"] <= BARS["latency_vs_default"])
         fastest = min(r["seconds"] for r in peers.values())
-        verdicts[f"block {b}: time <= {BARS['time_vs_fastest']}x the fastest peer's"] = (
+        verdicts[f"{key}: time <= {BARS['time_vs_fastest']}x the fastest peer's"] = (
             ours["seconds"] <= BARS["time_vs_fastest"] * fastest)
     target = rows.get("onnxport_target", {})
     verdicts["default target: a model written that meets it"] = bool(target.get("verdict", {}).get("passed"))
