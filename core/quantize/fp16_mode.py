@@ -146,7 +146,7 @@ def fp16(src: Path, dst: Path, *, keep_io_types: bool, block_ops, exclude: list[
         else:
             onnx.save_model(model, str(dst))
         try:
-            session(dst)
+            session(dst, checked=True)  # written here from a model checked when it was read
             return outcome
         except OnnxportError as exc:
             found = _NOT_IMPLEMENTED.search(str(exc))
