@@ -56,8 +56,8 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
     graph = model.graph
     protected = {o.name for o in graph.output}
     nodes = items_of(graph.node)
-    folder = _Folder(nodes, constants, protected)
-    remaining = [node for index, node in enumerate(nodes) if not folder.fold(index, node)]
+    folder = _Folder(nodes, constants, protected) if _may_fold(nodes, constants) else None
+    remaining = [node for index, node in enumerate(nodes) if not folder.fold(index, node)] if folder else nodes
     # Drop what nothing uses any more (folded-away weights, Constant nodes consumed by folds);
     # names that sub-graphs (If/Loop bodies) capture from this scope count as used.
     def used_by(live: list[onnx.NodeProto]) -> set[str]:
@@ -67,18 +67,34 @@ def fold_constants(model: onnx.ModelProto, constants: dict[str, ConstTensor]) ->
     live_nodes = [n for n in remaining if not (n.op_type == "Constant" and not (set(n.output) & used))]
     # a Constant node reads nothing: dropping those nothing reads leaves `used` as it is
     constant_node_outputs = {o for n in live_nodes if n.op_type == "Constant" for o in n.output}
-    available = folder.available
+    available = folder.available if folder is not None else constants
     needed = {name: c for name, c in available.items() if name in used and name not in constant_node_outputs}
-    changes = list(folder.changes)
+    changes = list(folder.changes) if folder is not None else []
     live_ids = {id(n) for n in live_nodes}
     changes += [NodeChange(node_label(n), REMOVED, "Constant no longer read") for n in remaining
                 if id(n) not in live_ids]
     if changes:
         del graph.node[:]
         extend_in_slices(graph.node, live_nodes)
-    release(nodes, remaining, live_nodes, folder.consumers, used, live_ids)  # a slice at a time
+    release(nodes, remaining, live_nodes, folder.consumers if folder is not None else {}, used, live_ids)  # a slice at a time
     notes = _drop_stale_value_info(graph, needed)
     return FoldResult(model, changed=bool(changes or notes), changes=changes, notes=notes, constants=needed)
+
+
+def _may_fold(nodes: Sequence[onnx.NodeProto], constants: dict[str, ConstTensor]) -> bool:
+    """Whether any node could fold: a standard op the folder knows whose inputs are all weights
+    or Constant outputs (the first fold of any chain is one). A superset of what `_Folder` folds:
+    a graph without one (a decoder's shape arithmetic reads runtime tensors) skips the folder,
+    which reads every node and every Constant's header, and is left exactly as the folder leaves it."""
+    known = set(constants)
+    for node in nodes:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Constant":
+            known.update(node.output)
+        elif node.op_type in FOLDERS and node.input and all(not n or n in known for n in node.input):
+            return True
+    return False
 
 
 def _drop_stale_value_info(graph: onnx.GraphProto, consts: dict[str, ConstTensor]) -> list[str]:

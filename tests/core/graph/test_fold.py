@@ -144,3 +144,25 @@ def test_nothing_to_fold_is_no_change():
     before = model.SerializeToString()
     result = fold_constants(model, {})
     assert not result.changed and result.changes == [] and model.SerializeToString() == before
+
+
+def test_nothing_foldable_reads_no_constant(monkeypatch):
+    """A graph where no node's inputs are all constants (shape arithmetic on a runtime tensor) is
+    left as it is without the folder reading any Constant node; one nothing reads still goes."""
+    import onnxport.core.graph.fold as fold
+
+    read: list[str] = []
+    real = fold.constant_node_tensor
+    monkeypatch.setattr(fold, "constant_node_tensor", lambda node: read.append(node.name) or real(node))
+    shape = helper.make_node("Constant", [], ["shape"], name="shape_const",
+                             value=numpy_helper.from_array(np.array([2, 6], I64)))
+    unread = helper.make_node("Constant", [], ["unread"], name="unread_const",
+                              value=numpy_helper.from_array(np.array([1], I64)))
+    nodes = [shape, unread, helper.make_node("Reshape", ["x", "shape"], ["xr"], name="rs"),
+             helper.make_node("MatMul", ["xr", "w"], ["y"], name="mm")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                       [helper.make_tensor_value_info("y", T.FLOAT, [2, 5])])
+    w = RNG.standard_normal((6, 5)).astype(np.float32)
+    result = fold_constants(model, {"w": from_array("w", w)})
+    assert read == [] and result.names(FOLDED) == [] and result.names(REMOVED) == ["unread_const"]
+    assert [n.name for n in model.graph.node] == ["shape_const", "rs", "mm"] and list(result.constants) == ["w"]
