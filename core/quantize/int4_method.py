@@ -4,12 +4,13 @@ Why: scales chosen for the inputs a weight really multiplies beat scales chosen 
 alone (MiniLM, block 32: held-out min cosine 0.9772 unweighted, 0.9800 weighted by the channels'
 mean square); GPTQ-style compensation needs the whole X^T X, which only real data should give.
 
-Contract: `weight_method(name, symmetric, prepared, nodes, calibration, search, workdir, report)`
--> `WeightMethod`. `name` `auto`: `gptq` with calibration data, else `hqq`. `gptq` collects X^T X
-of each MatMul's input on the calibration feeds (refused without them); `hqq` collects the input
+Contract: `weight_method(name, symmetric, prepared, nodes, calibration, search, workdir, report,
+whole)` -> `WeightMethod`. `name` `auto`: `gptq` with calibration data, else `hqq`. `gptq`
+collects X^T X of each MatMul's input on the calibration feeds (refused without them, and refused
+for a model that is not run whole, `whole` False: bounded.py, saying so); `hqq` collects the input
 channels' mean square on the calibration feeds, else on the search part of the validation inputs
-when they are real (never the held-out part), else none (generated inputs say nothing of the
-real ones); `rtn` needs nothing.
+when they are real (never the held-out part), else none (generated inputs, or a model not run
+whole); `rtn` needs nothing.
 """
 
 from __future__ import annotations
@@ -27,18 +28,24 @@ from onnxport.core.util.progress import Reporter
 
 
 def weight_method(name: str, symmetric: bool, prepared: Path, nodes: list[str], calibration: FeedSource | None,
-                  search: FeedSource | None, workdir: Path, report: Reporter) -> WeightMethod:
+                  search: FeedSource | None, workdir: Path, report: Reporter, whole: bool = True) -> WeightMethod:
     """See the module docstring."""
     if name not in (*METHODS, "auto"):
         raise OnnxportError(f"unknown int4 method '{name}'; choose one of auto, {', '.join(METHODS)}")
     if name == "auto":
-        name = "gptq" if calibration is not None else "hqq"
+        name = "gptq" if calibration is not None and whole else "hqq"
     method = WeightMethod(name, symmetric)
     if name == "rtn":
         return method
     if name == "gptq" and calibration is None:
         raise OnnxportError("the GPTQ-style int4 method needs calibration data (--calibration)",
                             hint="--int4-method hqq works without it")
+    if name == "gptq" and not whole:
+        raise OnnxportError("the GPTQ-style int4 method runs the model whole on the calibration data, and this model "
+                            "is too large to run whole (it is quantized a weight at a time)",
+                            hint="--int4-method hqq or rtn work without running it")
+    if not whole:
+        return method
     feeds = calibration if calibration is not None else search
     if feeds is None or feeds.generated:
         return method

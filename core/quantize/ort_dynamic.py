@@ -102,6 +102,18 @@ def channel_params(flat: np.ndarray, qtype: int, symmetric: bool, reduce_range: 
     return np.where(tiny, np.zeros((), qmin.dtype), zero), stored
 
 
+def channel_rounded(weights: np.ndarray, axis: int, qtype: int, zero: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """`weights` quantized with a zero point and scale per channel along `axis`: ORT's
+    `quantize_nparray` per channel, element for element in the same dtypes."""
+    rows = np.moveaxis(weights, axis, 0)
+    flat = rows.reshape(rows.shape[0], -1)
+    low, high = get_qmin_qmax_for_qType(qtype, reduce_range=False, symmetric=False)
+    values = (flat.astype(np.float32) / scale[:, None]).round() + zero[:, None]
+    np.clip(values, low, high, out=values)
+    quantized = values.astype(onnx.helper.tensor_dtype_to_np_dtype(qtype)).reshape(rows.shape)
+    return np.moveaxis(quantized, 0, axis)
+
+
 def channel_quantized(weights: np.ndarray, axis: int, qtype: int, symmetric: bool,
                       reduce_range: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(zero points, float32 scales, quantized weights in `weights`' shape) per channel along `axis`:
@@ -109,11 +121,7 @@ def channel_quantized(weights: np.ndarray, axis: int, qtype: int, symmetric: boo
     rows = np.moveaxis(weights, axis, 0)
     flat = rows.reshape(rows.shape[0], -1)
     zero, stored = channel_params(flat, qtype, symmetric, reduce_range)
-    low, high = get_qmin_qmax_for_qType(qtype, reduce_range=False, symmetric=False)
-    values = (flat.astype(np.float32) / stored[:, None]).round() + zero[:, None]
-    np.clip(values, low, high, out=values)
-    quantized = values.astype(onnx.helper.tensor_dtype_to_np_dtype(qtype)).reshape(rows.shape)
-    return zero, stored, np.moveaxis(quantized, 0, axis)
+    return zero, stored, channel_rounded(weights, axis, qtype, zero, stored)
 
 
-__all__ = ["ChannelQuantizer", "channel_params", "channel_quantized", "quantize_dynamic"]
+__all__ = ["ChannelQuantizer", "channel_params", "channel_quantized", "channel_rounded", "quantize_dynamic"]

@@ -281,13 +281,13 @@ class Int4(Strategy):
         self.nodes = list(dict.fromkeys(u.node for u in uses))
         self.sizes = {u.node: u.values for u in uses}
         calibration = None
-        if job.calibration is not None and not job.bounded:
+        if job.calibration is not None:
             calibration = open_feeds(job.calibration, job.specs, batch_size=CALIBRATION_BATCH)
         # a model too big to hold (bounded.py): no activation statistics (they run it whole), one attempt
         self.cache: dict | None = None if job.bounded else {}  # each weight quantized once per width
         self.method = weight_method(self.options.int4_method, self.options.symmetric, job.prepared, self.nodes,
                                     calibration, None if job.bounded else job.search_feeds, job.stage.path(""),
-                                    job.report.sub(0.1, 0.4))
+                                    job.report.sub(0.1, 0.4), whole=not job.bounded)
         levels = ", ".join(f"{b}-bit weights: {lvl}" for b, lvl in int4.accuracy_levels().items())
         job.notes.append(f"int4 weights: {self.method.describe()}, blocks of {self.options.block_size}; "
                          f"MatMulNBits accuracy_level for this CPU ({cpu_int8.detect().label}): {levels}")

@@ -98,3 +98,21 @@ def test_role_groups_put_one_role_of_every_layer_together():
         "/encoder/layer.*/attention/self/value/MatMul": names[:2],
         "/encoder/layer.*/output/dense/MatMul": [names[2]],
         "/embeddings/word_embeddings/Gather": [names[3]]}
+
+
+def test_gptq_on_a_model_too_large_to_run_whole_names_that_not_missing_data(tmp_path, monkeypatch):
+    from onnxport.core.quantize import bounded
+    from tests.core.quantize.test_prep_external import save_external
+
+    save_external(tmp_path / "big.onnx", layers=2, k=256)
+    data = tmp_path / "calib.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((8, 256)).astype(np.float32))
+    monkeypatch.setattr(bounded, "BOUNDED_BYTES", 0)
+    options = QuantizeOptions(accuracy_target=None, int4_method="gptq", calibration=str(data), preprocess=False)
+    with pytest.raises(OnnxportError, match="too large to run whole") as refused:
+        quantize(tmp_path / "big.onnx", tmp_path / "g.onnx", "int4", options)
+    assert "needs calibration data" not in str(refused.value)
+    assert not (tmp_path / "g.onnx").exists()
+    auto = quantize(tmp_path / "big.onnx", tmp_path / "a.onnx", "int4",
+                    QuantizeOptions(accuracy_target=None, calibration=str(data), preprocess=False))
+    assert auto.options["int4_method"] == "hqq"

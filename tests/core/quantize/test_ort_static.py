@@ -76,8 +76,13 @@ def test_plain_per_channel_weights_skip_onnx_runtimes_channel_loop(tmp_path, mon
                        tmp_path, Reporter(None, None))
     real, calls = qdq_quantizer.compute_data_quant_params, []
     monkeypatch.setattr(qdq_quantizer, "compute_data_quant_params", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rounding, rounded = qdq_quantizer.quantize_onnx_initializer, []
+    monkeypatch.setattr(qdq_quantizer, "quantize_onnx_initializer",
+                        lambda *a, **k: rounded.append(1) or rounding(*a, **k))
     _write(QDQQuantizer, src, tmp_path / "ort.onnx", ranges, QuantType.QInt8, True, {})
     assert len(calls) == 6 + 10 + 4  # a call per channel of the three weights
+    assert len(rounded) == 3
     calls.clear()
+    rounded.clear()
     _write(ChannelQDQQuantizer, src, tmp_path / "ours.onnx", ranges, QuantType.QInt8, True, {})
-    assert calls == []
+    assert calls == [] and rounded == []
