@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from onnxport.core.quantize.blockwise import block_error, rtn, to_blocks
+from onnxport.core.quantize.blockwise import block_error, block_weights, rtn, to_blocks
 from onnxport.core.quantize.int4 import NbitsPlan, write_weight_only
 from onnxport.core.quantize.nbits_plan import GATHER, MATMUL, weight_uses
 from onnxport.core.quantize.weights import WeightMethod, quantize_weight
@@ -65,16 +65,23 @@ def test_written_weights_compute_what_their_integers_say(tmp_path, block_size, s
 
 @pytest.mark.parametrize("block_size", [32, 128])
 @pytest.mark.parametrize("symmetric", [False, True])
-def test_hqq_scales_never_do_worse_than_round_to_nearest(block_size, symmetric):
+@pytest.mark.parametrize("weighted", [False, True])
+def test_hqq_scales_never_do_worse_than_round_to_nearest(block_size, symmetric, weighted):
+    """Per block, in the error it minimises (weighted by the input channels' importance when given),
+    computed here directly from the integers it chose; an all-zero column stays exact."""
     rng = np.random.default_rng(2)
     w = rng.standard_t(4, (512, 64)).astype(np.float32)  # heavy tails: the block's range is a poor scale
+    w[:, 5] = 0.0
+    importance = rng.gamma(0.5, 2.0, 512).astype(np.float32) if weighted else None
     blocks = to_blocks(w, block_size)
+    weights = block_weights(importance, blocks.shape)
     plain = quantize_weight(w, 4, block_size, WeightMethod("rtn", symmetric))
-    tuned = quantize_weight(w, 4, block_size, WeightMethod("hqq", symmetric))
-    e_rtn = block_error(blocks, plain.q, plain.scales, plain.zero_points.astype(np.float32), None)
-    e_hqq = block_error(blocks, tuned.q, tuned.scales, tuned.zero_points.astype(np.float32), None)
-    assert (e_hqq <= e_rtn * (1 + 1e-5)).all()
+    tuned = quantize_weight(w, 4, block_size, WeightMethod("hqq", symmetric), importance=importance)
+    e_rtn = block_error(blocks, plain.q, plain.scales, plain.zero_points.astype(np.float32), weights)
+    e_hqq = block_error(blocks, tuned.q, tuned.scales, tuned.zero_points.astype(np.float32), weights)
+    assert (e_hqq <= e_rtn * (1 + 1e-5) + 1e-12).all()
     assert e_hqq.sum() < 0.96 * e_rtn.sum()
+    assert not tuned.dequantize()[:, 5].any()
 
 
 def test_gptq_with_calibration_activations_lowers_the_output_error():
