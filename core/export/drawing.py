@@ -6,7 +6,8 @@
 - `kept_node_names(graphs, outputs)`: the nodes of the first that the second also draws (the
   Original view dims the rest).
 Each is drawn whole when Netron draws at most `WHOLE_UP_TO` of its nodes, else focused
-(`graph.focus`: repeated blocks collapsed, cut at `budget` around `seeds`). A `Drawing` is the
+(`graph.focus`: repeated blocks collapsed, cut at `budget` around `seeds`; a selection on its
+export graph itself, weights as headers, never copied whole). A `Drawing` is the
 bytes to publish, what they show (None: whole) and the `FocusGraph` read, kept with the selection
 (or handed back by the caller for the whole graph), so "Show more" and refocusing read nothing
 again.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from onnxport.core.export.selection_graph import SelectionGraphs
+from onnxport.core.export.selection_graph import SelectionGraphs, preview_weights
 from onnxport.core.graph.focus import FOCUS_BUDGET, FocusedPreview, FocusGraph
 from onnxport.core.graph.graph_table import GraphTable
 from onnxport.core.graph.weightless import weightless_copy
@@ -49,14 +50,13 @@ def draw_selection(graphs: SelectionGraphs, outputs: list[str], budget: int = FO
                    whole_up_to: int = WHOLE_UP_TO, starts: Sequence[str] = ()) -> Drawing:
     """The export of `outputs` (cut at `starts`) without its weights (see the module docstring)."""
     selected = graphs.get(outputs, cancel, starts)
-    model = selected.preview
-    if drawn_whole(model, whole_up_to):
-        return Drawing(model.SerializeToString(), None, None)
+    if drawn_whole(selected.built.skeleton, whole_up_to):  # the preview's nodes
+        return Drawing(selected.preview.SerializeToString(), None, None)
     if cancel is not None:
         cancel.check()
     graph = selected.focus
-    if not isinstance(graph, FocusGraph):
-        graph = selected.focus = FocusGraph(model, None, cancel)
+    if not isinstance(graph, FocusGraph):  # focused on the export's graph itself, its weights as headers
+        graph = selected.focus = FocusGraph(selected.built.skeleton, None, cancel, preview_weights(selected.built))
     focused = graph.focus(list(selected.outputs), (), seeds, budget, cancel)
     return Drawing(focused.model.SerializeToString(), focused, graph)
 

@@ -63,9 +63,14 @@ def preview_of(built: InferenceGraph) -> onnx.ModelProto:
     """`built`'s skeleton with its constants as weight-free initializers (Netron draws them as
     weights of their nodes), Constant nodes over the preview's size and body weights stripped."""
     model = copy_model(built.skeleton)  # in slices: the GUI thread gets the GIL between them
-    model.graph.initializer.extend(_header(c) for c in built.consts.values())
+    model.graph.initializer.extend(preview_weights(built))
     strip_nested(model.graph)
     return model
+
+
+def preview_weights(built: InferenceGraph) -> list[onnx.TensorProto]:
+    """The preview's initializers: a header (name, type, dims) of each constant `built` writes."""
+    return [_header(c) for c in built.consts.values()]
 
 
 def _header(const: ConstTensor) -> onnx.TensorProto:

@@ -16,7 +16,7 @@ checked as it goes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import onnx
@@ -70,9 +70,17 @@ class FocusGraph:
     """One model's graph read for focused previews (see the module docstring)."""
 
     def __init__(self, model: onnx.ModelProto, table: GraphTable | None = None,
-                 cancel: CancelToken | None = None) -> None:
+                 cancel: CancelToken | None = None, weights: Sequence[onnx.TensorProto] = ()) -> None:
+        """`weights`: headers of weights `model` holds apart from its initializers (a selection's
+        constants, `export.selection_graph`): drawn as its initializers are, `model` not copied
+        (the table is then read here: it lists them among the initializers)."""
+        if weights and table is not None:
+            raise ValueError("FocusGraph: weights held apart are given with no table")
         self.model = model
         self.table = table if table is not None else GraphTable.read(model.graph, cancel)  # `table`: read from `model`
+        self._weights = list(weights)
+        if self._weights:
+            self.table.initializer_names = self.table.initializer_names + [t.name for t in self._weights]
         # the positions of the nodes each node reads: node i's are flat[starts[i]:starts[i + 1]] (two
         # lists of ints, not a list per node: long-lived lists per node make gen-2 GC passes long)
         self._parents: tuple[list[int], list[int]] | None = None
@@ -256,7 +264,7 @@ class FocusGraph:
     def _lookups(self) -> tuple[dict[str, onnx.TensorProto], dict[str, onnx.ValueInfoProto]]:
         if self._initializers is None:
             g = self.model.graph
-            self._initializers = {t.name: t for t in g.initializer}
+            self._initializers = {t.name: t for t in list(g.initializer) + self._weights}
             self._value_infos = {vi.name: vi for vi in list(g.value_info) + list(g.output) + list(g.input)
                                  if vi.type.WhichOneof("value") is not None}
         return self._initializers, self._value_infos

@@ -26,6 +26,26 @@ def test_a_selection_of_an_eval_graph_is_drawn_as_the_export_writes_it(tmp_path)
     assert all(not t.raw_data and list(t.dims) for t in drawn.graph.initializer)  # weights as headers
 
 
+def test_a_focused_selection_is_the_focus_of_its_preview_drawn_without_copying_it(tmp_path):
+    """A selection drawn focused shows exactly what focusing its preview (the export's graph,
+    weights as headers) shows; it is focused on the export's graph itself, never copied whole."""
+    from onnxport.core.graph.focus import FocusGraph
+
+    path = tmp_path / "eval_model.onnx"
+    onnx.save(eval_like_mlp(), path)
+    session = session_for(path, mlp_weights())
+    drawing = draw_selection(session.selections, ["logits"], budget=3, whole_up_to=2)
+    selected = session.selection(["logits"])
+    assert drawing.focused is not None and selected._preview is None  # no whole copy made
+    expected = FocusGraph(selected.preview).focus(["logits"], (), None, 3)
+    assert drawing.data == expected.model.SerializeToString()
+    drawn = onnx.load_from_string(drawing.data)
+    assert drawn.graph.initializer and all(not t.raw_data and list(t.dims) for t in drawn.graph.initializer)
+    more = draw_selection(session.selections, ["logits"], budget=6, whole_up_to=2)
+    assert more.graph is drawing.graph
+    assert more.data == FocusGraph(selected.preview).focus(["logits"], (), None, 6).model.SerializeToString()
+
+
 def test_the_original_view_draws_the_model_as_it_is_and_names_what_the_export_keeps(tmp_path):
     model = eval_like_mlp()
     graphs = SelectionGraphs(model, None, param_set(mlp_weights()))
