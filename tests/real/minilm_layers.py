@@ -40,3 +40,10 @@ def minilm_inference_model(work: Path, sentences: list[str], layers: int = 2) ->
     ids = np.array([e.ids for e in encoded], np.int64)
     mask = np.array([e.attention_mask for e in encoded], np.int64)
     return work / "minilm.onnx", {"input_ids": ids, "token_type_ids": np.zeros_like(ids), "attention_mask": mask}
+
+
+def minilm_with_sentences(work: Path, sentences: list[str]) -> tuple[Path, Path]:
+    """(float32 inference model of the first two layers, `sentences` tokenized into an .npz)."""
+    model, feed = minilm_inference_model(work, sentences)
+    np.savez(work / "sentences.npz", **feed)
+    return model, work / "sentences.npz"

@@ -4,23 +4,19 @@ it wrote is what it reported."""
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
 
 from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
-from .minilm_layers import minilm_inference_model
+from .minilm_layers import minilm_with_sentences
 from .test_minilm_quantize import SENTENCES
 
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
     pytest.importorskip("torch")
-    work = tmp_path_factory.mktemp("minilm_int4")
-    model, feed = minilm_inference_model(work, SENTENCES)
-    np.savez(work / "sentences.npz", **feed)
-    return model, work / "sentences.npz"
+    return minilm_with_sentences(tmp_path_factory.mktemp("minilm_int4"), SENTENCES)
 
 
 def test_the_default_target_writes_what_the_search_reports(minilm, tmp_path):

@@ -12,14 +12,13 @@ exact on every CPU's kernels, so the verdict does not depend on the CPU running 
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
 
 from onnxport.core.quantize.outlier_split import SUFFIX
 from onnxport.core.quantize.quantize import QuantizeOptions, quantize
 
-from .minilm_layers import minilm_inference_model
+from .minilm_layers import minilm_with_sentences
 
 SENTENCES = [
     "A man is playing a guitar on the street corner while people walk by.",
@@ -38,10 +37,7 @@ OUTLIER_NODE = "/encoder/layer.0/output/dense/MatMul"
 def minilm(tmp_path_factory):
     """(float32 inference model of the first two layers, real sentences as an .npz)."""
     pytest.importorskip("torch")
-    work = tmp_path_factory.mktemp("minilm")
-    model, feed = minilm_inference_model(work, SENTENCES)
-    np.savez(work / "sentences.npz", **feed)
-    return model, work / "sentences.npz"
+    return minilm_with_sentences(tmp_path_factory.mktemp("minilm"), SENTENCES)
 
 
 def test_the_outlier_channels_of_the_ffn_projection_go_float_not_the_whole_matmul(minilm, tmp_path):
