@@ -9,11 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from onnxport.core.util.atomic import is_temp_name
+from tests.support.marks import wait_for_mark
 
 from .conftest import big_eval_model
 
@@ -89,11 +89,7 @@ def test_sigterm_during_an_export_in_the_app(tmp_path):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     writing = tmp_path / "s.ini.writing"
     try:
-        give_up = time.monotonic() + 300  # a bound against a hang, not a measurement
-        while not writing.exists():
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < give_up, "the export did not start writing"
-            time.sleep(0.005)
+        wait_for_mark(writing, child, "the export did not start writing")
         caught = any(is_temp_name(p.name) for p in out.parent.iterdir())  # mid-write: its temp is there
         child.send_signal(signal.SIGTERM)
         _, stderr = child.communicate(timeout=300)

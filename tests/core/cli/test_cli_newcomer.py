@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from onnxport.core.util.atomic import is_temp_name
 from onnxport.core.util.text import human_size
 from onnxport.gui.app import no_display_line
 from tests.support.checkpoint_writer import write_checkpoint
+from tests.support.marks import wait_for_mark
 
 from ..model_builders import decisive_mlp_weights, eval_like_mlp, make_model, mlp_weights
 from ..quant_models import save
@@ -176,11 +176,7 @@ def _interrupt_after(model: Path, ckpt: Path, out: Path, held: Path, marks: Path
     child = subprocess.Popen([sys.executable, "-c", HELD_EXPORT, str(marks), str(held), *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        give_up = time.monotonic() + 300  # a bound against a hang, not a measurement
-        while not (marks / "committed").exists():
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < give_up, f"{held.name} was not committed"
-            time.sleep(0.005)
+        wait_for_mark(marks / "committed", child, f"{held.name} was not committed")
         child.send_signal(signal.SIGINT)
         stdout, stderr = child.communicate(timeout=300)
         return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)

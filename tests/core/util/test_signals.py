@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from onnx import helper
 
 from onnxport.core.util.atomic import is_temp_name
 from tests.support.checkpoint_writer import write_checkpoint
+from tests.support.marks import wait_for_mark
 
 TENSORS, WIDTH = 12, 2 << 20  # 12 x 8 MiB float32 parameters: ~100 MB to write and fsync
 
@@ -92,11 +92,7 @@ def interrupt_mid_write(big_model, out: Path, sig: int, marks: Path, *extra: str
     child = subprocess.Popen([sys.executable, "-c", HELD_EXPORT, str(out.parent), str(marks), *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        give_up = time.monotonic() + 300  # a bound against a hang, not a measurement
-        while not (marks / "writing").exists():
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < give_up, "the export did not start writing"
-            time.sleep(0.005)
+        wait_for_mark(marks / "writing", child, "the export did not start writing")
         assert any(f".{child.pid}." in name for name in temps(out.parent))  # mid-write: its temp is there
         child.send_signal(sig)
         stdout, stderr = child.communicate(timeout=300)
